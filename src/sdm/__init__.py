@@ -1,0 +1,1 @@
+"""SDM: scientific data manager."""

@@ -1,0 +1,90 @@
+"""Collective helpers that keep every rank in step and turn one rank's error into all's.
+
+The rules (DESIGN.md): every rank makes every collective call in the same order, and an
+error on any rank is raised on all ranks as the same :class:`~sdm.errors.SDMError`.
+The helpers here are the only places SDM decides "did anybody fail?".
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Callable, TypeVar
+
+from mpi4py import MPI
+
+from .errors import SDMError, error_class
+
+T = TypeVar("T")
+
+__all__ = ["Failure", "capture", "agree", "root_call", "raise_first"]
+
+
+class Failure:
+    """A picklable record of an exception raised on one rank."""
+
+    __slots__ = ("cls", "message", "rank")
+
+    def __init__(self, exc: BaseException, rank: int) -> None:
+        if isinstance(exc, SDMError):
+            self.cls = type(exc).__name__
+            self.message = exc.message
+        else:  # unexpected: keep the type and the last frame for the user
+            self.cls = "SDMError"
+            tb = traceback.extract_tb(exc.__traceback__)
+            where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+            self.message = f"{type(exc).__name__}: {exc}{where}"
+        self.rank = rank
+
+    def exception(self, size: int) -> SDMError:
+        """Rebuild the exception; the rank is named when the job has several."""
+        msg = self.message if size == 1 else f"{self.message} [rank {self.rank}]"
+        return error_class(self.cls)(msg)
+
+
+def capture(fn: Callable[..., T], *args: Any, rank: int = 0, **kwargs: Any) -> tuple[T | None, Failure | None]:
+    """Call ``fn`` and return ``(result, None)`` or ``(None, Failure)``; never raises."""
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as exc:  # noqa: BLE001 - every failure must reach every rank
+        return None, Failure(exc, rank)
+
+
+def raise_first(failures: list[Failure | None], size: int) -> None:
+    """Raise the failure of the lowest rank, if any."""
+    for f in failures:
+        if f is not None:
+            raise f.exception(size)
+
+
+def agree(comm: MPI.Comm, failure: Failure | None, payload: Any = None) -> list[Any]:
+    """Allgather ``(failure, payload)``; raise the first failure on every rank.
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+        The session communicator.
+    failure : Failure or None
+        This rank's failure, if any.
+    payload : object
+        Anything picklable every rank wants to share (checksums, timings, ...).
+
+    Returns
+    -------
+    list
+        The payloads of all ranks, in rank order, when no rank failed.
+    """
+    gathered = comm.allgather((failure, payload))
+    raise_first([f for f, _ in gathered], comm.Get_size())
+    return [p for _, p in gathered]
+
+
+def root_call(comm: MPI.Comm, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``fn`` on rank 0 only and broadcast its result (or its error) to all ranks."""
+    if comm.Get_rank() == 0:
+        result, failure = capture(fn, *args, **kwargs)
+    else:
+        result, failure = None, None
+    result, failure = comm.bcast((result, failure), root=0)
+    if failure is not None:
+        raise failure.exception(1)  # rank 0's message is the same for everyone
+    return result  # type: ignore[return-value]

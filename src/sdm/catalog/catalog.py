@@ -1,0 +1,662 @@
+"""The catalog API: one class over SQLite and PostgreSQL, chosen by URL.
+
+Only rank 0 of an SDM session opens a :class:`Catalog`; the other ranks receive what
+they need by broadcast.  Every method is one short transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError as SAIntegrityError
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..errors import (
+    ApplicationNotFoundError,
+    CatalogError,
+    CatalogUnavailableError,
+    CatalogVersionError,
+    GroupExistsError,
+    GroupNotFoundError,
+    RunNotFoundError,
+    StepExistsError,
+)
+from . import schema as S
+from .records import DatasetRecord, FileRecord, GroupRecord, RunRecord, WriteRecord
+from .values import Condition, conditions_from, decode, encode
+
+__all__ = ["Catalog", "normalize_url", "DatasetSpec"]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; SDM stores UTC everywhere."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def normalize_url(url: str) -> str:
+    """Return the SQLAlchemy URL for a catalog URL.
+
+    ``postgresql://`` and ``postgres://`` select the psycopg (3) driver; ``sqlite:///path``
+    is used as it is.
+
+    Raises
+    ------
+    CatalogUnavailableError
+        For any other scheme.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise CatalogUnavailableError(
+            f"catalog URL {url!r} is not a URL; use sqlite:///path/to/catalog.db or "
+            "postgresql://user@host:port/dbname"
+        )
+    scheme, rest = url.split("://", 1)
+    if scheme in {"postgresql", "postgres"}:
+        return "postgresql+psycopg://" + rest
+    if scheme in {"postgresql+psycopg", "sqlite"}:
+        return url
+    raise CatalogUnavailableError(
+        f"catalog URL scheme {scheme!r} is not supported; use sqlite:/// or postgresql://"
+    )
+
+
+class DatasetSpec:
+    """What a group definition says of one dataset (picklable, no catalog ids)."""
+
+    __slots__ = ("name", "dtype", "shape", "order")
+
+    def __init__(self, name: str, dtype: str, shape: Sequence[int], order: str) -> None:
+        self.name, self.dtype, self.shape, self.order = name, dtype, tuple(int(s) for s in shape), order
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DatasetSpec) and (self.name, self.dtype, self.shape, self.order) == (
+            other.name,
+            other.dtype,
+            other.shape,
+            other.order,
+        )
+
+    def __repr__(self) -> str:
+        return f"DatasetSpec({self.name!r}, {self.dtype!r}, {self.shape}, {self.order!r})"
+
+
+class Catalog:
+    """Metadata catalog of runs, groups, datasets, attributes, files and writes.
+
+    Parameters
+    ----------
+    url : str
+        ``sqlite:///path/to/catalog.db`` (created if missing) or
+        ``postgresql://user[:password]@host[:port]/dbname`` (the database must exist).
+    create : bool
+        Create the schema when the catalog is empty (default).  Readers pass ``False``.
+
+    Raises
+    ------
+    CatalogUnavailableError
+        The URL cannot be opened.
+    CatalogVersionError
+        The catalog holds a schema version this SDM does not know.
+    """
+
+    def __init__(self, url: str, *, create: bool = True) -> None:
+        self.url = url
+        sa_url = normalize_url(url)
+        kwargs: dict[str, Any] = {"future": True}
+        if sa_url.startswith("sqlite"):
+            path = sa_url[len("sqlite:///"):]
+            if path and path != ":memory:":
+                parent = Path(path).parent
+                if not parent.is_dir():
+                    if not create:
+                        raise CatalogUnavailableError(f"catalog {url!r}: directory {parent} does not exist")
+                    try:
+                        parent.mkdir(parents=True, exist_ok=True)
+                    except OSError as exc:
+                        raise CatalogUnavailableError(f"catalog {url!r}: cannot create {parent}: {exc}") from exc
+            kwargs["connect_args"] = {"timeout": 60}
+        else:
+            kwargs["connect_args"] = {"connect_timeout": 10}
+            kwargs["pool_pre_ping"] = True
+        try:
+            self.engine: Engine = sa.create_engine(sa_url, **kwargs)
+            if sa_url.startswith("sqlite"):
+                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            self._ensure_schema(create)
+        except CatalogError:
+            raise
+        except (SQLAlchemyError, OSError, ValueError) as exc:
+            raise CatalogUnavailableError(f"cannot open catalog {url!r}: {_short(exc)}") from exc
+
+    # ------------------------------------------------------------------ schema
+    def _ensure_schema(self, create: bool) -> None:
+        insp = sa.inspect(self.engine)
+        if not insp.has_table(S.schema_info.name):
+            if not create:
+                raise CatalogVersionError(f"catalog {self.url!r} holds no SDM schema")
+            S.metadata.create_all(self.engine)
+            with self.engine.begin() as con:
+                if con.execute(sa.select(S.schema_info.c.version)).first() is None:
+                    con.execute(S.schema_info.insert().values(version=S.SCHEMA_VERSION, created_at=_now()))
+            return
+        with self.engine.connect() as con:
+            version = con.execute(sa.select(sa.func.max(S.schema_info.c.version))).scalar()
+        if version != S.SCHEMA_VERSION:
+            raise CatalogVersionError(
+                f"catalog {self.url!r} has schema version {version}; this SDM uses version "
+                f"{S.SCHEMA_VERSION}. Open it with a matching SDM release."
+            )
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version in use."""
+        return S.SCHEMA_VERSION
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+    def _tx(self):
+        return self.engine.begin()
+
+    # ------------------------------------------------------------ applications
+    def _app_id(self, con, name: str, *, create: bool) -> int:
+        row = con.execute(sa.select(S.applications.c.id).where(S.applications.c.name == name)).first()
+        if row is not None:
+            return row[0]
+        if not create:
+            raise ApplicationNotFoundError(f"no application {name!r} in catalog {self.url!r}")
+        try:
+            with con.begin_nested():
+                return con.execute(
+                    S.applications.insert().values(name=name, created_at=_now())
+                ).inserted_primary_key[0]
+        except SAIntegrityError:  # created concurrently by another job
+            return con.execute(sa.select(S.applications.c.id).where(S.applications.c.name == name)).scalar_one()
+
+    def applications(self) -> list[dict[str, Any]]:
+        """Applications with their number of runs and last run date."""
+        a, r = S.applications, S.runs
+        q = (
+            sa.select(a.c.name, sa.func.count(r.c.id), sa.func.max(r.c.created_at))
+            .select_from(a.outerjoin(r, r.c.application_id == a.c.id))
+            .group_by(a.c.id, a.c.name)
+            .order_by(a.c.name)
+        )
+        with self.engine.connect() as con:
+            return [
+                {"name": n, "runs": c, "last_run": _utc(t) if t else None} for n, c, t in con.execute(q)
+            ]
+
+    # -------------------------------------------------------------------- runs
+    def create_run(
+        self,
+        application: str,
+        *,
+        nprocs: int,
+        root: str,
+        problem_size: Any = None,
+        attributes: dict[str, Any] | None = None,
+    ) -> int:
+        """Register a new run and its attributes; return the run id."""
+        encoded = [(k, *encode(k, v)) for k, v in (attributes or {}).items()]
+        with self._tx() as con:
+            app_id = self._app_id(con, application, create=True)
+            run_id = con.execute(
+                S.runs.insert().values(
+                    application_id=app_id,
+                    created_at=_now(),
+                    nprocs=int(nprocs),
+                    problem_size=None if problem_size is None else json.dumps(problem_size),
+                    root=str(root),
+                )
+            ).inserted_primary_key[0]
+            self._put_attributes(con, run_id, None, [None], encoded)
+        return int(run_id)
+
+    def run(self, run_id: int, *, application: str | None = None) -> RunRecord:
+        """Return a run with its groups and datasets (and their steps).
+
+        Raises
+        ------
+        RunNotFoundError
+            No such run (or it belongs to another application).
+        """
+        runs = self._runs(sa.select(S.runs.c.id).where(S.runs.c.id == int(run_id)))
+        if not runs or (application is not None and runs[0].application != application):
+            of = f" of application {application!r}" if application else ""
+            raise RunNotFoundError(f"no run {run_id}{of} in catalog {self.url!r}")
+        return runs[0]
+
+    def latest_run(self, application: str, attributes: dict[str, Any] | None = None) -> RunRecord:
+        """Return the newest run of *application* whose attributes match.
+
+        Raises
+        ------
+        ApplicationNotFoundError, RunNotFoundError
+        """
+        with self.engine.connect() as con:
+            self._app_id(con, application, create=False)
+        found = self.find(application=application, attributes=attributes)
+        if not found:
+            raise RunNotFoundError(
+                f"no run of {application!r} has attributes {attributes or {}}; "
+                "`sdm ls` lists the runs and `sdm show RUN` their attributes"
+            )
+        return found[-1]
+
+    def find(
+        self,
+        *,
+        application: str | None = None,
+        run: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        attributes: dict[str, Any] | None = None,
+        conditions: Iterable[Condition] = (),
+    ) -> list[RunRecord]:
+        """Find runs (oldest first) and, in each, the datasets that match.
+
+        A dataset matches an attribute condition when the dataset, its group or its run
+        carries the attribute with a matching value.  Runs with no matching dataset are
+        returned when the run itself matches every condition.
+
+        Parameters
+        ----------
+        application : str, optional
+        run : int, optional
+            Run id.
+        since, until : datetime, optional
+            Inclusive range of run creation times (naive datetimes are taken as UTC).
+        attributes : dict, optional
+            ``{key: value}`` for equality or ``{key: (op, value)}`` with op in
+            ``= != < <= > >=``.
+        conditions : iterable of Condition
+            Extra parsed conditions (what ``sdm find`` passes).
+        """
+        conds = conditions_from(attributes) + list(conditions)
+        q = sa.select(S.runs.c.id).select_from(
+            S.runs.join(S.applications, S.applications.c.id == S.runs.c.application_id)
+        )
+        if application is not None:
+            q = q.where(S.applications.c.name == application)
+        if run is not None:
+            q = q.where(S.runs.c.id == int(run))
+        if since is not None:
+            q = q.where(S.runs.c.created_at >= _utc(since))
+        if until is not None:
+            q = q.where(S.runs.c.created_at <= _utc(until))
+        for c in conds:  # prefilter in SQL on key presence; values compared in Python
+            q = q.where(
+                sa.exists().where(S.attributes.c.run_id == S.runs.c.id).where(S.attributes.c.key == c.key)
+            )
+        result = []
+        for rec in self._runs(q):
+            if not conds:
+                result.append(rec)
+                continue
+            groups = []
+            for g in rec.groups:
+                ds = tuple(
+                    d
+                    for d in g.datasets
+                    if all(
+                        any(
+                            c.key in scope and c.matches(scope[c.key])
+                            for scope in (d.attributes, g.attributes, rec.attributes)
+                        )
+                        for c in conds
+                    )
+                )
+                if ds:
+                    groups.append(_replace(g, datasets=ds))
+            run_ok = all(c.key in rec.attributes and c.matches(rec.attributes[c.key]) for c in conds)
+            if groups or run_ok:
+                result.append(_replace(rec, groups=tuple(groups) if groups else ()))
+        return result
+
+    def _runs(self, id_query) -> list[RunRecord]:
+        """Load full run records (groups, datasets, steps, attributes) for the ids."""
+        r, a = S.runs, S.applications
+        with self.engine.connect() as con:
+            ids = [row[0] for row in con.execute(id_query)]
+            if not ids:
+                return []
+            rows = con.execute(
+                sa.select(r, a.c.name.label("app"))
+                .select_from(r.join(a, a.c.id == r.c.application_id))
+                .where(r.c.id.in_(ids))
+                .order_by(r.c.created_at, r.c.id)
+            ).mappings().all()
+            attrs = self._attributes(con, ids)
+            grows = con.execute(
+                sa.select(S.groups).where(S.groups.c.run_id.in_(ids)).order_by(S.groups.c.position)
+            ).mappings().all()
+            gids = [g["id"] for g in grows]
+            drows = (
+                con.execute(
+                    sa.select(S.datasets).where(S.datasets.c.group_id.in_(gids)).order_by(S.datasets.c.position)
+                ).mappings().all()
+                if gids
+                else []
+            )
+            dids = [d["id"] for d in drows]
+            steps: dict[int, list[int]] = defaultdict(list)
+            if dids:
+                for did, step in con.execute(
+                    sa.select(S.writes.c.dataset_id, S.writes.c.step)
+                    .where(S.writes.c.dataset_id.in_(dids))
+                    .order_by(S.writes.c.step)
+                ):
+                    steps[did].append(int(step))
+        dsets: dict[int, list[DatasetRecord]] = defaultdict(list)
+        for d in drows:
+            dsets[d["group_id"]].append(
+                DatasetRecord(
+                    id=d["id"],
+                    name=d["name"],
+                    position=d["position"],
+                    dtype=d["dtype"],
+                    shape=tuple(json.loads(d["shape"])),
+                    order=d["storage_order"],
+                    distribution=json.loads(d["distribution"]) if d["distribution"] else None,
+                    attributes=attrs.get(("d", d["id"]), {}),
+                    steps=tuple(steps.get(d["id"], ())),
+                )
+            )
+        groups: dict[int, list[GroupRecord]] = defaultdict(list)
+        for g in grows:
+            groups[g["run_id"]].append(
+                GroupRecord(
+                    id=g["id"],
+                    run_id=g["run_id"],
+                    name=g["name"],
+                    level=g["level"],
+                    datasets=tuple(dsets.get(g["id"], ())),
+                    attributes=attrs.get(("g", g["id"]), {}),
+                )
+            )
+        return [
+            RunRecord(
+                id=row["id"],
+                application=row["app"],
+                created_at=_utc(row["created_at"]),
+                nprocs=row["nprocs"],
+                problem_size=json.loads(row["problem_size"]) if row["problem_size"] else None,
+                root=row["root"],
+                attributes=attrs.get(("r", row["id"]), {}),
+                groups=tuple(groups.get(row["id"], ())),
+            )
+            for row in rows
+        ]
+
+    # -------------------------------------------------------------- attributes
+    @staticmethod
+    def _attributes(con, run_ids: list[int]) -> dict[tuple[str, int], dict[str, Any]]:
+        t = S.attributes
+        out: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
+        for row in con.execute(sa.select(t).where(t.c.run_id.in_(run_ids)).order_by(t.c.id)).mappings():
+            if row["dataset_id"] is not None:
+                owner = ("d", row["dataset_id"])
+            elif row["group_id"] is not None:
+                owner = ("g", row["group_id"])
+            else:
+                owner = ("r", row["run_id"])
+            out[owner][row["key"]] = decode(row["value_type"], row["value_num"], row["value_str"])
+        return out
+
+    @staticmethod
+    def _put_attributes(con, run_id: int, group_id: int | None, dataset_ids: list[int | None], encoded) -> None:
+        t = S.attributes
+        for dataset_id in dataset_ids:
+            for key, vtype, vnum, vstr in encoded:
+                where = [t.c.run_id == run_id, t.c.key == key]
+                where.append(t.c.group_id == group_id if group_id is not None else t.c.group_id.is_(None))
+                where.append(t.c.dataset_id == dataset_id if dataset_id is not None else t.c.dataset_id.is_(None))
+                con.execute(t.delete().where(*where))
+                con.execute(
+                    t.insert().values(
+                        run_id=run_id,
+                        group_id=group_id,
+                        dataset_id=dataset_id,
+                        key=key,
+                        value_type=vtype,
+                        value_num=vnum,
+                        value_str=vstr,
+                    )
+                )
+
+    def set_attributes(
+        self,
+        run_id: int,
+        attributes: dict[str, Any],
+        *,
+        group_id: int | None = None,
+        dataset_ids: Sequence[int] = (),
+    ) -> None:
+        """Set typed attributes on a run, or on a group and (propagated) its datasets."""
+        encoded = [(k, *encode(k, v)) for k, v in attributes.items()]
+        with self._tx() as con:
+            if group_id is None:
+                self._put_attributes(con, run_id, None, [None], encoded)
+            else:
+                self._put_attributes(con, run_id, group_id, [None, *dataset_ids], encoded)
+
+    # ------------------------------------------------------------------ groups
+    def define_group(self, run_id: int, name: str, level: int, specs: Sequence[DatasetSpec]) -> GroupRecord:
+        """Create a group with its datasets, or return it if it exists identically.
+
+        Raises
+        ------
+        GroupExistsError
+            A group of that name exists with other datasets or another level.
+        """
+        with self._tx() as con:
+            row = con.execute(
+                sa.select(S.groups).where(S.groups.c.run_id == run_id, S.groups.c.name == name)
+            ).mappings().first()
+            if row is None:
+                pos = con.execute(
+                    sa.select(sa.func.count()).select_from(S.groups).where(S.groups.c.run_id == run_id)
+                ).scalar_one()
+                gid = con.execute(
+                    S.groups.insert().values(run_id=run_id, name=name, level=int(level), position=pos)
+                ).inserted_primary_key[0]
+                for i, spec in enumerate(specs):
+                    con.execute(
+                        S.datasets.insert().values(
+                            group_id=gid,
+                            name=spec.name,
+                            position=i,
+                            dtype=spec.dtype,
+                            shape=json.dumps(list(spec.shape)),
+                            storage_order=spec.order,
+                        )
+                    )
+        group = self.group(run_id, name)
+        existing = [DatasetSpec(d.name, d.dtype, d.shape, d.order) for d in group.datasets]
+        if row is not None and (existing != list(specs) or group.level != int(level)):
+            raise GroupExistsError(
+                f"group {name!r} already exists in run {run_id} with level {group.level} and "
+                f"datasets {existing}; reopen it with the same definition or use another name"
+            )
+        return group
+
+    def group(self, run_id: int, name: str) -> GroupRecord:
+        """Return a group of a run with its datasets and steps.
+
+        Raises
+        ------
+        GroupNotFoundError
+        """
+        rec = self.run(run_id)
+        for g in rec.groups:
+            if g.name == name:
+                return g
+        names = [g.name for g in rec.groups]
+        raise GroupNotFoundError(f"run {run_id} has no group {name!r}; its groups are {names}")
+
+    def set_distribution(self, dataset_ids: Sequence[int], distribution: dict[str, Any]) -> None:
+        """Record the writer's data view (the paper's access pattern) for datasets."""
+        text = json.dumps(distribution)
+        with self._tx() as con:
+            con.execute(
+                S.datasets.update().where(S.datasets.c.id.in_(list(dataset_ids))).values(distribution=text)
+            )
+
+    # ------------------------------------------------------------------ writes
+    def lookup_write(self, dataset_id: int, step: int) -> WriteRecord | None:
+        """Return where *step* of a dataset was written, or ``None``."""
+        w, f = S.writes, S.files
+        with self.engine.connect() as con:
+            row = con.execute(
+                sa.select(w, f.c.path)
+                .select_from(w.join(f, f.c.id == w.c.file_id))
+                .where(w.c.dataset_id == dataset_id, w.c.step == int(step))
+            ).mappings().first()
+        return None if row is None else _write_record(row)
+
+    def file_end(self, run_id: int, path: str) -> int:
+        """First free byte of a data file: the end of its last recorded write."""
+        w, f = S.writes, S.files
+        with self.engine.connect() as con:
+            end = con.execute(
+                sa.select(sa.func.max(w.c.offset + w.c.nbytes))
+                .select_from(w.join(f, f.c.id == w.c.file_id))
+                .where(f.c.run_id == run_id, f.c.path == path)
+            ).scalar()
+        return int(end or 0)
+
+    def record_write(
+        self,
+        *,
+        run_id: int,
+        dataset_id: int,
+        step: int,
+        path: str,
+        level: int,
+        offset: int,
+        nbytes: int,
+        checksum: str,
+        checksum_algo: str,
+        method: str,
+        seconds: float,
+        nprocs: int,
+        overwrite: bool,
+    ) -> None:
+        """Commit one write (file row created on first use) in one transaction.
+
+        Raises
+        ------
+        StepExistsError
+            The step exists and *overwrite* is false (another writer got there first).
+        """
+        f, w = S.files, S.writes
+        values = dict(
+            offset=int(offset),
+            nbytes=int(nbytes),
+            checksum=checksum,
+            checksum_algo=checksum_algo,
+            method=method,
+            seconds=float(seconds),
+            nprocs=int(nprocs),
+            written_at=_now(),
+        )
+        with self._tx() as con:
+            file_id = con.execute(
+                sa.select(f.c.id).where(f.c.run_id == run_id, f.c.path == path)
+            ).scalar()
+            if file_id is None:
+                file_id = con.execute(
+                    f.insert().values(run_id=run_id, path=path, level=int(level), created_at=_now())
+                ).inserted_primary_key[0]
+            existing = con.execute(
+                sa.select(w.c.id).where(w.c.dataset_id == dataset_id, w.c.step == int(step))
+            ).scalar()
+            if existing is not None:
+                if not overwrite:
+                    raise StepExistsError(f"step {step} of dataset id {dataset_id} was written meanwhile")
+                con.execute(w.update().where(w.c.id == existing).values(file_id=file_id, **values))
+            else:
+                con.execute(w.insert().values(dataset_id=dataset_id, step=int(step), file_id=file_id, **values))
+
+    def writes(self, run_id: int) -> list[tuple[str, str, WriteRecord]]:
+        """Every write of a run as ``(group, dataset, record)``, by file then offset."""
+        w, f, d, g = S.writes, S.files, S.datasets, S.groups
+        q = (
+            sa.select(w, f.c.path, d.c.name.label("dname"), g.c.name.label("gname"))
+            .select_from(
+                w.join(f, f.c.id == w.c.file_id)
+                .join(d, d.c.id == w.c.dataset_id)
+                .join(g, g.c.id == d.c.group_id)
+            )
+            .where(f.c.run_id == run_id)
+            .order_by(f.c.path, w.c.offset)
+        )
+        with self.engine.connect() as con:
+            return [(row["gname"], row["dname"], _write_record(row)) for row in con.execute(q).mappings()]
+
+    def files(self, run_id: int) -> list[FileRecord]:
+        """The data files of a run with their number of writes and bytes."""
+        w, f = S.writes, S.files
+        q = (
+            sa.select(f.c.path, f.c.level, sa.func.count(w.c.id), sa.func.coalesce(sa.func.sum(w.c.nbytes), 0))
+            .select_from(f.outerjoin(w, w.c.file_id == f.c.id))
+            .where(f.c.run_id == run_id)
+            .group_by(f.c.id, f.c.path, f.c.level)
+            .order_by(f.c.path)
+        )
+        with self.engine.connect() as con:
+            return [FileRecord(p, lv, int(n), int(b)) for p, lv, n, b in con.execute(q)]
+
+    def counts(self) -> dict[str, int]:
+        """Row counts of the main tables (used by tests and ``sdm ls``)."""
+        out = {}
+        with self.engine.connect() as con:
+            for t in (S.applications, S.runs, S.groups, S.datasets, S.attributes, S.files, S.writes):
+                out[t.name] = con.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
+        return out
+
+
+def _write_record(row) -> WriteRecord:
+    return WriteRecord(
+        dataset_id=row["dataset_id"],
+        step=int(row["step"]),
+        path=row["path"],
+        offset=int(row["offset"]),
+        nbytes=int(row["nbytes"]),
+        checksum=row["checksum"],
+        checksum_algo=row["checksum_algo"],
+        method=row["method"],
+        seconds=float(row["seconds"]),
+        nprocs=int(row["nprocs"]),
+        written_at=_utc(row["written_at"]),
+    )
+
+
+def _replace(obj, **changes):
+    from dataclasses import replace
+
+    return replace(obj, **changes)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _sqlite_pragmas(dbapi_con, _record) -> None:
+    cur = dbapi_con.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()

@@ -1,0 +1,89 @@
+"""Plain records the catalog returns: picklable, so rank 0 can broadcast them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DatasetRecord:
+    """One dataset of a group as stored in the catalog."""
+
+    id: int
+    name: str
+    position: int
+    dtype: str
+    shape: tuple[int, ...]
+    order: str
+    distribution: dict[str, Any] | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    steps: tuple[int, ...] = ()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one time step of the dataset."""
+        import numpy as np
+
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True)
+class GroupRecord:
+    """A data group (the paper's datalist) with its datasets."""
+
+    id: int
+    run_id: int
+    name: str
+    level: int
+    datasets: tuple[DatasetRecord, ...]
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    def dataset(self, name: str) -> DatasetRecord | None:
+        """Return the dataset called *name*, or ``None``."""
+        for d in self.datasets:
+            if d.name == name:
+                return d
+        return None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A run of an application."""
+
+    id: int
+    application: str
+    created_at: datetime
+    nprocs: int
+    problem_size: Any
+    root: str
+    attributes: dict[str, Any] = field(default_factory=dict)
+    groups: tuple[GroupRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class WriteRecord:
+    """Where one time step of one dataset lives (the paper's execution table row)."""
+
+    dataset_id: int
+    step: int
+    path: str
+    offset: int
+    nbytes: int
+    checksum: str
+    checksum_algo: str
+    method: str
+    seconds: float
+    nprocs: int
+    written_at: datetime
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """A data file SDM generated, with what it holds."""
+
+    path: str
+    level: int
+    nwrites: int
+    nbytes: int

@@ -1,0 +1,32 @@
+"""Defaults for where SDM keeps data and metadata, overridable by environment.
+
+``SDM_ROOT``     directory under which SDM creates every data file (default ``./sdm-data``)
+``SDM_CATALOG``  catalog URL (default ``sqlite:///<SDM_ROOT>/catalog.db``)
+``SDM_SYNC``     ``0`` to skip the data sync before each catalog commit (default ``1``)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["default_root", "default_catalog_url", "sync_enabled"]
+
+
+def default_root() -> Path:
+    """Return the data root: ``$SDM_ROOT`` or ``./sdm-data``, made absolute."""
+    return Path(os.environ.get("SDM_ROOT", "sdm-data")).resolve()
+
+
+def default_catalog_url(root: Path | None = None) -> str:
+    """Return ``$SDM_CATALOG`` or an SQLite catalog inside the data root."""
+    url = os.environ.get("SDM_CATALOG")
+    if url:
+        return url
+    root = Path(root) if root is not None else default_root()
+    return f"sqlite:///{root / 'catalog.db'}"
+
+
+def sync_enabled() -> bool:
+    """Whether data is synced to storage before each catalog commit (``$SDM_SYNC``)."""
+    return os.environ.get("SDM_SYNC", "1").lower() not in {"0", "false", "no", "off"}

@@ -1,0 +1,140 @@
+"""The SDM exception hierarchy.
+
+Every error SDM raises derives from :class:`SDMError` and, where one fits, from the
+matching builtin as well, so ``except KeyError`` keeps working in user code that does
+not know about SDM.  In an MPI job an error detected on one rank is raised on *every*
+rank as the same class with the same message (see :mod:`sdm._collective`).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SDMError",
+    "CatalogError",
+    "CatalogUnavailableError",
+    "CatalogVersionError",
+    "NotFoundError",
+    "ApplicationNotFoundError",
+    "RunNotFoundError",
+    "GroupNotFoundError",
+    "DatasetNotFoundError",
+    "StepNotFoundError",
+    "StepExistsError",
+    "GroupExistsError",
+    "InvalidNameError",
+    "DistributionError",
+    "LocalArrayError",
+    "ReadOnlyError",
+    "CollectiveMismatchError",
+    "StorageError",
+    "IntegrityError",
+    "error_class",
+]
+
+
+class SDMError(Exception):
+    """Base class of every SDM error.
+
+    ``str(err)`` is always the plain message (``KeyError`` subclasses included).
+    """
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self):  # pickles cleanly between ranks
+        return (type(self), (self.message,))
+
+
+class CatalogError(SDMError, RuntimeError):
+    """The metadata catalog failed or holds something inconsistent."""
+
+
+class CatalogUnavailableError(CatalogError, ConnectionError):
+    """The catalog URL cannot be opened (bad URL, server down, no permission)."""
+
+
+class CatalogVersionError(CatalogError):
+    """The catalog was created by a schema version this SDM cannot use."""
+
+
+class NotFoundError(SDMError, KeyError):
+    """Something looked up by name or id does not exist."""
+
+
+class ApplicationNotFoundError(NotFoundError):
+    """No application of that name in the catalog."""
+
+
+class RunNotFoundError(NotFoundError):
+    """No run matches the id or attributes given."""
+
+
+class GroupNotFoundError(NotFoundError):
+    """The group is not defined in this run."""
+
+
+class DatasetNotFoundError(NotFoundError):
+    """The dataset is not defined in this group."""
+
+
+class StepNotFoundError(NotFoundError):
+    """The dataset was never written at that time step."""
+
+
+class StepExistsError(SDMError, ValueError):
+    """The step was already written and ``overwrite=True`` was not given."""
+
+
+class GroupExistsError(SDMError, ValueError):
+    """A group of that name already exists in the run with another definition."""
+
+
+class InvalidNameError(SDMError, ValueError):
+    """A user-given name cannot be used (empty, path separators, '..', control chars)."""
+
+
+class DistributionError(SDMError, ValueError):
+    """A data view does not fit the array or the communicator (gaps, overlaps, grid)."""
+
+
+class LocalArrayError(SDMError, ValueError):
+    """The local array handed to write/read does not match the data view."""
+
+
+class ReadOnlyError(SDMError, PermissionError):
+    """A write was attempted on a session opened for reading."""
+
+
+class CollectiveMismatchError(SDMError, RuntimeError):
+    """Ranks made different collective calls (other dataset, step or group)."""
+
+
+class StorageError(SDMError, OSError):
+    """MPI-IO or the file system failed while moving bytes."""
+
+
+class IntegrityError(SDMError, ValueError):
+    """Bytes read back do not match the checksum recorded at write time."""
+
+
+def error_class(name: str) -> type[SDMError]:
+    """Return the SDM error class called *name* (used to re-raise across ranks).
+
+    Parameters
+    ----------
+    name : str
+        Class name as produced by ``type(err).__name__``.
+
+    Returns
+    -------
+    type[SDMError]
+        The class, or :class:`SDMError` when the name is unknown.
+    """
+    cls = globals().get(name)
+    if isinstance(cls, type) and issubclass(cls, SDMError):
+        return cls
+    return SDMError
