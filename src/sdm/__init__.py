@@ -1,1 +1,63 @@
-"""SDM: scientific data manager."""
+"""SDM: a scientific data manager for parallel applications.
+
+Applications write and read distributed arrays by name, time step and attributes;
+the bytes go through MPI-IO (collective I/O, derived datatypes) into files SDM names
+and organizes, and every piece of metadata goes into a relational catalog.
+
+>>> import sdm                                                  # doctest: +SKIP
+>>> with sdm.open("ASTRO3D", attributes={"resolution": 64}) as s:
+...     g = s.make_group("analysis", ["rho", "e"], dtype="f4", shape=(64, 64, 64))
+...     g.write("rho", 0, rho_local)
+"""
+
+from __future__ import annotations
+
+from . import errors
+from .catalog import Catalog
+from .errors import *  # noqa: F401,F403 - the exception hierarchy is part of the API
+from .group import Dataset, Group
+from .layout import Block, BlockCyclic, Cyclic, Distribution, Subarray
+from .session import Session, open
+
+__version__ = "0.1.0"
+
+
+def find(catalog: str | None = None, application: str | None = None, **kwargs):
+    """Find runs and datasets in a catalog without MPI (for scripts and notebooks).
+
+    Parameters
+    ----------
+    catalog : str, optional
+        Catalog URL (default ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT``).
+    application : str, optional
+    **kwargs
+        ``run``, ``since``, ``until``, ``attributes`` as for :meth:`Catalog.find`.
+
+    Returns
+    -------
+    list of RunRecord
+    """
+    from . import config
+
+    cat = Catalog(catalog or config.default_catalog_url(), create=False)
+    try:
+        return cat.find(application=application, **kwargs)
+    finally:
+        cat.close()
+
+
+__all__ = [
+    "open",
+    "find",
+    "Session",
+    "Group",
+    "Dataset",
+    "Catalog",
+    "Distribution",
+    "Block",
+    "Cyclic",
+    "BlockCyclic",
+    "Subarray",
+    "errors",
+    *errors.__all__,
+]

@@ -1,0 +1,485 @@
+"""Groups of datasets (the paper's datalists) and the collective write/read path.
+
+A write, as the data flows (DESIGN.md): local checks on every rank and the plan on
+rank 0 (file, offset, does the step exist?) -> one allgather that either raises the
+same error everywhere or hands the plan to all -> MPI-IO through the file view ->
+sync -> one allgather of errors, timings and checksum shares -> rank 0 commits one
+catalog row.  A failure before the commit leaves unreferenced bytes, never a row
+that points at missing data.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+from mpi4py import MPI
+
+from . import integrity
+from ._collective import agree, capture, root_call
+from .catalog import DatasetRecord, DatasetSpec, GroupRecord
+from .errors import (
+    CollectiveMismatchError,
+    DatasetNotFoundError,
+    DistributionError,
+    IntegrityError,
+    InvalidNameError,
+    LocalArrayError,
+    StepExistsError,
+    StepNotFoundError,
+    StorageError,
+)
+from .io import Transfer
+from .layout import Block, Distribution, Piece, check_tiling
+from .layout.datatypes import element_type, file_type, freeing, memory_spec
+from .planner import choose_method
+from .storage import appends, check_name, inside, relative_path
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["Dataset", "Group"]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset in a group definition; unset properties come from the group.
+
+    Parameters
+    ----------
+    name : str
+    shape : sequence of int, optional
+    dtype : numpy dtype-like, optional
+    order : {"C", "F"}, optional
+    """
+
+    name: str
+    shape: Sequence[int] | None = None
+    dtype: Any = None
+    order: str | None = None
+
+    @classmethod
+    def of(cls, item: "str | Dataset") -> "Dataset":
+        """Accept a plain name or a Dataset."""
+        return item if isinstance(item, Dataset) else cls(item)
+
+    def spec(self, *, dtype: Any, shape: Sequence[int] | None, order: str) -> DatasetSpec:
+        """Resolve against the group defaults and validate.
+
+        Raises
+        ------
+        InvalidNameError
+            Bad name, missing or invalid shape/dtype/order.
+        """
+        check_name(self.name, "dataset")
+        shp = self.shape if self.shape is not None else shape
+        dt = self.dtype if self.dtype is not None else dtype
+        od = self.order if self.order is not None else order
+        if shp is None or dt is None:
+            raise InvalidNameError(f"dataset {self.name!r} needs a shape and a dtype (from the group or its own)")
+        try:
+            shp = tuple(int(s) for s in shp)
+            np_dtype = np.dtype(dt)
+        except (TypeError, ValueError) as exc:
+            raise InvalidNameError(f"dataset {self.name!r}: {exc}") from None
+        if any(s < 0 for s in shp):
+            raise InvalidNameError(f"dataset {self.name!r}: shape {shp} has a negative extent")
+        if od not in ("C", "F"):
+            raise InvalidNameError(f"dataset {self.name!r}: order must be 'C' or 'F', got {od!r}")
+        if np_dtype.hasobject:
+            raise InvalidNameError(f"dataset {self.name!r}: dtype {np_dtype} holds Python objects")
+        return DatasetSpec(self.name, np_dtype.str, shp, od)
+
+
+class _View:
+    """A data view resolved for one dataset on this rank, with its MPI types."""
+
+    def __init__(self, dist: Distribution, piece: Piece, dtype: np.dtype, order: str) -> None:
+        self.dist, self.piece, self.dtype, self.order = dist, piece, dtype, order
+        self.etype = element_type(dtype).Commit()
+        self.ftype = file_type(piece, self.etype, order)
+
+    def free(self) -> None:
+        for t in (self.ftype, self.etype):
+            if t != MPI.DATATYPE_NULL:
+                t.Free()
+
+
+class Group:
+    """A group of datasets written and read together (collective methods).
+
+    Obtained from :meth:`Session.make_group` or :meth:`Session.group`.
+    """
+
+    def __init__(self, session: "Session", record: GroupRecord) -> None:
+        self.session = session
+        self.record = record
+        self.name = record.name
+        self.level = record.level
+        self._datasets: dict[str, DatasetRecord] = {d.name: d for d in record.datasets}
+        self._steps: dict[str, set[int]] = {d.name: set(d.steps) for d in record.datasets}
+        self._views: dict[str, _View] = {}
+        self._file_end: dict[str, int] = {}  # rank 0: first free byte per appended file
+
+    # --------------------------------------------------------------- metadata
+    @property
+    def datasets(self) -> list[str]:
+        """Dataset names in group order."""
+        return list(self._datasets)
+
+    def dataset(self, name: str) -> DatasetRecord:
+        """The catalog record of a dataset (dtype, shape, order).
+
+        Raises
+        ------
+        DatasetNotFoundError
+        """
+        try:
+            return self._datasets[name]
+        except (KeyError, TypeError):
+            raise DatasetNotFoundError(
+                f"group {self.name!r} has no dataset {name!r}; its datasets are {self.datasets}"
+            ) from None
+
+    def steps(self, name: str) -> list[int]:
+        """Time steps at which *name* has been written, ascending."""
+        self.dataset(name)
+        return sorted(self._steps[name])
+
+    def set_attributes(self, attributes: dict[str, Any] | None = None, **kw: Any) -> None:
+        """Set typed attributes on the group and propagate them to its datasets (collective)."""
+        self.session._check_writable("set attributes")
+        ids = [d.id for d in self._datasets.values()]
+        root_call(
+            self.session.comm,
+            self.session.catalog_call,
+            "set_attributes",
+            self.session.run_id,
+            {**(attributes or {}), **kw},
+            group_id=self.record.id,
+            dataset_ids=ids,
+        )
+
+    # ------------------------------------------------------------------ views
+    def data_view(self, view: Distribution, datasets: Sequence[str] | None = None) -> None:
+        """Set the data view (distribution) of datasets of the group (collective).
+
+        The paper's ``SDM_data_view``: how the local arrays of the ranks map onto the
+        global array.  Explicit :class:`~sdm.Subarray` views are checked across all
+        ranks: a gap or an overlap raises :class:`DistributionError` everywhere.
+        In a writing session the view is recorded as the datasets' access pattern.
+
+        Raises
+        ------
+        DistributionError, DatasetNotFoundError
+        """
+        s = self.session
+        names = list(self._datasets) if datasets is None else list(datasets)
+
+        def resolve() -> dict[str, Piece]:
+            if not isinstance(view, Distribution):
+                raise DistributionError(f"a data view must be a Distribution (Block, Cyclic, ...), got {view!r}")
+            return {n: view.piece(self.dataset(n).shape, s.size, s.rank) for n in names}
+
+        pieces, failure = capture(resolve, rank=s.rank)
+        boxes = {n: (p.starts, p.counts) for n, p in (pieces or {}).items()} if view_needs_check(view) else None
+        gathered = agree(s.comm, failure, boxes)
+        if boxes is not None:
+            for n in names:
+                check_tiling(self.dataset(n).shape, [g[n] for g in gathered])
+        for n in names:
+            old = self._views.pop(n, None)
+            if old is not None:
+                old.free()
+            rec = self.dataset(n)
+            self._views[n] = _View(view, pieces[n], np.dtype(rec.dtype), rec.order)  # type: ignore[index]
+        if s.mode != "r":
+            ids = [self.dataset(n).id for n in names]
+            root_call(s.comm, s.catalog_call, "set_distribution", ids, view.to_json())
+
+    def local_shape(self, name: str) -> tuple[int, ...]:
+        """Shape of this rank's local array for *name* (ghost layers included)."""
+        return self._view(name).piece.memory_shape
+
+    def piece(self, name: str) -> Piece:
+        """This rank's piece of *name* under the current view."""
+        return self._view(name).piece
+
+    def _view(self, name: str) -> _View:
+        v = self._views.get(name)
+        if v is None:
+            rec = self.dataset(name)
+            s = self.session
+            piece = Block().piece(rec.shape, s.size, s.rank)  # default view, same on all ranks
+            v = self._views[name] = _View(Block(), piece, np.dtype(rec.dtype), rec.order)
+        return v
+
+    # ------------------------------------------------------------------ write
+    def write(self, name: str, step: int, array: Any, *, overwrite: bool = False, method: str | None = None) -> None:
+        """Write this rank's piece of dataset *name* at time *step* (collective).
+
+        Parameters
+        ----------
+        name : str
+            Dataset of this group.
+        step : int
+            Time step (>= 0).
+        array : numpy.ndarray
+            The local array, ghost layers included, of exactly the dataset's dtype
+            and the shape :meth:`local_shape` gives.
+        overwrite : bool
+            Replace a step written before (otherwise :class:`StepExistsError`).
+        method : str, optional
+            I/O method for this call (default: the session's).
+
+        Raises
+        ------
+        ReadOnlyError, DatasetNotFoundError, LocalArrayError, StepExistsError,
+        CollectiveMismatchError, StorageError, CatalogError
+        """
+        s = self.session
+        s._check_writable("write")
+
+        def local() -> tuple[_View, np.ndarray, Any]:
+            _check_step(step)
+            view = self._view(name)
+            arr = _check_array(array, view, name, s.rank, for_read=False)
+            decision = choose_method(method or s.method)
+            return view, arr, decision
+
+        prepared, failure = capture(local, rank=s.rank)
+        plan = None
+        if s.rank == 0 and failure is None:
+            plan, failure = capture(self._plan_write, name, int(step), overwrite, rank=0)
+        payloads = agree(s.comm, failure, ((name, int(step), bool(overwrite), method), plan))
+        _check_same_call(payloads, "write")
+        rel, offset = payloads[0][1]
+        view, arr, decision = prepared  # type: ignore[misc]
+        path = inside(s.root, Path(rel))
+        rec = self.dataset(name)
+
+        seconds, failure = capture(self._transfer, path, offset, view, arr, decision.method, True, rank=s.rank)
+        partial = None
+        if failure is None:
+            partial, failure = capture(
+                integrity.partial_sum64, arr[view.piece.interior], view.piece.indices, rec.shape, rec.order, rank=s.rank
+            )
+        shares = agree(s.comm, failure, (seconds, partial))
+        checksum = integrity.combine([p for _, p in shares])
+        elapsed = max(t for t, _ in shares)
+        root_call(
+            s.comm,
+            self._commit,
+            rec,
+            int(step),
+            rel,
+            offset,
+            checksum,
+            decision.method.name,
+            elapsed,
+            overwrite,
+        )
+        self._steps[name].add(int(step))
+
+    def _plan_write(self, name: str, step: int, overwrite: bool) -> tuple[str, int]:
+        """Rank 0: where the bytes go (relative path, offset) or why they cannot."""
+        s = self.session
+        rec = self.dataset(name)
+        existing = s.catalog_call("lookup_write", rec.id, step)
+        if existing is not None and not overwrite:
+            raise StepExistsError(
+                f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "
+                "pass overwrite=True to replace it"
+            )
+        rel = str(relative_path(s.application, s.run_id, self.level, self.name, name, step))
+        if existing is not None:
+            return rel, existing.offset
+        if not appends(self.level):
+            return rel, 0
+        if rel not in self._file_end:
+            self._file_end[rel] = s.catalog_call("file_end", s.run_id, rel)
+        return rel, self._file_end[rel]
+
+    def _commit(self, rec: DatasetRecord, step: int, rel: str, offset: int, checksum: int, method: str, seconds: float, overwrite: bool) -> None:
+        s = self.session
+        s.catalog_call(
+            "record_write",
+            run_id=s.run_id,
+            dataset_id=rec.id,
+            step=step,
+            path=rel,
+            level=self.level,
+            offset=offset,
+            nbytes=rec.nbytes,
+            checksum=integrity.to_hex(checksum),
+            checksum_algo=integrity.ALGORITHM,
+            method=method,
+            seconds=seconds,
+            nprocs=s.size,
+            overwrite=overwrite,
+        )
+        if appends(self.level):
+            self._file_end[rel] = max(self._file_end.get(rel, 0), offset + rec.nbytes)
+
+    def _transfer(self, path: Path, offset: int, view: _View, arr: np.ndarray, method, writing: bool) -> float:
+        """Move this rank's bytes; returns seconds (open excluded, sync included)."""
+        s = self.session
+        fh = s.files.get(path, cache=appends(self.level))
+        failure = None
+        t0 = time.perf_counter()
+        try:
+            mem, made = memory_spec(arr, view.piece, view.etype, view.order)
+            with freeing(made):
+                t = Transfer(fh, offset, view.etype, view.ftype, mem)
+                try:
+                    (method.write if writing else method.read)(t)
+                    if writing and s.sync:
+                        fh.Sync()
+                except MPI.Exception as exc:
+                    raise StorageError(f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}") from None
+        finally:
+            s.files.release(path, fh)
+        return time.perf_counter() - t0
+
+    # ------------------------------------------------------------------- read
+    def read(self, name: str, step: int, out: np.ndarray | None = None, *, method: str | None = None, verify: bool | None = None) -> np.ndarray:
+        """Read this rank's piece of dataset *name* at time *step* (collective).
+
+        Parameters
+        ----------
+        name : str
+        step : int
+        out : numpy.ndarray, optional
+            Local array to fill (C- or Fortran-contiguous, ghost layers included;
+            ghosts are left untouched). Allocated (zero ghosts) when omitted.
+        method : str, optional
+            I/O method for this call.
+        verify : bool, optional
+            Check the bytes against the write-time checksum (default: the session's).
+
+        Returns
+        -------
+        numpy.ndarray
+            *out*, or the new local array.
+
+        Raises
+        ------
+        DatasetNotFoundError, StepNotFoundError, LocalArrayError, StorageError,
+        IntegrityError, CollectiveMismatchError
+        """
+        s = self.session
+        check = s.verify if verify is None else bool(verify)
+
+        def local() -> tuple[_View, np.ndarray, Any]:
+            _check_step(step)
+            view = self._view(name)
+            if out is None:
+                arr = np.zeros(view.piece.memory_shape, dtype=view.dtype, order=view.order)
+            else:
+                arr = _check_array(out, view, name, s.rank, for_read=True)
+            return view, arr, choose_method(method or s.method)
+
+        prepared, failure = capture(local, rank=s.rank)
+        plan = None
+        if s.rank == 0 and failure is None:
+            plan, failure = capture(self._plan_read, name, int(step), rank=0)
+        payloads = agree(s.comm, failure, ((name, int(step), method), plan))
+        _check_same_call(payloads, "read")
+        rel, offset, expected = payloads[0][1]
+        view, arr, decision = prepared  # type: ignore[misc]
+        rec = self.dataset(name)
+        path = inside(s.root, Path(rel))
+        _, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
+        partial = None
+        if failure is None and check:
+            partial, failure = capture(
+                integrity.partial_sum64, arr[view.piece.interior], view.piece.indices, rec.shape, rec.order, rank=s.rank
+            )
+        shares = agree(s.comm, failure, partial)
+        if check and integrity.to_hex(integrity.combine(shares)) != expected:
+            raise IntegrityError(
+                f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
+                f"{expected}; the file was changed or damaged after the write"
+            )
+        return arr
+
+    def _plan_read(self, name: str, step: int) -> tuple[str, int, str]:
+        s = self.session
+        rec = self.dataset(name)
+        w = s.catalog_call("lookup_write", rec.id, step)
+        if w is None:
+            steps = sorted(s.catalog_call("group", s.run_id, self.name).dataset(name).steps)
+            raise StepNotFoundError(
+                f"dataset {name!r} (group {self.name!r}, run {s.run_id}) was never written at step {step}; "
+                f"written steps: {steps}"
+            )
+        full = inside(s.root, Path(w.path))
+        try:
+            size = os.path.getsize(full)
+        except OSError:
+            raise StorageError(f"data file {full} of run {s.run_id} is missing") from None
+        if size < w.offset + w.nbytes:
+            raise StorageError(
+                f"data file {full} holds {size} bytes but step {step} of {name!r} needs bytes "
+                f"{w.offset}..{w.offset + w.nbytes}; the file was truncated"
+            )
+        return w.path, w.offset, w.checksum
+
+    def _free(self) -> None:
+        for v in self._views.values():
+            v.free()
+        self._views.clear()
+
+    def __repr__(self) -> str:
+        return f"<sdm.Group {self.name!r} level={self.level} datasets={self.datasets}>"
+
+
+def view_needs_check(view: object) -> bool:
+    """Whether a view's pieces come from the ranks and need the tiling check."""
+    return isinstance(view, Distribution) and view.needs_coverage_check
+
+
+def _check_step(step: object) -> None:
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+        raise InvalidNameError(f"time step must be an integer >= 0, got {step!r}")
+
+
+def _check_same_call(payloads: list, what: str) -> None:
+    calls = [p[0] for p in payloads]
+    if any(c != calls[0] for c in calls):
+        diffs = {r: c for r, c in enumerate(calls) if c != calls[0]}
+        raise CollectiveMismatchError(
+            f"ranks made different {what} calls: rank 0 {calls[0]}, others {diffs}; "
+            "every rank must call with the same dataset and step"
+        )
+
+
+def _check_array(array: Any, view: _View, name: str, rank: int, *, for_read: bool) -> np.ndarray:
+    """Check a local array against the view; returns a usable (contiguous) array."""
+    if not isinstance(array, np.ndarray):
+        if for_read:
+            raise LocalArrayError(f"out for dataset {name!r} must be a numpy array, got {type(array).__name__}")
+        array = np.asarray(array)
+    if array.dtype != view.dtype:
+        raise LocalArrayError(
+            f"dataset {name!r} stores {view.dtype} ({view.dtype.str}) but the local array on rank {rank} is "
+            f"{array.dtype} ({array.dtype.str}); convert it with .astype({view.dtype.str!r})"
+        )
+    expected = view.piece.memory_shape
+    if array.shape != expected:
+        ghost = f" (interior {view.piece.counts} plus ghosts {view.piece.ghosts})" if view.piece.has_ghosts else ""
+        raise LocalArrayError(
+            f"dataset {name!r} with view {view.dist!r} expects a local array of shape {expected}{ghost} on rank "
+            f"{rank}, got {array.shape}"
+        )
+    if not (array.flags.c_contiguous or array.flags.f_contiguous):
+        if for_read:
+            raise LocalArrayError(f"out for dataset {name!r} must be C- or Fortran-contiguous")
+        array = np.ascontiguousarray(array)
+    if for_read and not array.flags.writeable:
+        raise LocalArrayError(f"out for dataset {name!r} is read-only")
+    return array

@@ -1,0 +1,25 @@
+"""Layout: data views (distributions) and the MPI datatypes they turn into."""
+
+from .distribution import (
+    Block,
+    BlockCyclic,
+    Cyclic,
+    Distribution,
+    Piece,
+    Subarray,
+    check_tiling,
+    default_grid,
+    distribution_from_json,
+)
+
+__all__ = [
+    "Block",
+    "BlockCyclic",
+    "Cyclic",
+    "Distribution",
+    "Piece",
+    "Subarray",
+    "check_tiling",
+    "default_grid",
+    "distribution_from_json",
+]

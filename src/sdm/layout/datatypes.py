@@ -1,0 +1,88 @@
+"""MPI derived datatypes for a :class:`~sdm.layout.distribution.Piece`.
+
+The *file type* places a rank's elements in the global array stored in canonical
+order (C or Fortran); the *memory type* picks the interior of the local array, ghost
+layers skipped, straight from the user's buffer (no copy) whatever its layout.
+Both enumerate elements in the same order: the storage order of the dataset.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import numpy as np
+from mpi4py import MPI
+from mpi4py.util import dtlib
+
+from .distribution import Piece
+
+__all__ = ["element_type", "file_type", "memory_spec", "mpi_order", "freeing"]
+
+
+def mpi_order(order: str) -> int:
+    """``MPI.ORDER_C`` or ``MPI.ORDER_FORTRAN`` for ``"C"`` / ``"F"``."""
+    return MPI.ORDER_FORTRAN if order == "F" else MPI.ORDER_C
+
+
+def element_type(dtype: np.dtype) -> MPI.Datatype:
+    """An MPI datatype for one array element (uncommitted; free it when done).
+
+    Native numeric dtypes map to the matching MPI type; anything else (non-native byte
+    order, odd structs) moves as opaque bytes, which is what canonical files want.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.isnative and dtype.fields is None:
+        try:
+            return dtlib.from_numpy_dtype(dtype).Dup()
+        except (ValueError, KeyError):
+            pass
+    return MPI.BYTE.Create_contiguous(dtype.itemsize)
+
+
+def file_type(piece: Piece, etype: MPI.Datatype, order: str) -> MPI.Datatype:
+    """The committed file type of *piece* (extent: the whole global array)."""
+    if piece.size == 0:
+        t = etype.Create_contiguous(0)
+    elif piece.kind == "cyclic":
+        distribs, dargs, psizes, rank = piece.darray  # type: ignore[misc]
+        t = etype.Create_darray(int(np.prod(psizes)), rank, list(piece.shape), distribs, dargs, psizes, mpi_order(order))
+    else:
+        t = etype.Create_subarray(list(piece.shape), list(piece.counts), list(piece.starts), mpi_order(order))
+    return t.Commit()
+
+
+def memory_spec(array: np.ndarray, piece: Piece, etype: MPI.Datatype, order: str) -> tuple[list, list[MPI.Datatype]]:
+    """Return an mpi4py buffer spec ``[array, count, type]`` and the types to free.
+
+    The interior of *array* is described with nested hvectors built from the array's
+    own strides, traversed in storage order *order*, so a C-ordered local array can
+    feed a Fortran-ordered dataset and ghost cells are skipped without a copy.
+    *array* must be C- or Fortran-contiguous (checked by the caller).
+    """
+    if piece.size == 0:
+        return [array, 0, etype], []
+    contiguous = array.flags.c_contiguous if order == "C" else array.flags.f_contiguous
+    if contiguous and not piece.has_ghosts:
+        return [array, piece.size, etype], []
+    dims = range(array.ndim - 1, -1, -1) if order == "C" else range(array.ndim)
+    made: list[MPI.Datatype] = []
+    t = etype
+    for d in dims:
+        t = t.Create_hvector(piece.counts[d], 1, array.strides[d])
+        made.append(t)
+    offset = sum(lo * s for (lo, _), s in zip(piece.ghosts, array.strides))
+    t = t.Create_hindexed_block(1, [offset]).Commit()
+    made.append(t)
+    return [array, 1, t], made
+
+
+@contextmanager
+def freeing(types: list[MPI.Datatype]) -> Iterator[None]:
+    """Free derived datatypes when the block ends."""
+    try:
+        yield
+    finally:
+        for t in types:
+            if t != MPI.DATATYPE_NULL:
+                t.Free()

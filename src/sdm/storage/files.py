@@ -1,0 +1,99 @@
+"""Collective opening and caching of MPI files.
+
+At levels 2 and 3 one file receives many writes; the cache keeps it open across them
+(the point of those levels is fewer opens).  Every rank makes the same sequence of
+``get``/``close`` calls, so the collective ``MPI.File.Open``/``Close`` always match.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+
+from mpi4py import MPI
+
+from .._collective import agree, capture
+from ..errors import StorageError
+
+__all__ = ["FileCache"]
+
+
+class FileCache:
+    """An LRU of open MPI files keyed by absolute path.
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+        The session communicator.
+    writable : bool
+        Open read-write (creating files) or read-only.
+    capacity : int
+        Open files kept at most; the least recently used is closed first.
+    info : MPI.Info
+        Hints passed to ``MPI.File.Open`` (ROMIO hints such as ``cb_nodes``).
+    """
+
+    def __init__(self, comm: MPI.Comm, *, writable: bool, capacity: int = 16, info: MPI.Info = MPI.INFO_NULL) -> None:
+        self.comm = comm
+        self.writable = writable
+        self.capacity = capacity
+        self.info = info
+        self._open: OrderedDict[Path, MPI.File] = OrderedDict()
+        self.opens = 0
+
+    def get(self, path: Path, *, cache: bool = True) -> MPI.File:
+        """Return the open file for *path* (collective).
+
+        Raises
+        ------
+        StorageError
+            On every rank when any rank cannot open the file.
+        """
+        fh = self._open.get(path)
+        if fh is not None:
+            self._open.move_to_end(path)
+            return fh
+        rank = self.comm.Get_rank()
+        made = None
+        if self.writable and rank == 0:
+            _, made = capture(self._make_parent, path, rank=0)
+        agree(self.comm, made)  # the directory exists for everyone before the open
+        amode = (MPI.MODE_RDWR | MPI.MODE_CREATE) if self.writable else MPI.MODE_RDONLY
+        fh, failure = capture(self._open_file, path, amode, rank=rank)
+        try:
+            agree(self.comm, failure)
+        except StorageError:
+            if fh is not None:
+                fh.Close()
+            raise
+        self.opens += 1
+        if cache:
+            self._open[path] = fh
+            while len(self._open) > self.capacity:
+                _, old = self._open.popitem(last=False)
+                old.Close()
+        return fh
+
+    @staticmethod
+    def _make_parent(path: Path) -> None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create directory {path.parent}: {exc.strerror}") from None
+
+    def _open_file(self, path: Path, amode: int) -> MPI.File:
+        try:
+            return MPI.File.Open(self.comm, str(path), amode, self.info)
+        except MPI.Exception as exc:
+            raise StorageError(f"cannot open {path} ({'read-write' if self.writable else 'read-only'}): {exc.Get_error_string()}") from None
+
+    def release(self, path: Path, fh: MPI.File) -> None:
+        """Close *fh* unless it is cached (collective)."""
+        if self._open.get(path) is not fh:
+            fh.Close()
+
+    def close_all(self) -> None:
+        """Close every cached file (collective)."""
+        while self._open:
+            _, fh = self._open.popitem(last=False)
+            fh.Close()

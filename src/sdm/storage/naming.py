@@ -1,0 +1,70 @@
+"""Every path SDM creates is generated here; user names never reach the file system raw."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from ..errors import InvalidNameError
+
+__all__ = ["check_name", "component", "run_dir", "inside"]
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_MAX = 96
+
+
+def check_name(name: object, what: str) -> str:
+    """Validate a user-given name (application, group, dataset).
+
+    Names may hold any printable characters except path separators; they cannot be
+    empty, ``.`` or ``..``.
+
+    Raises
+    ------
+    InvalidNameError
+    """
+    if not isinstance(name, str):
+        raise InvalidNameError(f"{what} name must be a string, got {type(name).__name__}")
+    if not name or not name.strip():
+        raise InvalidNameError(f"{what} name must not be empty")
+    if "/" in name or "\\" in name or name in {".", ".."} or ".." in name.split("."):
+        raise InvalidNameError(
+            f"{what} name {name!r} would leave the data root; use a name without '/', '\\\\' or '..'"
+        )
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise InvalidNameError(f"{what} name {name!r} contains control characters")
+    if len(name) > 255:
+        raise InvalidNameError(f"{what} name is {len(name)} characters long; the limit is 255")
+    return name
+
+
+def component(name: str) -> str:
+    """A file-name-safe, collision-free form of a (checked) name.
+
+    Safe names stay as they are; others get unsafe characters replaced and a short
+    hash of the original appended, so two different names never share a file.
+    """
+    safe = _SAFE.sub("_", name).lstrip(".")[:_MAX] or "_"
+    if safe == name:
+        return name
+    return f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+def run_dir(application: str, run_id: int) -> Path:
+    """Directory of a run, relative to the data root."""
+    return Path(component(application)) / f"run-{run_id:06d}"
+
+
+def inside(root: Path, relative: Path) -> Path:
+    """Resolve *relative* under *root*, refusing anything that escapes it.
+
+    Raises
+    ------
+    InvalidNameError
+    """
+    root = Path(root).resolve()
+    full = (root / relative).resolve()
+    if full != root and root not in full.parents:
+        raise InvalidNameError(f"path {relative} would leave the data root {root}")
+    return full
