@@ -1,0 +1,417 @@
+"""The ``sdm`` command: browse and search a catalog without MPI.
+
+``sdm ls [APP]``, ``sdm show RUN`` and ``sdm find key=value ...`` read the catalog named
+by ``--catalog`` (default ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT``);
+``--json`` prints machine-readable JSON instead of tables.  An SDM error prints one
+line ``error: <message>`` on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, time, timezone
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .. import config
+from ..catalog import Catalog, RunRecord, parse_condition
+from ..errors import ApplicationNotFoundError, CatalogUnavailableError, SDMError
+
+__all__ = ["app", "main", "steps_text"]
+
+app = typer.Typer(
+    name="sdm",
+    help="Browse and search the SDM catalog: runs, groups, datasets, files and writes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+CatalogOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--catalog",
+        "-c",
+        metavar="URL",
+        help="Catalog URL (default: $SDM_CATALOG, else sqlite:///$SDM_ROOT/catalog.db).",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+# ---------------------------------------------------------------------- helpers
+def _console() -> Console:
+    """A console on the current stdout; wide when it is not a terminal (pipes, files)."""
+    wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
+    return Console(file=sys.stdout, width=wide, highlight=False)
+
+
+def _handles_errors(fn: F) -> F:
+    """Turn an :class:`SDMError` into ``error: <message>`` on stderr and exit status 2."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SDMError as exc:
+            err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+            err.print(Text("error: ", style="bold red") + Text(str(exc), style="red"))
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def _open(url: str | None) -> Iterator[Catalog]:
+    """Open the catalog read-only (never creates one), closing it afterwards."""
+    url = url or config.default_catalog_url()
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if path and path != ":memory:" and not Path(path).is_file():
+            raise CatalogUnavailableError(
+                f"no catalog at {path}; pass --catalog URL or set SDM_CATALOG (or SDM_ROOT) "
+                "to where SDM wrote its data"
+            )
+    cat = Catalog(url, create=False)
+    try:
+        yield cat
+    finally:
+        cat.close()
+
+
+def steps_text(steps: Sequence[int]) -> str:
+    """Compact form of sorted time steps: ``0-48/6``, ``0-3``, ``0-4/2,7,9``, ``-`` if none.
+
+    Runs of three or more equally spaced steps become ``first-last/stride`` (``/1``
+    omitted); other steps are listed one by one.
+    """
+    s = sorted(set(int(x) for x in steps))
+    parts: list[str] = []
+    i = 0
+    while i < len(s):
+        j = i
+        if i + 1 < len(s):
+            stride = s[i + 1] - s[i]
+            while j + 1 < len(s) and s[j + 1] - s[j] == stride:
+                j += 1
+        if j - i >= 2:
+            parts.append(f"{s[i]}-{s[j]}" + ("" if stride == 1 else f"/{stride}"))
+            i = j + 1
+        else:
+            parts.append(str(s[i]))
+            i += 1
+    return ",".join(parts) or "-"
+
+
+def _size(nbytes: int) -> str:
+    """Human-readable byte count (binary units)."""
+    value = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{nbytes} B"  # pragma: no cover
+
+
+def _date(value: datetime | None) -> str:
+    return "-" if value is None else value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _attrs(attrs: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in attrs.items()) or "-"
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "x".join(str(n) for n in shape) or "scalar"
+
+
+def _dist(dist: dict[str, Any] | None) -> str:
+    """``block grid=2x2 ghosts=1`` from a stored distribution (``-`` when none)."""
+    if not dist:
+        return "-"
+    words = [str(dist.get("kind", "?"))]
+    for key, val in dist.items():
+        if key == "kind" or val in (None, 0, []):
+            continue
+        if isinstance(val, list) and all(isinstance(v, int) for v in val):
+            val = "x".join(str(v) for v in val)
+        words.append(f"{key}={val}")
+    return " ".join(words)
+
+
+def _table(title: str | None, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold")
+    for col in columns:
+        right = col in {"id", "run", "runs", "ranks", "level", "datasets", "writes", "size", "bytes",
+                        "step", "offset", "seconds"}
+        table.add_column(col, justify="right" if right else "left", overflow="fold")
+    return table
+
+
+def _row(table: Table, *cells: Any) -> None:
+    table.add_row(*(Text(str(c)) for c in cells))  # Text: user strings are never markup
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(timezone.utc).isoformat()
+
+
+def _run_json(rec: RunRecord) -> dict[str, Any]:
+    return {
+        "id": rec.id,
+        "application": rec.application,
+        "created_at": _iso(rec.created_at),
+        "nprocs": rec.nprocs,
+        "problem_size": rec.problem_size,
+        "attributes": rec.attributes,
+        "root": rec.root,
+    }
+
+
+def _dataset_json(group: str, d: Any) -> dict[str, Any]:
+    return {
+        "group": group,
+        "name": d.name,
+        "dtype": d.dtype,
+        "shape": list(d.shape),
+        "order": d.order,
+        "distribution": d.distribution,
+        "attributes": d.attributes,
+        "steps": list(d.steps),
+        "steps_range": steps_text(d.steps),
+    }
+
+
+def _parse_date(text: str | None, *, end: bool) -> datetime | None:
+    """ISO date or date-time; a bare date as ``--until`` means the end of that day."""
+    if text is None:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r} is not an ISO date; write 2024-05-31 or 2024-05-31T14:00:00"
+        ) from None
+    if end and len(text) == 10:
+        value = datetime.combine(value.date(), time.max)
+    return value
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"sdm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Browse and search the SDM catalog: runs, groups, datasets, files and writes."""
+
+
+# --------------------------------------------------------------------- commands
+@app.command("ls")
+@_handles_errors
+def ls(
+    application: Annotated[str | None, typer.Argument(metavar="[APP]", help="List the runs of this application.")] = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List applications (run counts, last run), or the runs of APP."""
+    with _open(catalog) as cat:
+        apps = cat.applications()
+        if application is None:
+            if as_json:
+                _emit_json({"applications": [{**a, "last_run": _iso(a["last_run"])} for a in apps]})
+                return
+            table = _table(None, "application", "runs", "last run")
+            for a in apps:
+                _row(table, a["name"], a["runs"], _date(a["last_run"]))
+            _console().print(table)
+            return
+        if application not in {a["name"] for a in apps}:
+            raise ApplicationNotFoundError(
+                f"no application {application!r} in catalog {cat.url!r}; `sdm ls` lists the applications"
+            )
+        runs = cat.find(application=application)
+        rows = []
+        for rec in runs:
+            ndatasets = sum(len(g.datasets) for g in rec.groups)
+            nbytes = sum(f.nbytes for f in cat.files(rec.id))
+            rows.append((rec, ndatasets, nbytes))
+    if as_json:
+        _emit_json(
+            {
+                "application": application,
+                "runs": [{**_run_json(r), "datasets": n, "bytes": b} for r, n, b in rows],
+            }
+        )
+        return
+    table = _table(f"runs of {application}", "id", "date", "ranks", "problem size", "attributes", "datasets", "bytes")
+    for rec, n, b in rows:
+        size = "-" if rec.problem_size is None else json.dumps(rec.problem_size)
+        _row(table, rec.id, _date(rec.created_at), rec.nprocs, size, _attrs(rec.attributes), n, _size(b))
+    _console().print(table)
+
+
+@app.command("show")
+@_handles_errors
+def show(
+    run: Annotated[int, typer.Argument(metavar="RUN", help="Run id (see `sdm ls APP`).")],
+    writes: Annotated[bool, typer.Option("--writes", help="Also list every write.")] = False,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a run: its groups, datasets, files (and writes)."""
+    with _open(catalog) as cat:
+        rec = cat.run(run)
+        files = cat.files(run)
+        wrows = cat.writes(run) if writes else []
+    if as_json:
+        out: dict[str, Any] = {
+            "run": _run_json(rec),
+            "groups": [
+                {
+                    "name": g.name,
+                    "level": g.level,
+                    "attributes": g.attributes,
+                    "datasets": [_dataset_json(g.name, d) for d in g.datasets],
+                }
+                for g in rec.groups
+            ],
+            "files": [{"path": f.path, "level": f.level, "writes": f.nwrites, "bytes": f.nbytes} for f in files],
+        }
+        if writes:
+            out["writes"] = [
+                {
+                    "group": g,
+                    "dataset": d,
+                    "step": w.step,
+                    "path": w.path,
+                    "offset": w.offset,
+                    "nbytes": w.nbytes,
+                    "checksum": w.checksum,
+                    "checksum_algo": w.checksum_algo,
+                    "method": w.method,
+                    "seconds": w.seconds,
+                    "nprocs": w.nprocs,
+                    "written_at": _iso(w.written_at),
+                }
+                for g, d, w in wrows
+            ]
+        _emit_json(out)
+        return
+    con = _console()
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    for key, val in (
+        ("run", rec.id),
+        ("application", rec.application),
+        ("date", _date(rec.created_at)),
+        ("ranks", rec.nprocs),
+        ("problem size", "-" if rec.problem_size is None else json.dumps(rec.problem_size)),
+        ("attributes", _attrs(rec.attributes)),
+        ("data root", rec.root),
+    ):
+        head.add_row(Text(key), Text(str(val)))
+    con.print(head)
+    groups = _table("groups", "name", "level", "attributes")
+    datasets = _table("datasets", "group", "name", "dtype", "shape", "order", "distribution", "steps", "attributes")
+    for g in rec.groups:
+        _row(groups, g.name, g.level, _attrs(g.attributes))
+        for d in g.datasets:
+            own = {k: v for k, v in d.attributes.items() if g.attributes.get(k, object()) != v}
+            _row(datasets, g.name, d.name, d.dtype, _shape(d.shape), d.order, _dist(d.distribution),
+                 steps_text(d.steps), _attrs(own))
+    con.print(groups)
+    con.print(datasets)
+    ftable = _table("files", "path", "level", "writes", "size")
+    for f in files:
+        _row(ftable, f.path, f.level, f.nwrites, _size(f.nbytes))
+    con.print(ftable)
+    if writes:
+        wtable = _table("writes", "dataset", "step", "file", "offset", "bytes", "checksum", "method", "seconds")
+        for g, d, w in wrows:
+            _row(wtable, f"{g}/{d}", w.step, w.path, w.offset, w.nbytes,
+                 f"{w.checksum_algo}:{w.checksum}", w.method, f"{w.seconds:.6f}")
+        con.print(wtable)
+
+
+@app.command("find")
+@_handles_errors
+def find(
+    conditions: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="KEY=VALUE", help="Attribute conditions: = != < <= > >=.", show_default=False),
+    ] = None,
+    application: Annotated[str | None, typer.Option("--app", metavar="APP", help="Only this application.")] = None,
+    since: Annotated[str | None, typer.Option("--since", metavar="DATE", help="Runs from this ISO date/time (UTC).")] = None,
+    until: Annotated[str | None, typer.Option("--until", metavar="DATE", help="Runs up to this ISO date/time (UTC).")] = None,
+    run: Annotated[int | None, typer.Option("--run", metavar="ID", help="Only this run.")] = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Find runs and datasets by attributes, application and date."""
+    conds = [parse_condition(c) for c in conditions or ()]
+    start, end = _parse_date(since, end=False), _parse_date(until, end=True)
+    with _open(catalog) as cat:
+        runs = cat.find(application=application, run=run, since=start, until=end, conditions=conds)
+    if as_json:
+        _emit_json(
+            {
+                "conditions": [repr(c) for c in conds],
+                "runs": [
+                    {**_run_json(r), "datasets": [_dataset_json(g.name, d) for g in r.groups for d in g.datasets]}
+                    for r in runs
+                ],
+            }
+        )
+        return
+    con = _console()
+    if not runs:
+        con.print(Text("no matching runs", style="yellow"))
+        return
+    table = _table(None, "run", "application", "date", "ranks", "attributes", "dataset", "dtype", "shape", "steps")
+    for r in runs:
+        head = (r.id, r.application, _date(r.created_at), r.nprocs, _attrs(r.attributes))
+        items = [(g, d) for g in r.groups for d in g.datasets]
+        if not items:
+            _row(table, *head, "-", "", "", "")
+        for i, (g, d) in enumerate(items):
+            cells = head if i == 0 else ("",) * len(head)
+            _row(table, *cells, f"{g.name}/{d.name}", d.dtype, _shape(d.shape), steps_text(d.steps))
+        table.add_section()
+    con.print(table)
+
+
+def main() -> None:
+    """Entry point for ``python -m sdm`` and ``python -m sdm._cli.main``."""
+    app(prog_name="sdm")
+
+
+if __name__ == "__main__":
+    main()
