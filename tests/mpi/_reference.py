@@ -1,0 +1,50 @@
+"""Independent numpy references for the MPI tests (no SDM code involved).
+
+Each helper returns, for a rank, the global indices per dimension it should own,
+computed from first principles, so the tests check SDM's layout instead of trusting it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def global_array(shape, dtype="f8", order="C", seed=0):
+    """A deterministic global array whose every element differs."""
+    n = int(np.prod(shape))
+    flat = (np.arange(n, dtype=np.float64) * 1.25 + seed).astype(dtype)
+    return flat.reshape(shape, order=order)
+
+
+def grid_coords(rank, grid):
+    coords = []
+    for g in reversed(grid):
+        coords.append(rank % g)
+        rank //= g
+    return tuple(reversed(coords))
+
+
+def block_indices(shape, grid, rank):
+    coords = grid_coords(rank, grid)
+    return [np.array_split(np.arange(n), p)[c] for n, p, c in zip(shape, grid, coords)]
+
+
+def cyclic_indices(shape, grid, rank, blocks=1):
+    coords = grid_coords(rank, grid)
+    out = []
+    b = blocks if isinstance(blocks, (list, tuple)) else [blocks] * len(shape)
+    for n, p, c, bb in zip(shape, grid, coords, b):
+        blocks_of_dim = [np.arange(s, min(s + bb, n)) for s in range(0, n, bb)]
+        mine = blocks_of_dim[c::p]
+        out.append(np.concatenate(mine) if mine else np.arange(0))
+    return out
+
+
+def local_from_global(G, idx, ghosts=0, order="C"):
+    """Local array with ghost layers (filled with a sentinel) around G[idx]."""
+    inner = G[np.ix_(*idx)]
+    shape = tuple(s + 2 * ghosts for s in inner.shape)
+    out = np.full(shape, 7, dtype=G.dtype, order=order)  # sentinel in the ghost cells
+    sl = tuple(slice(ghosts, ghosts + s) for s in inner.shape)
+    out[sl] = inner
+    return out, sl

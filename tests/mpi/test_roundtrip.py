@@ -1,0 +1,201 @@
+"""Write then read every distribution, both storage orders, every organization level.
+
+The file bytes are compared with a global array built with numpy, read back with
+numpy.memmap at the offsets the catalog records (not through SDM).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sdm
+from mpi4py import MPI
+from sdm.layout import default_grid
+
+from _reference import block_indices, cyclic_indices, global_array, local_from_global
+
+SHAPE = (7, 5, 3)  # uneven for every rank count 2..4
+
+
+def _grid(size, ndim=3):
+    return tuple(MPI.Compute_dims(size, [0] * ndim))
+
+
+def _views(size, rank, shape):
+    """(name, distribution, independently computed indices, ghost width)."""
+    g = _grid(size)
+    row = (size, 1, 1)
+    # explicit subarray boxes along dim 0, uneven, the last rank empty when size >= 3
+    cuts = np.linspace(0, shape[0], size + (0 if size < 3 else 0) + 1).astype(int) if size < 3 else np.array(
+        [0] + [min(shape[0], 3 * (i + 1)) for i in range(size - 1)] + [shape[0]]
+    )
+    cuts = np.maximum.accumulate(cuts)
+    if size >= 3:
+        cuts[-2] = shape[0]  # rank size-2 takes the rest, the last rank owns nothing
+    start, count = (int(cuts[rank]), 0, 0), (int(cuts[rank + 1] - cuts[rank]), shape[1], shape[2])
+    sub_idx = [np.arange(start[0], start[0] + count[0]), np.arange(shape[1]), np.arange(shape[2])]
+    return [
+        ("block", sdm.Block(), block_indices(shape, g, rank), 0),
+        ("block-row", sdm.Block(grid=row), block_indices(shape, row, rank), 0),
+        ("block-ghosts", sdm.Block(ghosts=1), block_indices(shape, g, rank), 1),
+        ("cyclic", sdm.Cyclic(), cyclic_indices(shape, g, rank), 0),
+        ("block-cyclic", sdm.BlockCyclic(blocks=2), cyclic_indices(shape, g, rank, 2), 0),
+        ("subarray-ghosts", sdm.Subarray(start, count, ghosts=1), sub_idx, 1),
+    ]
+
+
+VIEW_NAMES = ["block", "block-row", "block-ghosts", "cyclic", "block-cyclic", "subarray-ghosts"]
+
+
+def _file_bytes(root: Path, write, shape, dtype, order):
+    return np.memmap(root / write.path, dtype=dtype, mode="r", offset=write.offset, shape=shape, order=order)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("view_name", VIEW_NAMES)
+def test_write_read_bytes_on_disk(comm, mpi_tmp, view_name, order, level):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    name, view, idx, ghosts = next(v for v in _views(size, rank, SHAPE) if v[0] == view_name)
+    G = {d: global_array(SHAPE, "f8", order, seed=i) for i, d in enumerate(("u", "v"))}
+    url = f"sqlite:///{mpi_tmp}/cat.db"
+    with sdm.open("rt", root=mpi_tmp, catalog=url) as s:
+        g = s.make_group("fields", ["u", "v"], dtype="f8", shape=SHAPE, order=order, level=level, view=view)
+        for step in (0, 3):
+            for d in ("u", "v"):
+                local, inner = local_from_global(G[d] + step, idx, ghosts, order)
+                assert g.local_shape(d) == local.shape
+                g.write(d, step, local)
+        for step in (0, 3):
+            for d in ("u", "v"):
+                back = g.read(d, step, verify=True)
+                expect, inner = local_from_global(G[d] + step, idx, ghosts, order)
+                np.testing.assert_array_equal(back[inner], expect[inner])
+        run_id = s.run_id
+    comm.Barrier()
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        writes = cat.writes(run_id)
+        assert len(writes) == 4
+        for _, d, w in writes:
+            np.testing.assert_array_equal(_file_bytes(Path(mpi_tmp), w, SHAPE, "f8", order), G[d] + w.step)
+            assert w.nbytes == G[d].nbytes and w.method == "collective" and w.nprocs == size
+        on_disk = sorted(p.name for p in Path(mpi_tmp).rglob("*.sdm"))
+        expected_files = {1: 4, 2: 2, 3: 1}[level]
+        assert len(on_disk) == expected_files == len(cat.files(run_id))
+        cat.close()
+
+
+@pytest.mark.parametrize("writer, reader", [("block", "cyclic"), ("cyclic", "block-ghosts"), ("block-cyclic", "subarray-ghosts"), ("subarray-ghosts", "block-row")])
+def test_read_with_another_distribution(comm, mpi_tmp, writer, reader):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    views = {v[0]: v for v in _views(size, rank, SHAPE)}
+    G = global_array(SHAPE, "<i8", "C", seed=11)
+    url = f"sqlite:///{mpi_tmp}/cat.db"
+    _, wview, widx, wg = views[writer]
+    with sdm.open("xd", root=mpi_tmp, catalog=url, attributes={"case": writer}) as s:
+        g = s.make_group("g", ["a"], dtype="<i8", shape=SHAPE, view=wview)
+        g.write("a", 5, local_from_global(G, widx, wg)[0])
+    _, rview, ridx, rg = views[reader]
+    # a new session that knows only the application name and attributes
+    with sdm.open("xd", "r", catalog=url, attributes={"case": writer}) as s:
+        g = s.group("g")
+        assert g.steps("a") == [5]
+        g.data_view(rview)
+        back = g.read("a", 5, verify=True)
+        expect, inner = local_from_global(G, ridx, rg)
+        np.testing.assert_array_equal(back[inner], expect[inner])
+
+
+def test_read_on_fewer_ranks_than_written(comm, mpi_tmp):
+    """Written by all ranks, read by a sub-communicator of rank 0 alone."""
+    G = global_array(SHAPE, "f4", "C", seed=3)
+    url = f"sqlite:///{mpi_tmp}/cat.db"
+    rank, size = comm.Get_rank(), comm.Get_size()
+    with sdm.open("few", root=mpi_tmp, catalog=url) as s:
+        g = s.make_group("g", ["a"], dtype="f4", shape=SHAPE, view=sdm.Cyclic())
+        g.write("a", 0, local_from_global(G, cyclic_indices(SHAPE, _grid(size), rank))[0])
+        run_id = s.run_id
+    solo = comm.Split(0 if rank == 0 else MPI.UNDEFINED, rank)
+    if rank == 0:
+        with sdm.open("few", "r", comm=solo, catalog=url, run=run_id) as s:
+            np.testing.assert_array_equal(s.group("g").read("a", 0), G)
+        solo.Free()
+    comm.Barrier()
+
+
+def test_ghost_cells_untouched_by_read(comm, mpi_tmp):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    G = global_array(SHAPE, "f8", "C", seed=5)
+    idx = block_indices(SHAPE, _grid(size), rank)
+    with sdm.open("gh", root=mpi_tmp, catalog=f"sqlite:///{mpi_tmp}/c.db") as s:
+        g = s.make_group("g", ["a"], dtype="f8", shape=SHAPE, view=sdm.Block(ghosts=2))
+        local, inner = local_from_global(G, idx, 2)
+        g.write("a", 0, local)
+        out = np.full(local.shape, 99.0)
+        g.read("a", 0, out=out)
+        mask = np.ones(local.shape, bool)
+        mask[inner] = False
+        assert (out[mask] == 99.0).all()
+        np.testing.assert_array_equal(out[inner], local[inner])
+
+
+def test_overwrite_replaces_in_place(comm, mpi_tmp):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    idx = block_indices(SHAPE, _grid(size), rank)
+    A, B = global_array(SHAPE, "f8", seed=1), global_array(SHAPE, "f8", seed=2)
+    with sdm.open("ow", root=mpi_tmp, catalog=url) as s:
+        g = s.make_group("g", ["a", "b"], dtype="f8", shape=SHAPE, level=3)
+        g.write("a", 0, local_from_global(A, idx)[0])
+        g.write("b", 0, local_from_global(A, idx)[0])
+        g.write("a", 0, local_from_global(B, idx)[0], overwrite=True)
+        np.testing.assert_array_equal(g.read("a", 0, verify=True), local_from_global(B, idx)[0])
+        run_id = s.run_id
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        ws = {d: w for _, d, w in cat.writes(run_id)}
+        assert ws["a"].offset == 0 and ws["b"].offset == A.nbytes  # same place, file not grown
+        np.testing.assert_array_equal(_file_bytes(Path(mpi_tmp), ws["a"], SHAPE, "f8", "C"), B)
+        np.testing.assert_array_equal(_file_bytes(Path(mpi_tmp), ws["b"], SHAPE, "f8", "C"), A)
+        cat.close()
+
+
+def test_mixed_dtypes_and_shapes_in_one_group(comm, mpi_tmp):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    specs = {"q": ((9, 4, 3, 5), "f8"), "flag": ((9, 4, 3), "u1"), "c": ((9, 4, 3), "c16")}
+    with sdm.open("mix", root=mpi_tmp, catalog=url) as s:
+        g = s.make_group("m", [sdm.Dataset(n, shape=sh, dtype=dt) for n, (sh, dt) in specs.items()], level=3)
+        refs = {}
+        for n, (sh, dt) in specs.items():
+            G = (np.arange(np.prod(sh)) % 251).astype(dt).reshape(sh)
+            if dt == "c16":
+                G = G + 1j * G[::-1].reshape(sh)
+            refs[n] = G
+            idx = block_indices(sh, default_grid(size, len(sh)), rank)
+            g.write(n, 0, local_from_global(G, idx)[0])
+            np.testing.assert_array_equal(g.read(n, 0, verify=True), local_from_global(G, idx)[0])
+        run_id = s.run_id
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        for _, d, w in cat.writes(run_id):
+            sh, dt = specs[d]
+            np.testing.assert_array_equal(_file_bytes(Path(mpi_tmp), w, sh, dt, "C"), refs[d])
+        cat.close()
+
+
+def test_more_ranks_than_elements(comm, mpi_tmp):
+    """Ranks with zero-size pieces take part in every collective call."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    shape = (2,)
+    G = np.array([3.5, -1.0])
+    with sdm.open("tiny", root=mpi_tmp, catalog=f"sqlite:///{mpi_tmp}/c.db") as s:
+        g = s.make_group("g", ["a"], dtype="f8", shape=shape, level=2)
+        idx = block_indices(shape, (size,), rank)
+        local = G[idx[0]]
+        g.write("a", 0, local)
+        g.write("a", 1, local * 2)
+        np.testing.assert_array_equal(g.read("a", 1), local * 2)
