@@ -7,6 +7,8 @@ import operator
 import re
 from typing import Any, Callable
 
+import numpy as np
+
 from ..errors import InvalidNameError
 
 __all__ = ["encode", "decode", "Condition", "parse_condition"]
@@ -32,6 +34,8 @@ def encode(key: str, value: Any) -> tuple[str, float | None, str]:
     """
     if not isinstance(key, str) or not key.strip():
         raise InvalidNameError(f"attribute key must be a non-empty string, got {key!r}")
+    if isinstance(value, np.generic):  # numpy scalars (np.float64 is also a float)
+        value = value.item()
     if isinstance(value, bool):
         return "bool", float(value), "true" if value else "false"
     if isinstance(value, int):
@@ -42,9 +46,6 @@ def encode(key: str, value: Any) -> tuple[str, float | None, str]:
         return "float", value, repr(value)
     if isinstance(value, str):
         return "str", None, value
-    # numpy scalars behave like their Python counterparts
-    if hasattr(value, "item") and callable(value.item):
-        return encode(key, value.item())
     raise InvalidNameError(
         f"attribute {key!r}: value {value!r} of type {type(value).__name__} is not "
         "supported; use bool, int, float or str"

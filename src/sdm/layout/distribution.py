@@ -378,11 +378,10 @@ def check_tiling(shape: Sequence[int], boxes: Sequence[tuple[Sequence[int], Sequ
     over = np.all((s[:, None, :] < e[None, :, :]) & (s[None, :, :] < e[:, None, :]), axis=2)
     np.fill_diagonal(over, False)
     if over.any():
-        i, j = np.argwhere(over)[0]
+        a, b = (int(idx[k]) for k in np.argwhere(over)[0])
+        box = lambda r: f"start {tuple(starts[r].tolist())} count {tuple(counts[r].tolist())}"  # noqa: E731
         raise DistributionError(
-            f"the pieces of ranks {idx[i]} and {idx[j]} overlap "
-            f"(start {tuple(starts[idx[i]])} count {tuple(counts[idx[i]])} and "
-            f"start {tuple(starts[idx[j]])} count {tuple(counts[idx[j]])}); every element must have one owner"
+            f"the pieces of ranks {a} and {b} overlap ({box(a)} and {box(b)}); every element must have one owner"
         )
     total = int(np.prod(shape, dtype=np.int64))
     covered = int(np.prod(counts[idx], axis=1).sum()) if len(idx) else 0
