@@ -53,6 +53,7 @@ __all__ = [
     "run",
     "add_common_arguments",
     "print_report",
+    "finish",
     "main",
 ]
 
@@ -514,7 +515,8 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
-def _finish(comm: MPI.Comm, result: dict[str, Any]) -> int:
+def finish(comm: MPI.Comm, result: dict[str, Any]) -> int:
+    """Print the report on rank 0; return the exit status (1 when values mismatched)."""
     if comm.Get_rank() == 0:
         print_report(result)
     return 1 if result["mismatches"] else 0
@@ -530,7 +532,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     comm = MPI.COMM_WORLD
     result = run(comm, a.n, a.steps, a.level, a.root, a.catalog, a.verify, method=a.method,
                  read=not a.no_read, read_view=a.read_view, ghosts=a.ghosts, progress=not a.quiet)
-    return _finish(comm, result)
+    return finish(comm, result)
 
 
 if __name__ == "__main__":
