@@ -32,7 +32,7 @@ def test_readme_example_runs_and_is_found(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
     )
     assert found.returncode == 0, found.stderr
-    runs = json.loads(found.stdout)
+    runs = json.loads(found.stdout)["runs"]
     assert [r["id"] for r in runs] == [1]
     # the bytes of T at step 20 are what the example computed, read with numpy alone
     import sdm
