@@ -1,0 +1,449 @@
+"""The catalog against the real engines: SQLite and a real PostgreSQL server.
+
+Every test runs once per engine through the ``catalog_url`` fixture (tests/conftest.py).
+Values are checked against what the test itself put in, never against a second call of
+the same SDM code path.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from sdm.catalog import Catalog, DatasetSpec, FileRecord, parse_condition
+from sdm.catalog import schema as S
+from sdm.catalog.values import encode
+from sdm.errors import (
+    ApplicationNotFoundError,
+    CatalogUnavailableError,
+    CatalogVersionError,
+    GroupExistsError,
+    GroupNotFoundError,
+    InvalidNameError,
+    RunNotFoundError,
+    SDMError,
+    StepExistsError,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+UTC = timezone.utc
+
+
+@pytest.fixture
+def cat(catalog_url: str):
+    c = Catalog(catalog_url)
+    yield c
+    c.close()
+
+
+def _specs() -> list[DatasetSpec]:
+    return [DatasetSpec("rho", "<f8", (8, 6), "C"), DatasetSpec("e", "<f4", (8, 6), "F")]
+
+
+def _write(cat: Catalog, run: int, dataset_id: int, step: int, *, path: str = "app/run/f.dat",
+           offset: int = 0, nbytes: int = 384, checksum: str = "00000000deadbeef",
+           method: str = "collective", overwrite: bool = False, level: int = 2) -> None:
+    cat.record_write(run_id=run, dataset_id=dataset_id, step=step, path=path, level=level,
+                     offset=offset, nbytes=nbytes, checksum=checksum, checksum_algo="sum64",
+                     method=method, seconds=0.25, nprocs=4, overwrite=overwrite)
+
+
+def _set_created(cat: Catalog, run: int, when: datetime) -> None:
+    with cat.engine.begin() as con:
+        con.execute(S.runs.update().where(S.runs.c.id == run).values(created_at=when))
+
+
+def _dataset_only(cat: Catalog, run: int, group_id: int, dataset_id: int, attrs: dict) -> None:
+    """Attributes on one dataset only (no public call does that; the schema allows it)."""
+    with cat.engine.begin() as con:
+        Catalog._put_attributes(con, run, group_id, [dataset_id], [(k, *encode(k, v)) for k, v in attrs.items()])
+
+
+def _ids(runs) -> list[int]:
+    return [r.id for r in runs]
+
+
+def _names(rec) -> list[tuple[str, str]]:
+    return [(g.name, d.name) for g in rec.groups for d in g.datasets]
+
+
+# ---------------------------------------------------------------------------- schema
+def test_schema_created_then_reopened(catalog_url: str) -> None:
+    c = Catalog(catalog_url)
+    tables = set(sa.inspect(c.engine).get_table_names())
+    assert {"sdm_schema", "applications", "runs", "groups", "datasets", "attributes", "files", "writes"} <= tables
+    with c.engine.connect() as con:
+        assert [tuple(r) for r in con.execute(sa.select(S.schema_info.c.version))] == [(1,)]
+    assert c.schema_version == 1
+    assert c.counts() == dict(applications=0, runs=0, groups=0, datasets=0, attributes=0, files=0, writes=0)
+    run = c.create_run("astro", nprocs=4, root="/data", attributes={"res": 64})
+    c.close()
+
+    again = Catalog(catalog_url, create=False)  # an existing catalog, opened by a reader
+    try:
+        rec = again.run(run)
+        assert (rec.application, rec.nprocs, rec.root, rec.attributes) == ("astro", 4, "/data", {"res": 64})
+        with again.engine.connect() as con:  # opening again did not add a second version row
+            assert con.execute(sa.select(sa.func.count()).select_from(S.schema_info)).scalar_one() == 1
+    finally:
+        again.close()
+
+
+def test_other_schema_version_is_refused(catalog_url: str) -> None:
+    c = Catalog(catalog_url)
+    with c.engine.begin() as con:
+        con.execute(S.schema_info.update().values(version=99))
+    c.close()
+    with pytest.raises(CatalogVersionError) as info:
+        Catalog(catalog_url)
+    assert str(info.value) == (
+        f"catalog {catalog_url!r} has schema version 99; this SDM uses version 1. "
+        "Open it with a matching SDM release."
+    )
+    assert isinstance(info.value, SDMError)
+
+
+def test_reader_refuses_an_empty_database(catalog_url: str) -> None:
+    with pytest.raises(CatalogVersionError, match=r"holds no SDM schema$"):
+        Catalog(catalog_url, create=False)
+
+
+# ------------------------------------------------------------------------------ runs
+def test_create_run_run_and_latest_run(cat: Catalog) -> None:
+    before = datetime.now(UTC)
+    r1 = cat.create_run("astro", nprocs=4, root="/data/a", problem_size=[64, 32, 16], attributes={"res": 64})
+    r2 = cat.create_run("astro", nprocs=8, root="/data/b", problem_size="large", attributes={"res": 128})
+    r3 = cat.create_run("climate", nprocs=2, root="/data/c")
+    after = datetime.now(UTC)
+    assert r1 < r2 < r3
+
+    rec = cat.run(r1)
+    assert (rec.id, rec.application, rec.nprocs, rec.root) == (r1, "astro", 4, "/data/a")
+    assert rec.problem_size == [64, 32, 16]
+    assert rec.attributes == {"res": 64}
+    assert rec.groups == ()
+    assert rec.created_at.tzinfo is not None and rec.created_at.utcoffset() == timedelta(0)
+    assert before - timedelta(seconds=1) <= rec.created_at <= after + timedelta(seconds=1)
+    assert cat.run(r2).problem_size == "large"
+    assert cat.run(r3).problem_size is None and cat.run(r3).attributes == {}
+
+    assert cat.run(r2, application="astro").id == r2
+    with pytest.raises(RunNotFoundError, match=rf"^no run {r3} of application 'astro' in catalog"):
+        cat.run(r3, application="astro")
+    with pytest.raises(KeyError):  # RunNotFoundError is a KeyError too
+        cat.run(9999)
+
+    assert cat.latest_run("astro").id == r2
+    assert cat.latest_run("astro", {"res": 64}).id == r1
+    assert cat.latest_run("astro", {"res": ("<", 100)}).id == r1
+    with pytest.raises(RunNotFoundError, match=r"no run of 'astro' has attributes \{'res': 256\}"):
+        cat.latest_run("astro", {"res": 256})
+    with pytest.raises(ApplicationNotFoundError, match=r"^no application 'nope' in catalog"):
+        cat.latest_run("nope")
+
+    apps = {a["name"]: a for a in cat.applications()}
+    assert [a["name"] for a in cat.applications()] == ["astro", "climate"]
+    assert (apps["astro"]["runs"], apps["climate"]["runs"]) == (2, 1)
+    assert apps["astro"]["last_run"] == cat.run(r2).created_at
+    assert cat.counts()["runs"] == 3 and cat.counts()["applications"] == 2
+
+
+# ------------------------------------------------------------------------ attributes
+def test_typed_attributes_round_trip(cat: Catalog) -> None:
+    attrs = {"i": 3, "neg": -7, "big": 2**53 + 1, "f": 2.5, "whole": 3.0, "tiny": 1e-300,
+             "yes": True, "no": False, "s": "hello wörld", "empty": "", "digits": "007"}
+    run = cat.create_run("astro", nprocs=1, root="/r", attributes=attrs)
+    got = cat.run(run).attributes
+    assert got == attrs
+    for key, value in attrs.items():
+        assert type(got[key]) is type(value), key  # 3.0 stays float, True stays bool, "007" str
+
+
+def test_numpy_scalars_are_stored_as_python_values(cat: Catalog) -> None:
+    run = cat.create_run("astro", nprocs=1, root="/r", attributes={
+        "i32": np.int32(5), "i64": np.int64(-2**40), "u8": np.uint8(255),
+        "f32": np.float32(0.5), "f64": np.float64(0.1), "b": np.bool_(True), "s": np.str_("x"),
+    })
+    got = cat.run(run).attributes
+    assert got == {"i32": 5, "i64": -2**40, "u8": 255, "f32": 0.5, "f64": 0.1, "b": True, "s": "x"}
+    assert [type(got[k]) for k in ("i32", "i64", "u8", "f32", "f64", "b", "s")] == [
+        int, int, int, float, float, bool, str]
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("shape", [1, 2], "attribute 'shape': value [1, 2] of type list is not supported; use bool, int, float or str"),
+    ("none", None, "attribute 'none': value None of type NoneType is not supported; use bool, int, float or str"),
+    ("arr", np.array([1, 2]), "attribute 'arr': value array([1, 2]) of type ndarray is not supported; "
+                              "use bool, int, float or str"),
+    ("raw", b"x", "attribute 'raw': value b'x' of type bytes is not supported; use bool, int, float or str"),
+    ("nan", float("nan"), "attribute 'nan': NaN cannot be stored or searched"),
+    ("", 1, "attribute key must be a non-empty string, got ''"),
+])
+def test_rejected_attribute_values(cat: Catalog, key, value, message) -> None:
+    before = cat.counts()
+    with pytest.raises(InvalidNameError) as info:
+        cat.create_run("astro", nprocs=1, root="/r", attributes={"ok": 1, key: value})
+    assert str(info.value) == message
+    assert isinstance(info.value, ValueError)
+    assert cat.counts() == before  # nothing half-registered
+
+
+def test_set_attributes_replaces_a_value_and_its_type(cat: Catalog) -> None:
+    run = cat.create_run("astro", nprocs=1, root="/r", attributes={"res": 64, "tag": "a"})
+    cat.set_attributes(run, {"res": 64.5, "new": False})
+    assert cat.run(run).attributes == {"res": 64.5, "tag": "a", "new": False}
+    assert type(cat.run(run).attributes["res"]) is float
+    with cat.engine.connect() as con:  # replaced, not duplicated
+        assert con.execute(sa.select(sa.func.count()).select_from(S.attributes)
+                           .where(S.attributes.c.key == "res")).scalar_one() == 1
+
+
+# ------------------------------------------------------------------------------ find
+@pytest.fixture
+def three_runs(cat: Catalog) -> list[int]:
+    r1 = cat.create_run("astro", nprocs=4, root="/a", attributes={"res": 64, "model": "ideal", "cfl": 0.4})
+    r2 = cat.create_run("astro", nprocs=8, root="/b", attributes={"res": 128, "model": "mhd", "cfl": 0.8})
+    r3 = cat.create_run("climate", nprocs=2, root="/c", attributes={"res": 256, "ocean": True})
+    _set_created(cat, r1, datetime(2024, 1, 1, 12, 0, tzinfo=UTC))
+    _set_created(cat, r2, datetime(2024, 2, 1, 0, 0, tzinfo=UTC))
+    _set_created(cat, r3, datetime(2024, 3, 1, 12, 0, tzinfo=UTC))
+    return [r1, r2, r3]
+
+
+def test_find_by_application_run_and_dates(cat: Catalog, three_runs: list[int]) -> None:
+    r1, r2, r3 = three_runs
+    assert _ids(cat.find()) == [r1, r2, r3]  # oldest first
+    assert _ids(cat.find(application="astro")) == [r1, r2]
+    assert _ids(cat.find(application="climate")) == [r3]
+    assert cat.find(application="unknown") == []
+    assert _ids(cat.find(run=r2)) == [r2]
+    assert cat.find(run=r2, application="climate") == []
+
+    assert _ids(cat.find(since=datetime(2024, 1, 15, tzinfo=UTC))) == [r2, r3]
+    assert _ids(cat.find(until=datetime(2024, 2, 1, tzinfo=UTC))) == [r1, r2]  # inclusive
+    assert _ids(cat.find(since=datetime(2024, 2, 1), until=datetime(2024, 2, 1))) == [r2]  # naive = UTC
+    assert _ids(cat.find(since=datetime(2024, 1, 2), until=datetime(2024, 1, 31))) == []
+    plus_one = timezone(timedelta(hours=1))  # 01:00+01:00 is midnight UTC
+    assert _ids(cat.find(since=datetime(2024, 2, 1, 1, 0, tzinfo=plus_one))) == [r2, r3]
+    assert _ids(cat.find(until=datetime(2024, 2, 1, 0, 59, tzinfo=plus_one))) == [r1]
+    assert _ids(cat.find(application="astro", since=datetime(2024, 1, 15))) == [r2]
+    assert cat.run(r1).created_at == datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
+
+
+def test_find_equality_and_range_conditions(cat: Catalog, three_runs: list[int]) -> None:
+    r1, r2, r3 = three_runs
+    assert _ids(cat.find(attributes={"res": 64})) == [r1]
+    assert _ids(cat.find(attributes={"res": 64.0})) == [r1]  # numbers compare as numbers
+    assert _ids(cat.find(attributes={"model": "mhd"})) == [r2]
+    assert _ids(cat.find(attributes={"ocean": True})) == [r3]
+    assert _ids(cat.find(attributes={"res": ("!=", 64)})) == [r2, r3]
+    assert _ids(cat.find(attributes={"res": (">=", 128)})) == [r2, r3]
+    assert _ids(cat.find(attributes={"res": (">", 128)})) == [r3]
+    assert _ids(cat.find(attributes={"res": ("<", 128)})) == [r1]
+    assert _ids(cat.find(attributes={"res": ("<=", 128), "cfl": (">", 0.5)})) == [r2]
+    assert _ids(cat.find(attributes={"model": ("<", "j")})) == [r1]  # text compares as text
+    assert cat.find(attributes={"res": "64"}) == []  # a string never equals a number
+    assert cat.find(attributes={"ocean": 1}) == []  # nor a number a bool
+    assert cat.find(attributes={"missing": 1}) == []
+    conds = [parse_condition("res>=100"), parse_condition("model=mhd")]
+    assert _ids(cat.find(conditions=conds)) == [r2]
+    assert _ids(cat.find(application="astro", conditions=[parse_condition("cfl<0.5")])) == [r1]
+
+
+def test_find_matches_dataset_group_and_run_attributes(cat: Catalog) -> None:
+    run = cat.create_run("astro", nprocs=4, root="/a", attributes={"res": 64})
+    other = cat.create_run("astro", nprocs=4, root="/b", attributes={"res": 32})
+    fields = cat.define_group(run, "fields", 3, _specs())
+    diag = cat.define_group(run, "diag", 1, [DatasetSpec("spectrum", "<f8", (32,), "C"),
+                                              DatasetSpec("energy", "<f8", (1,), "C")])
+    cat.define_group(other, "fields", 3, _specs())
+    # group-level, propagated to its datasets (what Group.set_attributes does)
+    cat.set_attributes(run, {"kind": "field"}, group_id=fields.id, dataset_ids=[d.id for d in fields.datasets])
+    # group-level only, not on the datasets' rows
+    cat.set_attributes(run, {"cadence": 10}, group_id=diag.id)
+    # dataset-level only
+    _dataset_only(cat, run, diag.id, diag.dataset("spectrum").id, {"bins": 32})
+
+    rec = cat.run(run)
+    assert rec.groups[0].datasets[0].attributes == {"kind": "field"}
+    assert rec.groups[1].attributes == {"cadence": 10}
+    assert rec.groups[1].datasets[0].attributes == {"bins": 32}
+    assert rec.groups[1].datasets[1].attributes == {}
+
+    (found,) = cat.find(attributes={"bins": 32})  # dataset level: that dataset only
+    assert found.id == run and _names(found) == [("diag", "spectrum")]
+    (found,) = cat.find(attributes={"cadence": (">=", 5)})  # group level: the group's datasets
+    assert _names(found) == [("diag", "spectrum"), ("diag", "energy")]
+    (found,) = cat.find(attributes={"kind": "field"})
+    assert _names(found) == [("fields", "rho"), ("fields", "e")]
+    (found,) = cat.find(attributes={"res": 64})  # run level: every dataset of the run
+    assert _names(found) == [("fields", "rho"), ("fields", "e"), ("diag", "spectrum"), ("diag", "energy")]
+    (found,) = cat.find(attributes={"res": 64, "cadence": 10, "bins": 32})  # all levels at once
+    assert _names(found) == [("diag", "spectrum")]
+    assert cat.find(attributes={"kind": "field", "bins": 32}) == []  # no dataset carries both
+    assert cat.find(attributes={"bins": 31}) == []
+    found = cat.find(attributes={"res": (">", 0)})
+    assert _ids(found) == [run, other]
+    assert _names(found[1]) == [("fields", "rho"), ("fields", "e")]
+
+
+# ---------------------------------------------------------------------------- groups
+def test_define_group_is_idempotent_and_refuses_conflicts(cat: Catalog) -> None:
+    run = cat.create_run("astro", nprocs=4, root="/a")
+    g = cat.define_group(run, "fields", 2, _specs())
+    assert (g.run_id, g.name, g.level) == (run, "fields", 2)
+    assert [(d.name, d.dtype, d.shape, d.order, d.steps) for d in g.datasets] == [
+        ("rho", "<f8", (8, 6), "C", ()), ("e", "<f4", (8, 6), "F", ())]
+    assert g.datasets[0].nbytes == 8 * 6 * 8 and g.datasets[1].nbytes == 8 * 6 * 4
+    counts = cat.counts()
+    assert (counts["groups"], counts["datasets"]) == (1, 2)
+
+    again = cat.define_group(run, "fields", 2, _specs())
+    assert again == g and cat.counts() == counts
+
+    conflicts = [
+        (3, _specs()),  # other level
+        (2, _specs()[:1]),  # fewer datasets
+        (2, [*_specs(), DatasetSpec("p", "<f8", (8, 6), "C")]),  # more datasets
+        (2, [DatasetSpec("rho", "<f8", (8, 7), "C"), _specs()[1]]),  # other shape
+        (2, [DatasetSpec("rho", "<f4", (8, 6), "C"), _specs()[1]]),  # other dtype
+        (2, [DatasetSpec("rho", "<f8", (8, 6), "F"), _specs()[1]]),  # other order
+        (2, _specs()[::-1]),  # other order of datasets
+    ]
+    for level, specs in conflicts:
+        with pytest.raises(GroupExistsError, match=rf"^group 'fields' already exists in run {run} with level 2"):
+            cat.define_group(run, "fields", level, specs)
+        assert cat.counts() == counts
+    assert cat.group(run, "fields") == g
+
+    h = cat.define_group(run, "diag", 1, [DatasetSpec("x", "|u1", (3,), "C")])
+    assert [gr.name for gr in cat.run(run).groups] == ["fields", "diag"]
+    assert h.id != g.id
+    other = cat.create_run("astro", nprocs=4, root="/b")  # same name in another run is another group
+    assert cat.define_group(other, "fields", 3, _specs()).id not in {g.id, h.id}
+    with pytest.raises(GroupNotFoundError, match=r"has no group 'nope'; its groups are \['fields', 'diag'\]"):
+        cat.group(run, "nope")
+
+
+def test_set_distribution(cat: Catalog) -> None:
+    run = cat.create_run("astro", nprocs=4, root="/a")
+    g = cat.define_group(run, "fields", 3, _specs())
+    view = {"kind": "block", "grid": [2, 2], "ghosts": 1}
+    cat.set_distribution([g.datasets[0].id], view)
+    rho, e = cat.group(run, "fields").datasets
+    assert rho.distribution == view and e.distribution is None
+
+
+# ---------------------------------------------------------------------------- writes
+def test_record_and_look_up_writes(cat: Catalog) -> None:
+    run = cat.create_run("astro", nprocs=4, root="/a")
+    rho, e = cat.define_group(run, "fields", 2, _specs()).datasets
+    big = 5 * 2**32  # offsets beyond 32 bits
+    _write(cat, run, rho.id, 0, path="astro/run-1/fields.dat", offset=0, nbytes=384, checksum="0000000000000001")
+    _write(cat, run, rho.id, 10, path="astro/run-1/fields.dat", offset=384, nbytes=384, checksum="0000000000000002")
+    _write(cat, run, e.id, 0, path="astro/run-1/fields.dat", offset=768, nbytes=192, method="independent")
+    _write(cat, run, e.id, 5, path="astro/run-1/big.dat", offset=big, nbytes=192, level=3)
+
+    w = cat.lookup_write(rho.id, 10)
+    assert (w.dataset_id, w.step, w.path, w.offset, w.nbytes) == (rho.id, 10, "astro/run-1/fields.dat", 384, 384)
+    assert (w.checksum, w.checksum_algo, w.method, w.seconds, w.nprocs) == (
+        "0000000000000002", "sum64", "collective", 0.25, 4)
+    assert w.written_at.utcoffset() == timedelta(0)
+    assert abs(w.written_at - datetime.now(UTC)) < timedelta(minutes=5)
+    assert cat.lookup_write(e.id, 5).offset == big
+    assert cat.lookup_write(rho.id, 1) is None
+    assert cat.lookup_write(e.id, 10) is None
+
+    assert cat.file_end(run, "astro/run-1/fields.dat") == 960
+    assert cat.file_end(run, "astro/run-1/big.dat") == big + 192
+    assert cat.file_end(run, "astro/run-1/none.dat") == 0
+
+    assert cat.files(run) == [
+        FileRecord("astro/run-1/big.dat", 3, 1, 192),
+        FileRecord("astro/run-1/fields.dat", 2, 3, 960),
+    ]
+    assert [(g, d, w.step, w.path, w.offset) for g, d, w in cat.writes(run)] == [
+        ("fields", "e", 5, "astro/run-1/big.dat", big),
+        ("fields", "rho", 0, "astro/run-1/fields.dat", 0),
+        ("fields", "rho", 10, "astro/run-1/fields.dat", 384),
+        ("fields", "e", 0, "astro/run-1/fields.dat", 768),
+    ]
+    got = cat.group(run, "fields")
+    assert (got.dataset("rho").steps, got.dataset("e").steps) == ((0, 10), (0, 5))
+    assert cat.counts()["files"] == 2 and cat.counts()["writes"] == 4
+
+    other = cat.create_run("astro", nprocs=4, root="/b")  # files belong to their run
+    assert cat.files(other) == [] and cat.writes(other) == []
+    assert cat.file_end(other, "astro/run-1/fields.dat") == 0
+
+
+def test_same_step_twice_needs_overwrite(cat: Catalog) -> None:
+    run = cat.create_run("astro", nprocs=4, root="/a")
+    rho, _ = cat.define_group(run, "fields", 2, _specs()).datasets
+    _write(cat, run, rho.id, 3, path="f.dat", offset=0, checksum="00000000000000aa")
+    counts, files = cat.counts(), cat.files(run)
+
+    with pytest.raises(StepExistsError, match=rf"^step 3 of dataset id {rho.id} was written meanwhile"):
+        _write(cat, run, rho.id, 3, path="f.dat", offset=384, checksum="00000000000000bb")
+    with pytest.raises(ValueError):  # StepExistsError is a ValueError; a new file row is rolled back too
+        _write(cat, run, rho.id, 3, path="g.dat", offset=0)
+    assert cat.counts() == counts and cat.files(run) == files
+    w = cat.lookup_write(rho.id, 3)
+    assert (w.path, w.offset, w.checksum) == ("f.dat", 0, "00000000000000aa")
+
+    _write(cat, run, rho.id, 3, path="f.dat", offset=384, checksum="00000000000000cc",
+           method="list", overwrite=True)
+    w = cat.lookup_write(rho.id, 3)
+    assert (w.path, w.offset, w.checksum, w.method) == ("f.dat", 384, "00000000000000cc", "list")
+    assert cat.counts() == counts  # updated in place
+    assert cat.file_end(run, "f.dat") == 768
+
+    _write(cat, run, rho.id, 3, path="g.dat", offset=0, overwrite=True, level=3)  # moved to another file
+    assert cat.lookup_write(rho.id, 3).path == "g.dat"
+    assert cat.counts()["writes"] == counts["writes"] and cat.counts()["files"] == counts["files"] + 1
+    assert cat.files(run) == [FileRecord("f.dat", 2, 0, 0), FileRecord("g.dat", 3, 1, 384)]
+
+
+def test_two_catalog_objects_share_one_catalog(catalog_url: str) -> None:
+    a, b = Catalog(catalog_url), Catalog(catalog_url)
+    try:
+        run = a.create_run("astro", nprocs=2, root="/a", attributes={"x": 1})
+        assert b.run(run).attributes == {"x": 1}
+        b.set_attributes(run, {"x": 2})
+        assert a.run(run).attributes == {"x": 2}
+    finally:
+        a.close()
+        b.close()
+
+
+# ------------------------------------------------------------------- unreachable URLs
+def test_unreachable_postgresql_server() -> None:
+    url = "postgresql://nobody@127.0.0.1:1/x"
+    with pytest.raises(CatalogUnavailableError) as info:
+        Catalog(url)
+    assert str(info.value).startswith(f"cannot open catalog {url!r}: ")
+    assert isinstance(info.value, ConnectionError)
+
+
+def test_sqlite_under_a_missing_directory(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/missing/dir/catalog.db"
+    with pytest.raises(CatalogUnavailableError) as info:
+        Catalog(url, create=False)
+    assert str(info.value) == f"catalog {url!r}: directory {tmp_path}/missing/dir does not exist"
+    assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("url, message", [
+    ("mysql://u@h/db", "catalog URL scheme 'mysql' is not supported; use sqlite:/// or postgresql://"),
+    ("catalog.db", "catalog URL 'catalog.db' is not a URL; use sqlite:///path/to/catalog.db or "
+                   "postgresql://user@host:port/dbname"),
+])
+def test_bad_catalog_urls(url: str, message: str) -> None:
+    with pytest.raises(CatalogUnavailableError) as info:
+        Catalog(url)
+    assert str(info.value) == message
