@@ -289,7 +289,8 @@ class Group:
         """Rank 0: where the bytes go (relative path, offset) or why they cannot."""
         s = self.session
         rec = self.dataset(name)
-        existing = s.catalog_call("lookup_write", rec.id, step)
+        # steps this session has not seen need no lookup: the commit still refuses duplicates
+        existing = s.catalog_call("lookup_write", rec.id, step) if step in self._steps[name] or s.mode == "a" else None
         if existing is not None and not overwrite:
             raise StepExistsError(
                 f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "

@@ -36,13 +36,12 @@ def word_size(itemsize: int) -> int:
 
 
 def _words(values: np.ndarray) -> tuple[np.ndarray, int]:
-    """View *values* as unsigned words (extra trailing axis when k > 1), as uint64."""
+    """View *values* as unsigned little-endian words, with a trailing axis of k words."""
     item = values.dtype.itemsize
     w = word_size(item)
     k = item // w
     raw = np.ascontiguousarray(values).view(np.dtype(f"<u{w}"))
-    raw = raw.reshape(values.shape + (k,))
-    return raw.astype(np.uint64, copy=(w != 8 or not raw.dtype.isnative)), k
+    return raw.reshape(values.shape + (k,)), k
 
 
 def partial_sum64(values: np.ndarray, indices: Sequence[np.ndarray], shape: Sequence[int], order: str) -> int:
@@ -63,28 +62,42 @@ def partial_sum64(values: np.ndarray, indices: Sequence[np.ndarray], shape: Sequ
     -------
     int
         Partial sum in ``[0, 2**64)``; add the partials of all ranks modulo ``2**64``.
+
+    Notes
+    -----
+    ``sum w * (2*pos + 1) = 2 * sum(w * pos) + sum(w)`` with ``pos = k * elem + j`` and
+    ``elem = sum_d g_d * stride_d``, so only the marginal sums of the words along each
+    dimension are needed: two passes over the data (summing into uint64 without a
+    converted copy), the rest on the much smaller marginals.
     """
     if values.size == 0:
         return 0
     words, k = _words(values)
     ndim = len(shape)
-    gstrides = np.ones(ndim, dtype=np.int64)
+    gstrides = [1] * ndim
     dims = range(ndim - 2, -1, -1) if order == "C" else range(1, ndim)
     for d in dims:
         nb = d + 1 if order == "C" else d - 1
-        gstrides[d] = gstrides[nb] * shape[nb]
-    # sum w * (2*pos + 1) = 2 * sum(w * pos) + sum(w), with pos = k * elem + j and
-    # elem = sum_d g_d * stride_d, reduced one dimension at a time (no index array).
+        gstrides[d] = gstrides[nb] * int(shape[nb])
+    u64 = np.uint64
+    # pass 1: collapse the word axis and the last array axis -> marginal base
+    if ndim:
+        base = words.sum(axis=(-2, -1), dtype=u64)  # shape counts[:-1]
+        last = words.sum(axis=tuple(range(ndim - 1)) + (ndim,), dtype=u64)  # pass 2
+    else:
+        base, last = words.sum(axis=-1, dtype=u64), None
+    marginals = [base.sum(axis=tuple(a for a in range(ndim - 1) if a != d), dtype=u64) for d in range(ndim - 1)]
+    if ndim:
+        marginals.append(last)
     total = 0
-    all_axes = tuple(range(words.ndim))
     for d in range(ndim):
-        marginal = words.sum(axis=tuple(a for a in all_axes if a != d), dtype=np.uint64)
-        weights = (indices[d].astype(np.uint64) * np.uint64(gstrides[d] * k))
-        total += int(np.dot(marginal, weights))
+        weights = indices[d].astype(u64) * u64(gstrides[d] * k)
+        total += int(np.dot(marginals[d], weights))
     if k > 1:
-        total += int(np.dot(words.sum(axis=all_axes[:-1], dtype=np.uint64), np.arange(k, dtype=np.uint64)))
-    wsum = words.sum(dtype=np.uint64)
-    return (2 * total + int(wsum)) & _MASK
+        per_word = words.reshape(-1, k).sum(axis=0, dtype=u64)
+        total += int(np.dot(per_word, np.arange(k, dtype=u64)))
+    wsum = int(base.sum(dtype=u64)) if ndim else int(base)
+    return (2 * total + wsum) & _MASK
 
 
 def sum64_of_bytes(raw: bytes | np.ndarray, itemsize: int) -> int:
