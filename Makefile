@@ -1,0 +1,94 @@
+# SDM: build, demo, tests and benchmarks.  `make help` lists the targets.
+#
+# Everything runs from the project's own virtual environment (.venv), including MPI:
+# mpiexec and libmpi come from the `mpich` wheel, so no system MPI is needed.
+
+SHELL       := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON      ?= python3
+VENV        := .venv
+PY          := $(VENV)/bin/python
+MPIEXEC     := $(VENV)/bin/mpiexec
+NP          ?= 4
+
+# Tests: seconds allowed for the unit + integration run, and for each mpiexec run.
+PYTEST_TIMEOUT ?= 1200
+MPI_TIMEOUT    ?= 900
+MPI_NPS        ?= 1 2 3 4
+PYTEST_DIRS    := $(wildcard tests/unit tests/integration)
+RESULTS        := .test-results
+
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+ifdef CI
+export PIP_PROGRESS_BAR := off
+endif
+
+.PHONY: help venv postgres demo test bench clean
+
+help:
+	@echo "make venv      create .venv (Python >= 3.11) and pip install -e '.[test,bench]'"
+	@echo "make demo      run the astro3d example on NP=$(NP) ranks into demo-data/"
+	@echo "make test      unit + integration tests (real PostgreSQL), then tests/mpi on $(MPI_NPS) ranks"
+	@echo "make bench     run benchmarks/astro3d.py on NP=$(NP) ranks"
+	@echo "make postgres  make sure the PostgreSQL server binaries for the tests are installed"
+	@echo "make clean     remove .venv, test results, demo data and build leftovers"
+
+# ---------------------------------------------------------------------------- environment
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "SDM needs Python >= 3.11; $(PYTHON) is $$($(PYTHON) -V 2>&1). Use: make PYTHON=python3.1x"; exit 1; }
+	@if [ ! -x $(PY) ]; then \
+	  $(PYTHON) -m venv $(VENV) || { \
+	    echo "'$(PYTHON) -m venv' failed; installing Debian's python3-venv"; \
+	    rm -rf $(VENV); \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv && \
+	    $(PYTHON) -m venv $(VENV); \
+	  } || exit 1; \
+	fi
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e '.[test,bench]'
+	@touch $@
+
+# Installs Debian's postgresql (and the unprivileged test user) only if missing; the tests
+# start their own server on a free 127.0.0.1 port (tests/integration/pgserver.py).
+postgres:
+	@$(PYTHON) tests/integration/pgserver.py install
+
+# ---------------------------------------------------------------------------- running
+
+demo: venv
+	$(MPIEXEC) -n $(NP) $(PY) -m sdm.examples.astro3d --root demo-data --verify
+
+bench: venv
+	$(MPIEXEC) -n $(NP) $(PY) benchmarks/astro3d.py
+
+# ---------------------------------------------------------------------------- tests
+#
+# Every part runs (under `timeout`, stdin from /dev/null) even when an earlier one failed;
+# tools/test_summary.py then prints one line per part and the totals, and fails if any
+# part failed. tests/mpi/conftest.py explains how MPI tests keep ranks in step and time out.
+
+# $(call run_part,NAME,COMMAND): run COMMAND, show its output and keep it in
+# $(RESULTS)/NAME.log, its exit status in $(RESULTS)/NAME.rc. Never stops make.
+run_part = echo "======== $(1): $(2)"; \
+	{ $(2); } </dev/null 2>&1 | tee $(RESULTS)/$(1).log; \
+	echo $${PIPESTATUS[0]} > $(RESULTS)/$(1).rc
+
+test: venv postgres
+	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
+	@$(call run_part,pytest,timeout -k 30 $(PYTEST_TIMEOUT) $(PY) -m pytest $(PYTEST_DIRS) -q -p no:cacheprovider)
+	@for n in $(MPI_NPS); do \
+	  $(call run_part,mpi-n$$n,timeout -k 30 $(MPI_TIMEOUT) $(MPIEXEC) -n $$n $(PY) -m pytest tests/mpi -q -p no:cacheprovider); \
+	done
+	@$(PY) tools/test_summary.py $(RESULTS) pytest $(addprefix mpi-n,$(MPI_NPS))
+
+# ---------------------------------------------------------------------------- cleaning
+
+clean:
+	-@[ -f .pg/server.json ] && $(PYTHON) tests/integration/pgserver.py stop || true
+	rm -rf $(VENV) $(RESULTS) demo-data build .pg src/*.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
