@@ -12,14 +12,36 @@ and organizes, and every piece of metadata goes into a relational catalog.
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import Any
+
 from . import errors
 from .catalog import Catalog
 from .errors import *  # noqa: F401,F403 - the exception hierarchy is part of the API
-from .group import Dataset, Group
-from .layout import Block, BlockCyclic, Cyclic, Distribution, Subarray
-from .session import Session, open
 
 __version__ = "0.1.0"
+
+# Names that need MPI load on first use, so `import sdm.catalog` and the `sdm` command
+# never initialize MPI (which may fail or hang on a login node).
+_LAZY = {
+    "open": "session",
+    "Session": "session",
+    "Group": "group",
+    "Dataset": "group",
+    "Distribution": "layout",
+    "Block": "layout",
+    "Cyclic": "layout",
+    "BlockCyclic": "layout",
+    "Subarray": "layout",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'sdm' has no attribute {name!r}")
 
 
 def find(catalog: str | None = None, application: str | None = None, **kwargs):

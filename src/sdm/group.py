@@ -150,10 +150,22 @@ class Group:
         self.dataset(name)
         return sorted(self._steps[name])
 
-    def set_attributes(self, attributes: dict[str, Any] | None = None, **kw: Any) -> None:
-        """Set typed attributes on the group and propagate them to its datasets (collective)."""
+    def set_attributes(
+        self, attributes: dict[str, Any] | None = None, *, datasets: Sequence[str] | None = None, **kw: Any
+    ) -> None:
+        """Set typed attributes (collective).
+
+        Without ``datasets``: on the group, propagated to all its datasets (the paper's
+        ``SDM_set_attributes``). With ``datasets``: on those datasets only, overriding
+        the group's and the run's values for them.
+
+        Raises
+        ------
+        ReadOnlyError, DatasetNotFoundError, InvalidNameError
+        """
         self.session._check_writable("set attributes")
-        ids = [d.id for d in self._datasets.values()]
+        names = self.datasets if datasets is None else list(datasets)
+        ids = [self.dataset(n).id for n in names]
         root_call(
             self.session.comm,
             self.session.catalog_call,
@@ -162,6 +174,7 @@ class Group:
             {**(attributes or {}), **kw},
             group_id=self.record.id,
             dataset_ids=ids,
+            on_group=datasets is None,
         )
 
     # ------------------------------------------------------------------ views

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from sdm.catalog import Catalog, DatasetSpec, FileRecord, parse_condition
 from sdm.catalog import schema as S
-from sdm.catalog.values import encode
+
 from sdm.errors import (
     ApplicationNotFoundError,
     CatalogUnavailableError,
@@ -59,9 +59,8 @@ def _set_created(cat: Catalog, run: int, when: datetime) -> None:
 
 
 def _dataset_only(cat: Catalog, run: int, group_id: int, dataset_id: int, attrs: dict) -> None:
-    """Attributes on one dataset only (no public call does that; the schema allows it)."""
-    with cat.engine.begin() as con:
-        Catalog._put_attributes(con, run, group_id, [dataset_id], [(k, *encode(k, v)) for k, v in attrs.items()])
+    """Attributes on one dataset only (what Group.set_attributes(datasets=[...]) does)."""
+    cat.set_attributes(run, attrs, group_id=group_id, dataset_ids=[dataset_id], on_group=False)
 
 
 def _ids(runs) -> list[int]:
@@ -109,8 +108,26 @@ def test_other_schema_version_is_refused(catalog_url: str) -> None:
 
 
 def test_reader_refuses_an_empty_database(catalog_url: str) -> None:
+    if catalog_url.startswith("sqlite:///"):
+        import sqlite3
+
+        sqlite3.connect(catalog_url[len("sqlite:///"):]).close()  # an empty database file
     with pytest.raises(CatalogVersionError, match=r"holds no SDM schema$"):
         Catalog(catalog_url, create=False)
+
+
+def test_reader_refuses_a_missing_sqlite_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/absent.db"
+    with pytest.raises(CatalogUnavailableError, match=r"^catalog '.*absent\.db': no catalog file .*absent\.db$"):
+        Catalog(url, create=False)
+    assert not (tmp_path / "absent.db").exists()  # a reader creates nothing
+
+
+def test_numpy_problem_size_is_stored_as_json(cat: Catalog) -> None:
+    import numpy as np
+
+    run = cat.create_run("np", nprocs=2, root="/r", problem_size=[np.int64(4), np.int32(8)])
+    assert cat.run(run).problem_size == [4, 8]
 
 
 # ------------------------------------------------------------------------------ runs
@@ -290,6 +307,18 @@ def test_find_matches_dataset_group_and_run_attributes(cat: Catalog) -> None:
     found = cat.find(attributes={"res": (">", 0)})
     assert _ids(found) == [run, other]
     assert _names(found[1]) == [("fields", "rho"), ("fields", "e")]
+
+
+def test_the_most_specific_attribute_value_wins(cat: Catalog) -> None:
+    run = cat.create_run("astro", nprocs=4, root="/a", attributes={"res": 64})
+    g = cat.define_group(run, "fields", 3, _specs())
+    _dataset_only(cat, run, g.id, g.dataset("e").id, {"res": 128})  # e overrides the run
+    (found,) = cat.find(attributes={"res": 64})
+    assert _names(found) == [("fields", "rho")]
+    (found,) = cat.find(attributes={"res": 128})
+    assert _names(found) == [("fields", "e")]
+    (found,) = cat.find(attributes={"res": ("!=", 128)})
+    assert _names(found) == [("fields", "rho")]
 
 
 # ---------------------------------------------------------------------------- groups

@@ -20,7 +20,7 @@ def test_readme_example_runs_and_is_found(tmp_path):
     (tmp_path / "example.py").write_text(code)
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
     if os.environ.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(x) for x in os.environ["PYTHONPATH"].split(os.pathsep))
     out = subprocess.run(
         [str(BIN / "mpiexec"), "-n", "3", sys.executable, "example.py"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,

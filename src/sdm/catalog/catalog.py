@@ -115,6 +115,8 @@ class Catalog:
         if sa_url.startswith("sqlite"):
             path = sa_url[len("sqlite:///"):]
             if path and path != ":memory:":
+                if not create and Path(path).parent.is_dir() and not Path(path).exists():
+                    raise CatalogUnavailableError(f"catalog {url!r}: no catalog file {path}")
                 parent = Path(path).parent
                 if not parent.is_dir():
                     if not create:
@@ -133,9 +135,16 @@ class Catalog:
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             self._ensure_schema(create)
         except CatalogError:
+            self._dispose()
             raise
         except (SQLAlchemyError, OSError, ValueError) as exc:
+            self._dispose()
             raise CatalogUnavailableError(f"cannot open catalog {url!r}: {_short(exc)}") from exc
+
+    def _dispose(self) -> None:
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.dispose()
 
     # ------------------------------------------------------------------ schema
     def _ensure_schema(self, create: bool) -> None:
@@ -216,7 +225,7 @@ class Catalog:
                     application_id=app_id,
                     created_at=_now(),
                     nprocs=int(nprocs),
-                    problem_size=None if problem_size is None else json.dumps(problem_size),
+                    problem_size=None if problem_size is None else json.dumps(problem_size, default=_jsonable),
                     root=str(root),
                 )
             ).inserted_primary_key[0]
@@ -266,8 +275,8 @@ class Catalog:
     ) -> list[RunRecord]:
         """Find runs (oldest first) and, in each, the datasets that match.
 
-        A dataset matches an attribute condition when the dataset, its group or its run
-        carries the attribute with a matching value.  Runs with no matching dataset are
+        A dataset's attributes are its run's, overridden by its group's, overridden by
+        its own; a dataset matches when those satisfy every condition.  Runs with no matching dataset are
         returned when the run itself matches every condition.
 
         Parameters
@@ -309,17 +318,11 @@ class Catalog:
                 ds = tuple(
                     d
                     for d in g.datasets
-                    if all(
-                        any(
-                            c.key in scope and c.matches(scope[c.key])
-                            for scope in (d.attributes, g.attributes, rec.attributes)
-                        )
-                        for c in conds
-                    )
+                    if _matches_all({**rec.attributes, **g.attributes, **d.attributes}, conds)
                 )
                 if ds:
                     groups.append(_replace(g, datasets=ds))
-            run_ok = all(c.key in rec.attributes and c.matches(rec.attributes[c.key]) for c in conds)
+            run_ok = _matches_all(rec.attributes, conds)
             if groups or run_ok:
                 result.append(_replace(rec, groups=tuple(groups) if groups else ()))
         return result
@@ -442,14 +445,20 @@ class Catalog:
         *,
         group_id: int | None = None,
         dataset_ids: Sequence[int] = (),
+        on_group: bool = True,
     ) -> None:
-        """Set typed attributes on a run, or on a group and (propagated) its datasets."""
+        """Set typed attributes on a run, or on a group and its datasets.
+
+        With ``group_id``, the attributes go to the group itself (unless ``on_group`` is
+        false) and to each dataset in ``dataset_ids`` (the paper's propagation).
+        """
         encoded = [(k, *encode(k, v)) for k, v in attributes.items()]
         with self._tx() as con:
             if group_id is None:
                 self._put_attributes(con, run_id, None, [None], encoded)
             else:
-                self._put_attributes(con, run_id, group_id, [None, *dataset_ids], encoded)
+                owners = ([None] if on_group else []) + list(dataset_ids)
+                self._put_attributes(con, run_id, group_id, owners, encoded)
 
     # ------------------------------------------------------------------ groups
     def define_group(self, run_id: int, name: str, level: int, specs: Sequence[DatasetSpec]) -> GroupRecord:
@@ -627,6 +636,10 @@ class Catalog:
         return out
 
 
+def _matches_all(attrs: dict[str, Any], conds: list[Condition]) -> bool:
+    return all(c.key in attrs and c.matches(attrs[c.key]) for c in conds)
+
+
 def _write_record(row) -> WriteRecord:
     return WriteRecord(
         dataset_id=row["dataset_id"],
@@ -647,6 +660,13 @@ def _replace(obj, **changes):
     from dataclasses import replace
 
     return replace(obj, **changes)
+
+
+def _jsonable(obj: Any) -> Any:
+    """numpy scalars and arrays in problem sizes become plain JSON."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"problem_size holds {type(obj).__name__}, which is not JSON")
 
 
 def _short(exc: BaseException) -> str:
