@@ -46,8 +46,10 @@ from sdm.layout import Block, Cyclic, Distribution, default_grid
 __all__ = [
     "GroupSpec",
     "ASTRO3D_GROUPS",
+    "astro3d_groups",
     "pattern",
     "CatalogClock",
+    "Stopwatch",
     "make_view",
     "run_template",
     "run",
@@ -201,7 +203,7 @@ class CatalogClock:
                 setattr(Catalog, k, fn)
 
 
-class _Stopwatch:
+class Stopwatch:
     """Accumulates wall time of barrier-aligned sections (data generation stays outside)."""
 
     def __init__(self, comm: MPI.Comm) -> None:
@@ -333,7 +335,7 @@ def run_template(
     rank, size = comm.Get_rank(), comm.Get_size()
     read = read or verify
     clock = CatalogClock()
-    tw, tr = _Stopwatch(comm), _Stopwatch(comm)
+    tw, tr = Stopwatch(comm), Stopwatch(comm)
     nwrites = nbytes = 0
     with clock.installed():
         with tw():
