@@ -96,7 +96,7 @@ class Session:
         self.catalog_url, root_text, self.run = root_call(self.comm, setup)
         self.root = Path(root_text)
         self.run_id = self.run.id
-        self.files = FileCache(self.comm, writable=(mode != "r"), info=_info(hints))
+        self.files = FileCache(self.comm, writable=(mode != "r"), capacity=config.open_files(), info=_info(hints))
 
     # ---------------------------------------------------------------- context
     def __enter__(self) -> "Session":

@@ -33,7 +33,7 @@ class FileCache:
         Hints passed to ``MPI.File.Open`` (ROMIO hints such as ``cb_nodes``).
     """
 
-    def __init__(self, comm: MPI.Comm, *, writable: bool, capacity: int = 16, info: MPI.Info = MPI.INFO_NULL) -> None:
+    def __init__(self, comm: MPI.Comm, *, writable: bool, capacity: int = 64, info: MPI.Info = MPI.INFO_NULL) -> None:
         self.comm = comm
         self.writable = writable
         self.capacity = capacity
