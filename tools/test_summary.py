@@ -69,6 +69,8 @@ def main(argv: list[str]) -> int:
         counts = closing_counts(log)
         ok, text = verdict(part, rc, counts)
         all_ok &= ok
+        detail = ("no pytest summary" if counts is None else
+                  ", ".join(f"{n} {w}" for w, n in counts.items()) or "no tests ran")
         counts = counts or {}
         failed = counts.get("failed", 0) + counts.get("errors", 0)
         if not ok and failed == 0:
@@ -76,7 +78,6 @@ def main(argv: list[str]) -> int:
         totals["passed"] += counts.get("passed", 0)
         totals["failed"] += failed
         totals["skipped"] += counts.get("skipped", 0)
-        detail = ", ".join(f"{n} {w}" for w, n in counts.items()) or "no pytest summary"
         lines.append(f"  {part:<10} {text:<50} {detail}")
     print()
     print("=" * 30 + " make test summary " + "=" * 30)

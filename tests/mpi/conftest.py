@@ -16,7 +16,11 @@ Fixtures
 Output
     Only rank 0 prints pytest's progress and summary. Ranks > 0 report into a buffer that
     is thrown away; instead, the report of every test that failed on a rank > 0 is sent to
-    rank 0, which prints it (each line prefixed ``[rank N]``) before its own summary.
+    rank 0, which prints it (each line prefixed ``[rank N]``) under "failures on other
+    ranks" before its own summary (one line per rank where rank 0 failed the test too).
+    A rank that waits more than 5 s for the others after a test says so on its stderr,
+    with its own failure report if it has one, so a run that is then killed still shows
+    which test hung and why.
 
 Failures stay in step
     After each test, all ranks compare outcomes (on a private communicator, so this never
@@ -37,6 +41,10 @@ Nothing hangs (timeouts)
        thread prints the test name, its captured output and all Python stacks of that rank
        to stderr and calls ``MPI_Abort``, which ends every rank: the run fails, loudly, but
        never hangs;
+    2b. some blocking mpi4py calls (the pickle-based lower-case collectives such as
+       ``comm.allreduce``) keep the GIL, so that thread cannot run either; another grace
+       period later faulthandler's C-level timer prints the Python stacks ("Timeout (h:mm:ss)!")
+       and exits the rank, and mpiexec then ends the others;
     3. every wait of this plumbing for the other ranks (the per-test comparison, the
        ``mpi_tmp`` barrier, the collection check) polls a non-blocking collective under a
        deadline (test timeout + grace + 30 s) and aborts the same way when it expires.
@@ -66,7 +74,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _pytest.terminal import TerminalReporter
 from mpi4py import MPI
 
 WORLD = MPI.COMM_WORLD
@@ -77,7 +84,7 @@ MPI_DIR = Path(__file__).resolve().parent
 ABORT_GRACE = float(os.environ.get("SDM_MPI_ABORT_GRACE", "10"))
 DEFAULT_SYNC_TIMEOUT = 300.0  # waits for other ranks when a test has no timeout
 SYNC_MARGIN = 30.0
-NOTE_AFTER = 5.0  # seconds a failed rank waits for the others before saying why on stderr
+NOTE_AFTER = 5.0  # seconds a rank waits for the others before saying so on stderr
 
 _state: dict = {
     "sync": None,          # private communicator for the per-test comparison
@@ -210,7 +217,7 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter = config.pluginmanager.getplugin("terminalreporter")
         if reporter is not None:
             config.pluginmanager.unregister(reporter)
-            config.pluginmanager.register(TerminalReporter(config, io.StringIO()),
+            config.pluginmanager.register(pytest.TerminalReporter(config, io.StringIO()),
                                           "terminalreporter")
 
 
@@ -294,11 +301,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if cancel is not None:
         cancel()  # the wait below has its own deadline
     failures = item.stash.get(_FAILED_KEY, [])
-    note = ""
     if failures:
         note = (f"[rank {RANK}] {item.nodeid} failed here and the other ranks have not finished "
                 "it yet (are they waiting in a collective this rank skipped?):\n"
                 + "\n".join(_format_report(rep) for rep in failures))
+    else:
+        note = (f"[rank {RANK}] {item.nodeid} passed here; still waiting for other ranks "
+                "to finish it")
     flags = _allgather_int(_state["sync"], int(bool(failures)),
                            f"comparing outcomes after {item.nodeid}", _sync_timeout(item), item,
                            note)
