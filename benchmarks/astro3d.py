@@ -37,7 +37,8 @@ from mpi4py.util import dtlib
 
 from sdm import config
 from sdm.examples import astro3d
-from sdm.examples.astro3d import MB, Stopwatch, astro3d_groups, make_view, pattern
+from sdm.examples._template import MB, Stopwatch, make_view, pattern
+from sdm.examples.astro3d import astro3d_groups
 
 LEVELS = (1, 2, 3)
 

@@ -340,23 +340,34 @@ class Group:
             self._file_end[rel] = max(self._file_end.get(rel, 0), offset + rec.nbytes)
 
     def _transfer(self, path: Path, offset: int, view: _View, arr: np.ndarray, method, writing: bool) -> float:
-        """Move this rank's bytes; returns seconds (open excluded, sync included)."""
+        """Move this rank's bytes; returns seconds (open excluded, sync included).
+
+        The collective calls (the method's I/O, ``Sync``, the close of a level-1 file)
+        are made on every rank even when an earlier one failed here, so a failure on
+        one rank never leaves the others waiting; the error is raised afterwards.
+        """
         s = self.session
         fh = s.files.get(path, cache=appends(self.level))
-        failure = None
+        error: StorageError | None = None
         t0 = time.perf_counter()
         try:
             mem, made = memory_spec(arr, view.piece, view.etype, view.order)
             with freeing(made):
-                t = Transfer(fh, offset, view.etype, view.ftype, mem)
                 try:
-                    (method.write if writing else method.read)(t)
-                    if writing and s.sync:
-                        fh.Sync()
+                    (method.write if writing else method.read)(Transfer(fh, offset, view.etype, view.ftype, mem))
                 except MPI.Exception as exc:
-                    raise StorageError(f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}") from None
+                    error = StorageError(
+                        f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}"
+                    )
+                if writing and s.sync:
+                    try:
+                        fh.Sync()
+                    except MPI.Exception as exc:
+                        error = error or StorageError(f"sync of {path} failed: {exc.Get_error_string()}")
         finally:
             s.files.release(path, fh)
+        if error is not None:
+            raise error
         return time.perf_counter() - t0
 
     # ------------------------------------------------------------------- read

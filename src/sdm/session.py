@@ -17,7 +17,7 @@ from mpi4py import MPI
 from . import config
 from ._collective import agree, capture, root_call
 from .catalog import Catalog, DatasetSpec, RunRecord
-from .errors import GroupNotFoundError, InvalidNameError, ReadOnlyError
+from .errors import InvalidNameError, ReadOnlyError
 from .group import Dataset, Group
 from .layout import Distribution
 from .planner import choose_method

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sdm
-from mpi4py import MPI
 
 SHAPE = (6, 4)
 

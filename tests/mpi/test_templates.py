@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import sdm
 from mpi4py import MPI
-from sdm.examples import astro3d, euler
+from sdm.examples import _template, astro3d, euler
 
 from _reference import block_indices, cyclic_indices
 
@@ -115,7 +115,7 @@ def test_astro3d_writer_pieces_are_3d_blocks(comm, mpi_tmp):
     """The writers' view is a block distribution in every dimension of the balanced 3-D grid."""
     rank, size = comm.Get_rank(), comm.Get_size()
     spec = astro3d.astro3d_groups(ASTRO_N)[0]
-    view = astro3d.make_view("block", spec, size)
+    view = _template.make_view("block", spec, size)
     grid = tuple(MPI.Compute_dims(size, [0] * 3))
     assert view.to_json()["grid"] == list(grid)
     piece = view.piece(spec.shape, size, rank)

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from mpi4py import MPI
 
-from .astro3d import GroupSpec, finish, add_common_arguments, run_template
+from ._template import GroupSpec, add_common_arguments, finish, run_template
 
 __all__ = ["SHAPE", "COMPONENTS", "euler_groups", "run", "main"]
 
