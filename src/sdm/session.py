@@ -51,7 +51,8 @@ class Session:
         sync: bool | None = None,
         verify: bool = False,
     ) -> None:
-        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        # SDM's collectives run on a private duplicate, never mixing with the application's
+        self.comm = (comm if comm is not None else MPI.COMM_WORLD).Dup()
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self.application = application
@@ -93,7 +94,11 @@ class Session:
                 data_root = Path(rec.root)
             return url, str(data_root), rec
 
-        self.catalog_url, root_text, self.run = root_call(self.comm, setup)
+        try:
+            self.catalog_url, root_text, self.run = root_call(self.comm, setup)
+        except BaseException:
+            self.comm.Free()
+            raise
         self.root = Path(root_text)
         self.run_id = self.run.id
         self.files = FileCache(self.comm, writable=(mode != "r"), capacity=config.open_files(), info=_info(hints))
@@ -116,6 +121,7 @@ class Session:
         if self.catalog is not None:
             self.catalog.close()
             self.catalog = None
+        self.comm.Free()
 
     # ------------------------------------------------------------------ groups
     def make_group(
@@ -269,6 +275,7 @@ def open(application: str, mode: str = "w", **kwargs: Any) -> Session:  # noqa: 
     mode : {"w", "r", "a"}
         ``"w"`` starts a new run; ``"r"`` reads an existing run; ``"a"`` adds to one.
     comm : MPI.Comm, optional
+        The ranks taking part (default ``MPI.COMM_WORLD``); SDM works on a duplicate.
     catalog : str, optional
         Catalog URL: ``sqlite:///path`` or ``postgresql://user@host:port/db``.
         Default ``$SDM_CATALOG`` or ``sqlite:///<root>/catalog.db``.
