@@ -3,6 +3,7 @@
 ``SDM_ROOT``     directory under which SDM creates every data file (default ``./sdm-data``)
 ``SDM_CATALOG``  catalog URL (default ``sqlite:///<SDM_ROOT>/catalog.db``)
 ``SDM_SYNC``     ``0`` to skip the data sync before each catalog commit (default ``1``)
+``SDM_CHECKSUM`` ``0`` to skip the sum64 checksum of each write (default ``1``)
 ``SDM_OPEN_FILES`` data files a session keeps open at levels 2 and 3 (default 64, at most a
                  quarter of the process's open-file limit)
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["default_root", "default_catalog_url", "sync_enabled", "open_files"]
+__all__ = ["default_root", "default_catalog_url", "sync_enabled", "checksum_enabled", "open_files"]
 
 
 def default_root() -> Path:
@@ -29,9 +30,18 @@ def default_catalog_url(root: Path | None = None) -> str:
     return f"sqlite:///{root / 'catalog.db'}"
 
 
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "1").lower() not in {"0", "false", "no", "off"}
+
+
 def sync_enabled() -> bool:
     """Whether data is synced to storage before each catalog commit (``$SDM_SYNC``)."""
-    return os.environ.get("SDM_SYNC", "1").lower() not in {"0", "false", "no", "off"}
+    return _flag("SDM_SYNC")
+
+
+def checksum_enabled() -> bool:
+    """Whether each write records a sum64 checksum (``$SDM_CHECKSUM``)."""
+    return _flag("SDM_CHECKSUM")
 
 
 def open_files() -> int:

@@ -124,6 +124,7 @@ class Group:
         self._steps: dict[str, set[int]] = {d.name: set(d.steps) for d in record.datasets}
         self._views: dict[str, _View] = {}
         self._file_end: dict[str, int] = {}  # rank 0: first free byte per appended file
+        self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
 
     # --------------------------------------------------------------- metadata
     @property
@@ -272,17 +273,15 @@ class Group:
         _check_same_call(payloads, "write")
         rel, offset = payloads[0][1]
         view, arr, decision = prepared  # type: ignore[misc]
-        path = inside(s.root, Path(rel))
+        path = self._absolute(rel)
         rec = self.dataset(name)
 
         seconds, failure = capture(self._transfer, path, offset, view, arr, decision.method, True, rank=s.rank)
-        partial = None
-        if failure is None:
-            partial, failure = capture(
-                integrity.partial_sum64, arr[view.piece.interior], view.piece.indices, rec.shape, rec.order, rank=s.rank
-            )
+        partial = 0
+        if failure is None and s.checksum:
+            partial, failure = capture(self._partial_checksum, name, view, arr, rank=s.rank)
         shares = agree(s.comm, failure, (seconds, partial))
-        checksum = integrity.combine([p for _, p in shares])
+        checksum = integrity.to_hex(integrity.combine([p for _, p in shares])) if s.checksum else ""
         elapsed = max(t for t, _ in shares)
         root_call(
             s.comm,
@@ -297,6 +296,18 @@ class Group:
             overwrite,
         )
         self._steps[name].add(int(step))
+
+    def _partial_checksum(self, name: str, view: _View, arr: np.ndarray) -> int:
+        """This rank's share of the sum64 checksum of its interior elements."""
+        rec = self.dataset(name)
+        return integrity.partial_sum64(arr[view.piece.interior], view.piece.indices, rec.shape, rec.order)
+
+    def _absolute(self, rel: str) -> Path:
+        """Absolute path of a catalog-relative path, checked once to stay under the root."""
+        path = self._paths.get(rel)
+        if path is None:
+            path = self._paths[rel] = inside(self.session.root, Path(rel))
+        return path
 
     def _plan_write(self, name: str, step: int, overwrite: bool) -> tuple[str, int]:
         """Rank 0: where the bytes go (relative path, offset) or why they cannot."""
@@ -318,7 +329,7 @@ class Group:
             self._file_end[rel] = s.catalog_call("file_end", s.run_id, rel)
         return rel, self._file_end[rel]
 
-    def _commit(self, rec: DatasetRecord, step: int, rel: str, offset: int, checksum: int, method: str, seconds: float, overwrite: bool) -> None:
+    def _commit(self, rec: DatasetRecord, step: int, rel: str, offset: int, checksum: str, method: str, seconds: float, overwrite: bool) -> None:
         s = self.session
         s.catalog_call(
             "record_write",
@@ -329,8 +340,8 @@ class Group:
             level=self.level,
             offset=offset,
             nbytes=rec.nbytes,
-            checksum=integrity.to_hex(checksum),
-            checksum_algo=integrity.ALGORITHM,
+            checksum=checksum,
+            checksum_algo=integrity.ALGORITHM if checksum else "none",
             method=method,
             seconds=seconds,
             nprocs=s.size,
@@ -416,14 +427,12 @@ class Group:
         _check_same_call(payloads, "read")
         rel, offset, expected = payloads[0][1]
         view, arr, decision = prepared  # type: ignore[misc]
-        rec = self.dataset(name)
-        path = inside(s.root, Path(rel))
+        path = self._absolute(rel)
         _, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
+        check = check and bool(expected)  # nothing to compare with when written without checksum
         partial = None
         if failure is None and check:
-            partial, failure = capture(
-                integrity.partial_sum64, arr[view.piece.interior], view.piece.indices, rec.shape, rec.order, rank=s.rank
-            )
+            partial, failure = capture(self._partial_checksum, name, view, arr, rank=s.rank)
         shares = agree(s.comm, failure, partial)
         if check and integrity.to_hex(integrity.combine(shares)) != expected:
             raise IntegrityError(

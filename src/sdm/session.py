@@ -50,6 +50,7 @@ class Session:
         hints: dict[str, str] | None = None,
         sync: bool | None = None,
         verify: bool = False,
+        checksum: bool | None = None,
     ) -> None:
         # SDM's collectives run on a private duplicate, never mixing with the application's
         self.comm = (comm if comm is not None else MPI.COMM_WORLD).Dup()
@@ -60,6 +61,7 @@ class Session:
         self.method = method
         self.sync = config.sync_enabled() if sync is None else bool(sync)
         self.verify = bool(verify)
+        self.checksum = config.checksum_enabled() if checksum is None else bool(checksum)
         self.catalog: Catalog | None = None
         self._closed = False
         self._groups: dict[str, Group] = {}
@@ -297,6 +299,9 @@ def open(application: str, mode: str = "w", **kwargs: Any) -> Session:  # noqa: 
         Sync data to storage before each catalog commit (default ``$SDM_SYNC`` or on).
     verify : bool
         Check every read against the checksum recorded at write time.
+    checksum : bool, optional
+        Record a ``sum64`` checksum with every write (default ``$SDM_CHECKSUM`` or on;
+        it costs one pass over the data at a few GB/s per core).
 
     Returns
     -------

@@ -417,7 +417,7 @@ def test_same_step_twice_needs_overwrite(cat: Catalog) -> None:
     _write(cat, run, rho.id, 3, path="f.dat", offset=0, checksum="00000000000000aa")
     counts, files = cat.counts(), cat.files(run)
 
-    with pytest.raises(StepExistsError, match=rf"^step 3 of dataset id {rho.id} was written meanwhile"):
+    with pytest.raises(StepExistsError, match=rf"^step 3 of dataset id {rho.id} is already recorded; pass overwrite=True to replace it$"):
         _write(cat, run, rho.id, 3, path="f.dat", offset=384, checksum="00000000000000bb")
     with pytest.raises(ValueError):  # StepExistsError is a ValueError; a new file row is rolled back too
         _write(cat, run, rho.id, 3, path="g.dat", offset=0)

@@ -199,3 +199,22 @@ def test_more_ranks_than_elements(comm, mpi_tmp):
         g.write("a", 0, local)
         g.write("a", 1, local * 2)
         np.testing.assert_array_equal(g.read("a", 1), local * 2)
+
+
+def test_writes_without_checksum(comm, mpi_tmp):
+    """checksum=False records no sum; the bytes are the same and verified reads still work."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    G = global_array(SHAPE, "f8", seed=9)
+    idx = block_indices(SHAPE, _grid(size), rank)
+    with sdm.open("nock", root=mpi_tmp, catalog=url, checksum=False) as s:
+        g = s.make_group("g", ["a"], dtype="f8", shape=SHAPE, level=2)
+        g.write("a", 0, local_from_global(G, idx)[0])
+        np.testing.assert_array_equal(g.read("a", 0, verify=True), local_from_global(G, idx)[0])
+        run_id = s.run_id
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        ((_, _, w),) = cat.writes(run_id)
+        assert (w.checksum, w.checksum_algo) == ("", "none")
+        np.testing.assert_array_equal(_file_bytes(Path(mpi_tmp), w, SHAPE, "f8", "C"), G)
+        cat.close()

@@ -110,6 +110,7 @@ class Catalog:
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
+        self._file_ids: dict[tuple[int, str], int] = {}
         sa_url = normalize_url(url)
         kwargs: dict[str, Any] = {"future": True}
         if sa_url.startswith("sqlite"):
@@ -564,13 +565,17 @@ class Catalog:
     ) -> None:
         """Commit one write (file row created on first use) in one transaction.
 
+        The hot path of every write: statements are prebuilt, file ids are cached,
+        and a duplicate step is caught by the unique constraint rather than a query.
+
         Raises
         ------
         StepExistsError
             The step exists and *overwrite* is false (another writer got there first).
         """
-        f, w = S.files, S.writes
-        values = dict(
+        params = dict(
+            dataset_id=dataset_id,
+            step=int(step),
             offset=int(offset),
             nbytes=int(nbytes),
             checksum=checksum,
@@ -580,23 +585,29 @@ class Catalog:
             nprocs=int(nprocs),
             written_at=_now(),
         )
-        with self._tx() as con:
-            file_id = con.execute(
-                sa.select(f.c.id).where(f.c.run_id == run_id, f.c.path == path)
-            ).scalar()
-            if file_id is None:
-                file_id = con.execute(
-                    f.insert().values(run_id=run_id, path=path, level=int(level), created_at=_now())
-                ).inserted_primary_key[0]
-            existing = con.execute(
-                sa.select(w.c.id).where(w.c.dataset_id == dataset_id, w.c.step == int(step))
-            ).scalar()
-            if existing is not None:
-                if not overwrite:
-                    raise StepExistsError(f"step {step} of dataset id {dataset_id} was written meanwhile")
-                con.execute(w.update().where(w.c.id == existing).values(file_id=file_id, **values))
-            else:
-                con.execute(w.insert().values(dataset_id=dataset_id, step=int(step), file_id=file_id, **values))
+        key = (int(run_id), path)
+        try:
+            with self._tx() as con:
+                file_id = self._file_ids.get(key)
+                if file_id is None:
+                    file_id = con.execute(_FILE_ID, {"run_id": run_id, "path": path}).scalar()
+                if file_id is None:
+                    file_id = con.execute(
+                        S.files.insert(), {"run_id": run_id, "path": path, "level": int(level), "created_at": _now()}
+                    ).inserted_primary_key[0]
+                params["file_id"] = file_id
+                where = {"w_dataset": dataset_id, "w_step": int(step)}
+                replaced = overwrite and con.execute(_UPDATE_WRITE, {**params, **where}).rowcount > 0
+                if not replaced:
+                    con.execute(S.writes.insert(), params)
+        except SAIntegrityError as exc:
+            text = str(exc.orig)
+            if "uq_writes_dataset_step" in text or "writes.dataset_id, writes.step" in text:
+                raise StepExistsError(
+                    f"step {step} of dataset id {dataset_id} is already recorded; pass overwrite=True to replace it"
+                ) from None
+            raise CatalogError(f"catalog {self.url!r} refused the write record: {_short(exc)}") from None
+        self._file_ids[key] = file_id
 
     def writes(self, run_id: int) -> list[tuple[str, str, WriteRecord]]:
         """Every write of a run as ``(group, dataset, record)``, by file then offset."""
@@ -634,6 +645,14 @@ class Catalog:
             for t in (S.applications, S.runs, S.groups, S.datasets, S.attributes, S.files, S.writes):
                 out[t.name] = con.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
         return out
+
+
+_FILE_ID = sa.select(S.files.c.id).where(
+    S.files.c.run_id == sa.bindparam("run_id"), S.files.c.path == sa.bindparam("path")
+)
+_UPDATE_WRITE = S.writes.update().where(
+    S.writes.c.dataset_id == sa.bindparam("w_dataset"), S.writes.c.step == sa.bindparam("w_step")
+)
 
 
 def _matches_all(attrs: dict[str, Any], conds: list[Condition]) -> bool:
