@@ -36,7 +36,8 @@ from .errors import (
 from .io import Transfer
 from .layout import Block, Distribution, Piece, check_tiling
 from .layout.datatypes import element_type, file_type, freeing, memory_spec
-from .planner import choose_method
+from .layout.regions import count_regions
+from .planner import Access, choose_method
 from .storage import appends, check_name, inside, relative_path
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ class _View:
         self.dist, self.piece, self.dtype, self.order = dist, piece, dtype, order
         self.etype = element_type(dtype).Commit()
         self.ftype = file_type(piece, self.etype, order)
+        self.nbytes = piece.size * dtype.itemsize
+        self.regions = count_regions(piece, order)
 
     def free(self) -> None:
         for t in (self.ftype, self.etype):
@@ -258,21 +261,22 @@ class Group:
         s = self.session
         s._check_writable("write")
 
-        def local() -> tuple[_View, np.ndarray, Any]:
+        def local() -> tuple[_View, np.ndarray]:
             _check_step(step)
+            choose_method(method or s.method)  # validates the name
             view = self._view(name)
-            arr = _check_array(array, view, name, s.rank, for_read=False)
-            decision = choose_method(method or s.method)
-            return view, arr, decision
+            return view, _check_array(array, view, name, s.rank, for_read=False)
 
         prepared, failure = capture(local, rank=s.rank)
         plan = None
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_write, name, int(step), overwrite, rank=0)
-        payloads = agree(s.comm, failure, ((name, int(step), bool(overwrite), method), plan))
+        stats = (prepared[0].nbytes, prepared[0].regions) if prepared else None
+        payloads = agree(s.comm, failure, ((name, int(step), bool(overwrite), method), plan, stats))
         _check_same_call(payloads, "write")
         rel, offset = payloads[0][1]
-        view, arr, decision = prepared  # type: ignore[misc]
+        view, arr = prepared  # type: ignore[misc]
+        decision = s.planner.choose(method or s.method, self._access(name, True, payloads))
         path = self._absolute(rel)
         rec = self.dataset(name)
 
@@ -283,18 +287,7 @@ class Group:
         shares = agree(s.comm, failure, (seconds, partial))
         checksum = integrity.to_hex(integrity.combine([p for _, p in shares])) if s.checksum else ""
         elapsed = max(t for t, _ in shares)
-        root_call(
-            s.comm,
-            self._commit,
-            rec,
-            int(step),
-            rel,
-            offset,
-            checksum,
-            decision.method.name,
-            elapsed,
-            overwrite,
-        )
+        root_call(s.comm, self._commit, rec, int(step), rel, offset, checksum, decision, elapsed, overwrite)
         self._steps[name].add(int(step))
 
     def _partial_checksum(self, name: str, view: _View, arr: np.ndarray) -> int:
@@ -329,7 +322,22 @@ class Group:
             self._file_end[rel] = s.catalog_call("file_end", s.run_id, rel)
         return rel, self._file_end[rel]
 
-    def _commit(self, rec: DatasetRecord, step: int, rel: str, offset: int, checksum: str, method: str, seconds: float, overwrite: bool) -> None:
+    def _access(self, name: str, writing: bool, payloads: list) -> Access:
+        """The planner's view of this access, built from what every rank sent."""
+        rec = self.dataset(name)
+        return Access(
+            writing=writing,
+            level=self.level,
+            itemsize=np.dtype(rec.dtype).itemsize,
+            total_bytes=rec.nbytes,
+            rank_bytes=tuple(p[2][0] for p in payloads),
+            rank_regions=tuple(p[2][1] for p in payloads),
+            hints=self.session.planner.hints,
+        )
+
+    def _commit(
+        self, rec: DatasetRecord, step: int, rel: str, offset: int, checksum: str, decision, seconds: float, overwrite: bool
+    ) -> None:
         s = self.session
         s.catalog_call(
             "record_write",
@@ -342,7 +350,8 @@ class Group:
             nbytes=rec.nbytes,
             checksum=checksum,
             checksum_algo=integrity.ALGORITHM if checksum else "none",
-            method=method,
+            method=decision.method.name,
+            reason=decision.reason,
             seconds=seconds,
             nprocs=s.size,
             overwrite=overwrite,
@@ -365,7 +374,8 @@ class Group:
             mem, made = memory_spec(arr, view.piece, view.etype, view.order)
             with freeing(made):
                 try:
-                    (method.write if writing else method.read)(Transfer(fh, offset, view.etype, view.ftype, mem))
+                    t = Transfer(fh, offset, view.etype, view.ftype, mem, view.piece, arr, view.order, s.comm, s.hints)
+                    (method.write if writing else method.read)(t)
                 except MPI.Exception as exc:
                     error = StorageError(
                         f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}"
@@ -410,23 +420,26 @@ class Group:
         s = self.session
         check = s.verify if verify is None else bool(verify)
 
-        def local() -> tuple[_View, np.ndarray, Any]:
+        def local() -> tuple[_View, np.ndarray]:
             _check_step(step)
+            choose_method(method or s.method)  # validates the name
             view = self._view(name)
             if out is None:
                 arr = np.zeros(view.piece.memory_shape, dtype=view.dtype, order=view.order)
             else:
                 arr = _check_array(out, view, name, s.rank, for_read=True)
-            return view, arr, choose_method(method or s.method)
+            return view, arr
 
         prepared, failure = capture(local, rank=s.rank)
         plan = None
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_read, name, int(step), rank=0)
-        payloads = agree(s.comm, failure, ((name, int(step), method), plan))
+        stats = (prepared[0].nbytes, prepared[0].regions) if prepared else None
+        payloads = agree(s.comm, failure, ((name, int(step), method), plan, stats))
         _check_same_call(payloads, "read")
         rel, offset, expected = payloads[0][1]
-        view, arr, decision = prepared  # type: ignore[misc]
+        view, arr = prepared  # type: ignore[misc]
+        decision = s.planner.choose(method or s.method, self._access(name, False, payloads))
         path = self._absolute(rel)
         _, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
         check = check and bool(expected)  # nothing to compare with when written without checksum

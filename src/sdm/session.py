@@ -20,7 +20,7 @@ from .catalog import Catalog, DatasetSpec, RunRecord
 from .errors import InvalidNameError, ReadOnlyError
 from .group import Dataset, Group
 from .layout import Distribution
-from .planner import choose_method
+from .planner import Planner, choose_method
 from .storage import FileCache, check_level, check_name
 
 __all__ = ["Session", "open"]
@@ -51,6 +51,7 @@ class Session:
         sync: bool | None = None,
         verify: bool = False,
         checksum: bool | None = None,
+        planner_hints: dict[str, Any] | None = None,
     ) -> None:
         # SDM's collectives run on a private duplicate, never mixing with the application's
         self.comm = (comm if comm is not None else MPI.COMM_WORLD).Dup()
@@ -62,6 +63,7 @@ class Session:
         self.sync = config.sync_enabled() if sync is None else bool(sync)
         self.verify = bool(verify)
         self.checksum = config.checksum_enabled() if checksum is None else bool(checksum)
+        self.hints = dict(hints or {})
         self.catalog: Catalog | None = None
         self._closed = False
         self._groups: dict[str, Group] = {}
@@ -94,15 +96,17 @@ class Session:
                 raise
             if mode != "w" and root is None:
                 data_root = Path(rec.root)
-            return url, str(data_root), rec
+            calibration = self.catalog.latest_calibration(str(data_root))
+            return url, str(data_root), rec, calibration
 
         try:
-            self.catalog_url, root_text, self.run = root_call(self.comm, setup)
+            self.catalog_url, root_text, self.run, calibration = root_call(self.comm, setup)
         except BaseException:
             self.comm.Free()
             raise
         self.root = Path(root_text)
         self.run_id = self.run.id
+        self.planner = Planner(calibration, planner_hints)
         self.files = FileCache(self.comm, writable=(mode != "r"), capacity=config.open_files(), info=_info(hints))
 
     # ---------------------------------------------------------------- context
@@ -294,7 +298,10 @@ def open(application: str, mode: str = "w", **kwargs: Any) -> Session:  # noqa: 
     method : str
         I/O method (``"auto"`` lets the planner choose).
     hints : dict, optional
-        MPI-IO hints (``{"cb_nodes": "2", "cb_buffer_size": "16777216"}``).
+        MPI-IO hints (``{"cb_nodes": "2", "cb_buffer_size": "16777216"}``), also
+        handed to the I/O methods.
+    planner_hints : dict, optional
+        What the application knows of its use of the data, for ``method="auto"``.
     sync : bool, optional
         Sync data to storage before each catalog commit (default ``$SDM_SYNC`` or on).
     verify : bool

@@ -218,3 +218,18 @@ def test_writes_without_checksum(comm, mpi_tmp):
         assert (w.checksum, w.checksum_algo) == ("", "none")
         np.testing.assert_array_equal(_file_bytes(Path(mpi_tmp), w, SHAPE, "f8", "C"), G)
         cat.close()
+
+
+def test_method_and_reason_recorded(comm, mpi_tmp):
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    with sdm.open("why", root=mpi_tmp, catalog=url) as s:
+        g = s.make_group("g", ["a", "b"], dtype="f8", shape=SHAPE)
+        g.write("a", 0, np.zeros(g.local_shape("a")))
+        g.write("b", 0, np.zeros(g.local_shape("b")), method="collective")
+        run_id = s.run_id
+    if comm.Get_rank() == 0:
+        cat = sdm.Catalog(url)
+        ws = {d: w for _, d, w in cat.writes(run_id)}
+        assert ws["a"].method == "collective" and ws["a"].reason.startswith("auto: ")
+        assert ws["b"].reason == "requested: collective"
+        cat.close()

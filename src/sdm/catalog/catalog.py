@@ -160,11 +160,21 @@ class Catalog:
             return
         with self.engine.connect() as con:
             version = con.execute(sa.select(sa.func.max(S.schema_info.c.version))).scalar()
+        if version == 1:  # additive migration, safe for readers too
+            self._migrate_from_1()
+            version = S.SCHEMA_VERSION
         if version != S.SCHEMA_VERSION:
             raise CatalogVersionError(
                 f"catalog {self.url!r} has schema version {version}; this SDM uses version "
                 f"{S.SCHEMA_VERSION}. Open it with a matching SDM release."
             )
+
+    def _migrate_from_1(self) -> None:
+        """Version 1 -> 2: the irregular/planner tables and ``writes.reason``, in place."""
+        S.metadata.create_all(self.engine, tables=list(S.V2_TABLES))
+        with self.engine.begin() as con:
+            con.execute(sa.text("ALTER TABLE writes ADD COLUMN reason TEXT"))
+            con.execute(S.schema_info.insert().values(version=2, created_at=_now()))
 
     @property
     def schema_version(self) -> int:
@@ -562,6 +572,7 @@ class Catalog:
         seconds: float,
         nprocs: int,
         overwrite: bool,
+        reason: str | None = None,
     ) -> None:
         """Commit one write (file row created on first use) in one transaction.
 
@@ -581,6 +592,7 @@ class Catalog:
             checksum=checksum,
             checksum_algo=checksum_algo,
             method=method,
+            reason=reason,
             seconds=float(seconds),
             nprocs=int(nprocs),
             written_at=_now(),
@@ -638,6 +650,41 @@ class Catalog:
         with self.engine.connect() as con:
             return [FileRecord(p, lv, int(n), int(b)) for p, lv, n, b in con.execute(q)]
 
+    # ------------------------------------------------------------ calibration
+    def save_calibration(
+        self, target: str, nprocs: int, constants: dict[str, Any], samples: Any = None
+    ) -> int:
+        """Store measured cost-model constants for a storage target; return the row id."""
+        with self._tx() as con:
+            return int(
+                con.execute(
+                    S.io_calibrations.insert().values(
+                        target=target,
+                        nprocs=int(nprocs),
+                        constants=json.dumps(constants),
+                        samples=None if samples is None else json.dumps(samples, default=_jsonable),
+                        created_at=_now(),
+                    )
+                ).inserted_primary_key[0]
+            )
+
+    def latest_calibration(self, target: str) -> dict[str, Any] | None:
+        """The newest constants stored for *target* (with ``nprocs`` and ``created_at``), or None."""
+        t = S.io_calibrations
+        with self.engine.connect() as con:
+            row = con.execute(
+                sa.select(t).where(t.c.target == target).order_by(t.c.created_at.desc(), t.c.id.desc()).limit(1)
+            ).mappings().first()
+        if row is None:
+            return None
+        return {
+            "id": row["id"],
+            "target": row["target"],
+            "nprocs": row["nprocs"],
+            "created_at": _utc(row["created_at"]).isoformat(),
+            "constants": json.loads(row["constants"]),
+        }
+
     def counts(self) -> dict[str, int]:
         """Row counts of the main tables (used by tests and ``sdm ls``)."""
         out = {}
@@ -672,6 +719,7 @@ def _write_record(row) -> WriteRecord:
         seconds=float(row["seconds"]),
         nprocs=int(row["nprocs"]),
         written_at=_utc(row["written_at"]),
+        reason=row["reason"],
     )
 
 

@@ -77,6 +77,7 @@ class WriteRecord:
     seconds: float
     nprocs: int
     written_at: datetime
+    reason: str | None = None
 
 
 @dataclass(frozen=True)

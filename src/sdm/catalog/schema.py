@@ -14,6 +14,16 @@ execution_table    ``writes``: one row per dataset and time step with file,
 
 ``attributes`` holds typed key/values for runs, groups and datasets; ``files`` lists
 every data file SDM generated, relative to the run's data root.
+
+Irregular applications (section 3.2): ``imports`` is the paper's import_table (data
+read from files SDM did not write); ``index_histories`` + ``index_history_parts`` are the
+index_table and index_history_table (partitioned index sets of all ranks kept in a
+history file, tied to a content hash of the inputs), ``index_history_uses`` records
+every reuse.  The planner: ``io_calibrations`` holds measured cost-model constants per
+storage target, and ``writes.reason`` says why a method was chosen.
+
+Version history: 1 = the core tables; 2 = imports, index histories, calibrations and
+``writes.reason`` (a version-1 catalog is migrated in place on open).
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import Table
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -128,9 +138,86 @@ writes = Table(
     Column("checksum", String(16), nullable=False),  # hex of the sum64 checksum
     Column("checksum_algo", String(32), nullable=False),
     Column("method", String(32), nullable=False),
+    Column("reason", Text, nullable=True),  # why the planner chose the method (v2)
     Column("seconds", Float, nullable=False),
     Column("nprocs", Integer, nullable=False),
     Column("written_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("dataset_id", "step", name="uq_writes_dataset_step"),
     Index("ix_writes_file_offset", "file_id", "offset"),
 )
+
+# ----------------------------------------------------------------------------- version 2
+
+imports = Table(
+    "imports",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(255), nullable=False),  # what the application calls the data
+    Column("source", Text, nullable=False),  # absolute path of the external file
+    Column("offset", BigInteger, nullable=False),
+    Column("dtype", String(64), nullable=False),  # numpy dtype.str, byte order included
+    Column("count", BigInteger, nullable=False),  # elements read
+    Column("shape", Text, nullable=False),  # JSON list: global shape of what was read
+    Column("mode", String(16), nullable=False),  # contiguous | map
+    Column("nbytes", BigInteger, nullable=False),
+    Column("checksum", String(16), nullable=False),  # sum64 of the bytes as read ('' if none)
+    Column("seconds", Float, nullable=False),
+    Column("nprocs", Integer, nullable=False),
+    Column("imported_at", DateTime(timezone=True), nullable=False),
+    Index("ix_imports_run_name", "run_id", "name"),
+    Index("ix_imports_source", "source"),
+)
+
+index_histories = Table(
+    "index_histories",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("application_id", ForeignKey("applications.id", ondelete="CASCADE"), nullable=False),
+    Column("problem", String(255), nullable=False),  # the problem's identity (mesh name ...)
+    Column("content_hash", String(64), nullable=False),  # hash of the partitioning inputs
+    Column("nprocs", Integer, nullable=False),
+    Column("root", Text, nullable=False),  # absolute data root of the history file
+    Column("path", Text, nullable=False),  # history file, relative to root
+    Column("nbytes", BigInteger, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("run_id", ForeignKey("runs.id", ondelete="SET NULL"), nullable=True),  # creating run
+    UniqueConstraint("application_id", "problem", "content_hash", "nprocs", name="uq_index_history"),
+)
+
+index_history_parts = Table(
+    "index_history_parts",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("history_id", ForeignKey("index_histories.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(64), nullable=False),  # e.g. edges, nodes, edge_map
+    Column("rank", Integer, nullable=False),
+    Column("offset", BigInteger, nullable=False),
+    Column("count", BigInteger, nullable=False),  # elements
+    Column("dtype", String(64), nullable=False),
+    Index("ix_index_history_parts", "history_id", "name", "rank"),
+)
+
+index_history_uses = Table(
+    "index_history_uses",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("history_id", ForeignKey("index_histories.id", ondelete="CASCADE"), nullable=False),
+    Column("run_id", ForeignKey("runs.id", ondelete="SET NULL"), nullable=True),
+    Column("used_at", DateTime(timezone=True), nullable=False),
+    Column("seconds", Float, nullable=False),  # time to load the partition from the history
+)
+
+io_calibrations = Table(
+    "io_calibrations",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("target", Text, nullable=False),  # storage target: absolute directory (+ fs type)
+    Column("nprocs", Integer, nullable=False),
+    Column("constants", Text, nullable=False),  # JSON: the cost model's fitted constants
+    Column("samples", Text, nullable=True),  # JSON: the micro-benchmark measurements
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_io_calibrations_target", "target", "created_at"),
+)
+
+V2_TABLES = (imports, index_histories, index_history_parts, index_history_uses, io_calibrations)

@@ -9,7 +9,8 @@ are identical whichever method is used.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from mpi4py import MPI
 
@@ -20,13 +21,40 @@ __all__ = ["Transfer", "IOMethod", "register", "get_method", "method_names"]
 
 @dataclass
 class Transfer:
-    """One rank's part of one dataset access."""
+    """One rank's part of one dataset access.
+
+    Attributes
+    ----------
+    fh : MPI.File
+        The open file (collectively opened by the session's communicator).
+    disp : int
+        Byte offset of the dataset in the file.
+    etype, filetype : MPI.Datatype
+        Element type and this rank's file type (extent: the whole global array).
+    memory : list
+        mpi4py buffer spec ``[array, count, type]`` selecting the interior.
+    piece : Piece
+        This rank's piece (global indices per dimension, counts, ghosts).
+    array : numpy.ndarray
+        The local array, ghost layers included (the buffer ``memory`` refers to).
+    order : str
+        Storage order of the dataset (``"C"`` or ``"F"``).
+    comm : MPI.Comm
+        The session communicator (what collective methods synchronize on).
+    hints : dict
+        Method parameters from the session (aggregators, buffer sizes, ...).
+    """
 
     fh: MPI.File
     disp: int
     etype: MPI.Datatype
     filetype: MPI.Datatype
     memory: list
+    piece: Any = None
+    array: Any = None
+    order: str = "C"
+    comm: MPI.Comm | None = None
+    hints: dict = field(default_factory=dict)
 
 
 class IOMethod(ABC):
