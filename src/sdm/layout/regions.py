@@ -24,17 +24,26 @@ def _runs(indices: np.ndarray) -> int:
 def count_regions(piece: Piece, order: str) -> int:
     """Number of contiguous file regions of a separable *piece* in storage *order*.
 
-    Dimensions are walked from the fastest-varying one; as long as a dimension is
-    covered completely, its runs merge with those of the next slower dimension.
+    With dimensions listed fastest first, ``d`` and the slower rest ``S``:
+    a complete ``d`` merges everything into the regions of ``S``; otherwise each of the
+    ``|S|`` slices has ``runs(d)`` runs, and when ``d``'s indices hold both ``0`` and
+    ``n-1`` the last run of a slice joins the first run of the next slice wherever two
+    consecutive slices are adjacent in the file (``|S| - regions(S)`` times).
     """
     if piece.size == 0:
         return 0
     dims = list(range(len(piece.shape)))
-    fastest_first = dims[::-1] if order == "C" else dims
-    for k, d in enumerate(fastest_first):
-        idx = piece.indices[d]
-        full = idx.size == piece.shape[d]  # sorted and complete
-        if not full:
-            slower = fastest_first[k + 1:]
-            return _runs(idx) * int(np.prod([piece.counts[s] for s in slower], dtype=np.int64))
-    return 1
+    return _regions(piece, dims[::-1] if order == "C" else dims)
+
+
+def _regions(piece: Piece, fastest_first: list[int]) -> int:
+    if not fastest_first:
+        return 1
+    d, rest = fastest_first[0], fastest_first[1:]
+    slower = _regions(piece, rest)
+    idx, n = piece.indices[d], piece.shape[d]
+    if idx.size == n:  # complete (indices are sorted and distinct)
+        return slower
+    slices = int(np.prod([piece.counts[s] for s in rest], dtype=np.int64))
+    wraps = idx[0] == 0 and idx[-1] == n - 1
+    return _runs(idx) * slices - ((slices - slower) if wraps else 0)
