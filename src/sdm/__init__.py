@@ -33,6 +33,7 @@ _LAZY = {
     "Cyclic": "layout",
     "BlockCyclic": "layout",
     "Subarray": "layout",
+    "MapArray": "layout",
 }
 
 
@@ -80,6 +81,7 @@ __all__ = [
     "Cyclic",
     "BlockCyclic",
     "Subarray",
+    "MapArray",
     "errors",
     *errors.__all__,
 ]

@@ -34,11 +34,11 @@ from .errors import (
     StorageError,
 )
 from .io import Transfer
-from .layout import Block, Distribution, Piece, check_tiling
+from .layout import Block, Distribution, MapArray, Piece
 from .layout.datatypes import element_type, file_type, freeing, memory_spec
 from .layout.regions import count_regions
 from .planner import Access, choose_method
-from .storage import appends, check_name, inside, relative_path
+from .storage import appends, check_name, extend_file, inside, relative_path
 
 if TYPE_CHECKING:
     from .session import Session
@@ -97,16 +97,43 @@ class Dataset:
 
 
 class _View:
-    """A data view resolved for one dataset on this rank, with its MPI types."""
+    """A data view resolved for one dataset on this rank, with its MPI types.
+
+    Map-array views share their types through the map (built once for every dataset
+    and step with the same rows); other views own theirs.
+    """
 
     def __init__(self, dist: Distribution, piece: Piece, dtype: np.dtype, order: str) -> None:
         self.dist, self.piece, self.dtype, self.order = dist, piece, dtype, order
-        self.etype = element_type(dtype).Commit()
-        self.ftype = file_type(piece, self.etype, order)
+        shared = dist.types if isinstance(dist, MapArray) else None
+        key = ("file", dtype.str, piece.shape)
+        if shared is not None and key in shared:
+            self.etype, self.ftype = shared[key]
+        else:
+            self.etype = element_type(dtype).Commit()
+            self.ftype = file_type(piece, self.etype, order)
+            if shared is not None:
+                shared[key] = (self.etype, self.ftype)
+        self.owns_types = shared is None
         self.nbytes = piece.size * dtype.itemsize
         self.regions = count_regions(piece, order)
 
+    def memory(self, arr: np.ndarray) -> tuple[list, list[MPI.Datatype]]:
+        """Buffer spec for *arr* and the types to free afterwards."""
+        if isinstance(self.dist, MapArray):
+            key = ("memory", self.dtype.str, arr.shape[1:], arr.strides[0])
+            spec = self.dist.types.get(key)
+            if spec is None:
+                spec, made = memory_spec(arr, self.piece, self.etype, self.order)
+                for t in made[:-1]:  # intermediate types; the last one is kept with the map
+                    t.Free()
+                self.dist.types[key] = spec
+            return [arr, *spec[1:]], []
+        return memory_spec(arr, self.piece, self.etype, self.order)
+
     def free(self) -> None:
+        if not self.owns_types:
+            return
         for t in (self.ftype, self.etype):
             if t != MPI.DATATYPE_NULL:
                 t.Free()
@@ -199,15 +226,25 @@ class Group:
 
         def resolve() -> dict[str, Piece]:
             if not isinstance(view, Distribution):
-                raise DistributionError(f"a data view must be a Distribution (Block, Cyclic, ...), got {view!r}")
+                raise DistributionError(f"a data view must be a Distribution (Block, Cyclic, MapArray, ...), got {view!r}")
+            for n in names:
+                rec = self.dataset(n)
+                if isinstance(view, MapArray) and rec.order == "F" and len(rec.shape) > 1:
+                    raise DistributionError(
+                        f"dataset {n!r} is stored in Fortran order; map-array views need C order "
+                        "(rows with their components contiguous)"
+                    )
             return {n: view.piece(self.dataset(n).shape, s.size, s.rank) for n in names}
 
         pieces, failure = capture(resolve, rank=s.rank)
-        boxes = {n: (p.starts, p.counts) for n, p in (pieces or {}).items()} if view_needs_check(view) else None
-        gathered = agree(s.comm, failure, boxes)
-        if boxes is not None:
-            for n in names:
-                check_tiling(self.dataset(n).shape, [g[n] for g in gathered])
+        agree(s.comm, failure)
+        checked: set[tuple[int, ...]] = set()
+        for n in names:  # collective: every rank walks the same names
+            shape = self.dataset(n).shape
+            if shape not in checked:
+                checked.add(shape)
+                _, failure = capture(view.check, shape, pieces[n], s.comm, rank=s.rank)  # type: ignore[index]
+                agree(s.comm, failure)
         for n in names:
             old = self._views.pop(n, None)
             if old is not None:
@@ -293,7 +330,7 @@ class Group:
     def _partial_checksum(self, name: str, view: _View, arr: np.ndarray) -> int:
         """This rank's share of the sum64 checksum of its interior elements."""
         rec = self.dataset(name)
-        return integrity.partial_sum64(arr[view.piece.interior], view.piece.indices, rec.shape, rec.order)
+        return integrity.partial_sum64(view.piece.owned_values(arr), view.piece.indices, rec.shape, rec.order)
 
     def _absolute(self, rel: str) -> Path:
         """Absolute path of a catalog-relative path, checked once to stay under the root."""
@@ -315,30 +352,21 @@ class Group:
             )
         rel = str(relative_path(s.application, s.run_id, self.level, self.name, name, step))
         if existing is not None:
-            return rel, existing.offset
-        if not appends(self.level):
-            return rel, 0
-        if rel not in self._file_end:
-            self._file_end[rel] = s.catalog_call("file_end", s.run_id, rel)
-        return rel, self._file_end[rel]
-
-    def _access(self, name: str, writing: bool, payloads: list) -> Access:
-        """The planner's view of this access, built from what every rank sent."""
-        rec = self.dataset(name)
-        return Access(
-            writing=writing,
-            level=self.level,
-            itemsize=np.dtype(rec.dtype).itemsize,
-            total_bytes=rec.nbytes,
-            rank_bytes=tuple(p[2][0] for p in payloads),
-            rank_regions=tuple(p[2][1] for p in payloads),
-            hints=self.session.planner.hints,
-        )
+            offset = existing.offset
+        elif not appends(self.level):
+            offset = 0
+        else:
+            if rel not in self._file_end:
+                self._file_end[rel] = s.catalog_call("file_end", s.run_id, rel)
+            offset = self._file_end[rel]
+        extend_file(self._absolute(rel), offset + rec.nbytes)
+        return rel, offset
 
     def _commit(
         self, rec: DatasetRecord, step: int, rel: str, offset: int, checksum: str, decision, seconds: float, overwrite: bool
     ) -> None:
         s = self.session
+        end = offset + rec.nbytes
         s.catalog_call(
             "record_write",
             run_id=s.run_id,
@@ -357,7 +385,7 @@ class Group:
             overwrite=overwrite,
         )
         if appends(self.level):
-            self._file_end[rel] = max(self._file_end.get(rel, 0), offset + rec.nbytes)
+            self._file_end[rel] = max(self._file_end.get(rel, 0), end)
 
     def _transfer(self, path: Path, offset: int, view: _View, arr: np.ndarray, method, writing: bool) -> float:
         """Move this rank's bytes; returns seconds (open excluded, sync included).
@@ -371,7 +399,7 @@ class Group:
         error: StorageError | None = None
         t0 = time.perf_counter()
         try:
-            mem, made = memory_spec(arr, view.piece, view.etype, view.order)
+            mem, made = view.memory(arr)
             with freeing(made):
                 try:
                     t = Transfer(fh, offset, view.etype, view.ftype, mem, view.piece, arr, view.order, s.comm, s.hints)
@@ -485,11 +513,6 @@ class Group:
         return f"<sdm.Group {self.name!r} level={self.level} datasets={self.datasets}>"
 
 
-def view_needs_check(view: object) -> bool:
-    """Whether a view's pieces come from the ranks and need the tiling check."""
-    return isinstance(view, Distribution) and view.needs_coverage_check
-
-
 def _check_step(step: object) -> None:
     if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
         raise InvalidNameError(f"time step must be an integer >= 0, got {step!r}")
@@ -523,9 +546,11 @@ def _check_array(array: Any, view: _View, name: str, rank: int, *, for_read: boo
             f"dataset {name!r} with view {view.dist!r} expects a local array of shape {expected}{ghost} on rank "
             f"{rank}, got {array.shape}"
         )
-    if not (array.flags.c_contiguous or array.flags.f_contiguous):
+    needs_c = view.piece.kind == "map"
+    if not (array.flags.c_contiguous or (array.flags.f_contiguous and not needs_c)):
         if for_read:
-            raise LocalArrayError(f"out for dataset {name!r} must be C- or Fortran-contiguous")
+            what = "C-contiguous" if needs_c else "C- or Fortran-contiguous"
+            raise LocalArrayError(f"out for dataset {name!r} must be {what}")
         array = np.ascontiguousarray(array)
     if for_read and not array.flags.writeable:
         raise LocalArrayError(f"out for dataset {name!r} is read-only")

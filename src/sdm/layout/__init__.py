@@ -11,12 +11,14 @@ from .distribution import (
     default_grid,
     distribution_from_json,
 )
+from .maparray import MapArray
 
 __all__ = [
     "Block",
     "BlockCyclic",
     "Cyclic",
     "Distribution",
+    "MapArray",
     "Piece",
     "Subarray",
     "check_tiling",

@@ -44,6 +44,13 @@ def file_type(piece: Piece, etype: MPI.Datatype, order: str) -> MPI.Datatype:
     """The committed file type of *piece* (extent: the whole global array)."""
     if piece.size == 0:
         t = etype.Create_contiguous(0)
+    elif piece.kind == "map":
+        row = etype.Create_contiguous(int(np.prod(piece.shape[1:], dtype=np.int64)))
+        rowbytes = row.Get_extent()[1]
+        rows = row.Create_hindexed_block(1, piece.indices[0] * rowbytes)
+        t = rows.Create_resized(0, piece.shape[0] * rowbytes)
+        rows.Free()
+        row.Free()
     elif piece.kind == "cyclic":
         distribs, dargs, psizes, rank = piece.darray  # type: ignore[misc]
         t = etype.Create_darray(int(np.prod(psizes)), rank, list(piece.shape), distribs, dargs, psizes, mpi_order(order))
@@ -58,10 +65,15 @@ def memory_spec(array: np.ndarray, piece: Piece, etype: MPI.Datatype, order: str
     The interior of *array* is described with nested hvectors built from the array's
     own strides, traversed in storage order *order*, so a C-ordered local array can
     feed a Fortran-ordered dataset and ghost cells are skipped without a copy.
-    *array* must be C- or Fortran-contiguous (checked by the caller).
+    *array* must be C- or Fortran-contiguous (C-contiguous for map pieces; checked by
+    the caller).
     """
     if piece.size == 0:
         return [array, 0, etype], []
+    if piece.kind == "map":  # rows of a C-contiguous local array, permuted to the sorted file order
+        row = etype.Create_contiguous(int(np.prod(piece.shape[1:], dtype=np.int64)))
+        t = row.Create_hindexed_block(1, piece.memory_rows * array.strides[0]).Commit()
+        return [array, 1, t], [row, t]
     contiguous = array.flags.c_contiguous if order == "C" else array.flags.f_contiguous
     if contiguous and not piece.has_ghosts:
         return [array, piece.size, etype], []

@@ -16,7 +16,8 @@ Subarray         each rank states its own start and count (the paper's explicit 
 ===============  =======================================================================
 
 Block and Subarray may carry ghost cells: layers around the interior that exist in the
-local array but are never written or read.
+local array but are never written or read.  Irregular (unstructured-mesh) data uses
+:class:`sdm.layout.maparray.MapArray`: a global row index per local row, in any order.
 """
 
 from __future__ import annotations
@@ -56,11 +57,17 @@ class Piece:
     indices : tuple of numpy.ndarray
         ``indices[d][l]`` is the global index of local interior position ``l`` in dim ``d``.
     kind : str
-        ``"subarray"`` when the piece is one box (``starts`` valid), ``"cyclic"`` otherwise.
+        ``"subarray"`` when the piece is one box (``starts`` valid), ``"cyclic"`` for
+        round-robin pieces, ``"map"`` for map-array pieces (rows in any order).
     starts : tuple of int
         Global start of the box (for ``kind == "subarray"``).
     darray : tuple or None
         ``(distribs, dargs, psizes, rank)`` for MPI ``Create_darray`` (cyclic kinds).
+    memory_rows : numpy.ndarray or None
+        Map pieces: the local row of each owned global row ``indices[0]`` (sorted), i.e.
+        the memory side permuted to match the sorted file side.
+    local_rows : int
+        Map pieces: rows of the local array, ghost rows included.
     """
 
     shape: tuple[int, ...]
@@ -70,26 +77,38 @@ class Piece:
     kind: str = "subarray"
     starts: tuple[int, ...] = ()
     darray: tuple | None = None
+    memory_rows: np.ndarray | None = None
+    local_rows: int = 0
 
     @property
     def size(self) -> int:
-        """Number of interior elements."""
+        """Number of interior (owned) elements."""
         return int(np.prod(self.counts, dtype=np.int64))
 
     @property
     def memory_shape(self) -> tuple[int, ...]:
-        """Shape of the local array including ghost layers."""
+        """Shape of the local array including ghost layers (or ghost rows)."""
+        if self.kind == "map":
+            return (self.local_rows, *self.counts[1:])
         return tuple(c + lo + hi for c, (lo, hi) in zip(self.counts, self.ghosts))
 
     @property
     def interior(self) -> tuple[slice, ...]:
-        """Index expression selecting the interior of the local array."""
+        """Index expression selecting the interior of the local array (box pieces)."""
         return tuple(slice(lo, lo + c) for c, (lo, _) in zip(self.counts, self.ghosts))
 
     @property
     def has_ghosts(self) -> bool:
-        """Whether any ghost layer is present."""
+        """Whether any ghost layer (or ghost row) is present."""
+        if self.kind == "map":
+            return self.local_rows > self.counts[0]
         return any(lo or hi for lo, hi in self.ghosts)
+
+    def owned_values(self, array: np.ndarray) -> np.ndarray:
+        """The owned elements of a local array, laid out along ``indices`` (ascending)."""
+        if self.kind == "map":
+            return array[self.memory_rows]
+        return array[self.interior]
 
 
 def default_grid(nprocs: int, ndim: int) -> tuple[int, ...]:
@@ -149,6 +168,15 @@ class Distribution(ABC):
     def needs_coverage_check(self) -> bool:
         """Whether pieces are user-given and must be checked for gaps and overlaps."""
         return False
+
+    def check(self, shape: Sequence[int], piece: Piece, comm: Any) -> None:
+        """Collective check that the pieces of all ranks fit together (default: by construction).
+
+        Raises
+        ------
+        DistributionError
+            On every rank.
+        """
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Distribution) and self.to_json() == other.to_json()
@@ -322,6 +350,10 @@ class Subarray(Distribution):
     @property
     def needs_coverage_check(self) -> bool:
         return True
+
+    def check(self, shape: Sequence[int], piece: Piece, comm: Any) -> None:
+        """Gather the boxes of all ranks and check they tile the array."""
+        check_tiling(shape, comm.allgather((piece.starts, piece.counts)))
 
     def piece(self, shape, nprocs, rank):
         shape = tuple(int(s) for s in shape)

@@ -7,6 +7,7 @@ At levels 2 and 3 one file receives many writes; the cache keeps it open across 
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from mpi4py import MPI
 from .._collective import agree, capture
 from ..errors import StorageError
 
-__all__ = ["FileCache"]
+__all__ = ["FileCache", "extend_file"]
 
 
 class FileCache:
@@ -97,3 +98,24 @@ class FileCache:
         while self._open:
             _, fh = self._open.popitem(last=False)
             fh.Close()
+
+
+def extend_file(path: Path, end: int) -> None:
+    """Make *path* at least *end* bytes long, creating it if needed (a sparse zero tail).
+
+    Called by rank 0 before a collective write: bytes no rank writes (rows left unowned
+    by a map with ``coverage=False``) then read as zeros, and read-modify-write cycles
+    inside MPI-IO never read past the end of the file (which returns garbage).
+
+    Raises
+    ------
+    StorageError
+    """
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        if path.stat().st_size < end:
+            os.truncate(path, end)
+    except OSError as exc:
+        raise StorageError(f"cannot prepare data file {path}: {exc.strerror}") from None
