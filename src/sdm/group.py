@@ -362,6 +362,19 @@ class Group:
         extend_file(self._absolute(rel), offset + rec.nbytes)
         return rel, offset
 
+    def _access(self, name: str, writing: bool, payloads: list) -> Access:
+        """The planner's view of this access, built from what every rank sent."""
+        rec = self.dataset(name)
+        return Access(
+            writing=writing,
+            level=self.level,
+            itemsize=np.dtype(rec.dtype).itemsize,
+            total_bytes=rec.nbytes,
+            rank_bytes=tuple(p[2][0] for p in payloads),
+            rank_regions=tuple(p[2][1] for p in payloads),
+            hints=self.session.planner.hints,
+        )
+
     def _commit(
         self, rec: DatasetRecord, step: int, rel: str, offset: int, checksum: str, decision, seconds: float, overwrite: bool
     ) -> None:
