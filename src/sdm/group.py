@@ -35,8 +35,8 @@ from .errors import (
 )
 from .io import Transfer
 from .layout import Block, Distribution, MapArray, Piece
-from .layout.datatypes import element_type, file_type, freeing, memory_spec
-from .layout.regions import count_regions
+from .layout.datatypes import freeing
+from .layout.views import ResolvedView
 from .planner import Access, choose_method
 from .storage import appends, check_name, extend_file, inside, relative_path
 
@@ -96,49 +96,6 @@ class Dataset:
         return DatasetSpec(self.name, np_dtype.str, shp, od)
 
 
-class _View:
-    """A data view resolved for one dataset on this rank, with its MPI types.
-
-    Map-array views share their types through the map (built once for every dataset
-    and step with the same rows); other views own theirs.
-    """
-
-    def __init__(self, dist: Distribution, piece: Piece, dtype: np.dtype, order: str) -> None:
-        self.dist, self.piece, self.dtype, self.order = dist, piece, dtype, order
-        shared = dist.types if isinstance(dist, MapArray) else None
-        key = ("file", dtype.str, piece.shape)
-        if shared is not None and key in shared:
-            self.etype, self.ftype = shared[key]
-        else:
-            self.etype = element_type(dtype).Commit()
-            self.ftype = file_type(piece, self.etype, order)
-            if shared is not None:
-                shared[key] = (self.etype, self.ftype)
-        self.owns_types = shared is None
-        self.nbytes = piece.size * dtype.itemsize
-        self.regions = count_regions(piece, order)
-
-    def memory(self, arr: np.ndarray) -> tuple[list, list[MPI.Datatype]]:
-        """Buffer spec for *arr* and the types to free afterwards."""
-        if isinstance(self.dist, MapArray):
-            key = ("memory", self.dtype.str, arr.shape[1:], arr.strides[0])
-            spec = self.dist.types.get(key)
-            if spec is None:
-                spec, made = memory_spec(arr, self.piece, self.etype, self.order)
-                for t in made[:-1]:  # intermediate types; the last one is kept with the map
-                    t.Free()
-                self.dist.types[key] = spec
-            return [arr, *spec[1:]], []
-        return memory_spec(arr, self.piece, self.etype, self.order)
-
-    def free(self) -> None:
-        if not self.owns_types:
-            return
-        for t in (self.ftype, self.etype):
-            if t != MPI.DATATYPE_NULL:
-                t.Free()
-
-
 class Group:
     """A group of datasets written and read together (collective methods).
 
@@ -152,7 +109,7 @@ class Group:
         self.level = record.level
         self._datasets: dict[str, DatasetRecord] = {d.name: d for d in record.datasets}
         self._steps: dict[str, set[int]] = {d.name: set(d.steps) for d in record.datasets}
-        self._views: dict[str, _View] = {}
+        self._views: dict[str, ResolvedView] = {}
         self._file_end: dict[str, int] = {}  # rank 0: first free byte per appended file
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
 
@@ -250,7 +207,7 @@ class Group:
             if old is not None:
                 old.free()
             rec = self.dataset(n)
-            self._views[n] = _View(view, pieces[n], np.dtype(rec.dtype), rec.order)  # type: ignore[index]
+            self._views[n] = ResolvedView(view, pieces[n], np.dtype(rec.dtype), rec.order)  # type: ignore[index]
         if s.mode != "r":
             ids = [self.dataset(n).id for n in names]
             root_call(s.comm, s.catalog_call, "set_distribution", ids, view.to_json())
@@ -263,13 +220,13 @@ class Group:
         """This rank's piece of *name* under the current view."""
         return self._view(name).piece
 
-    def _view(self, name: str) -> _View:
+    def _view(self, name: str) -> ResolvedView:
         v = self._views.get(name)
         if v is None:
             rec = self.dataset(name)
             s = self.session
             piece = Block().piece(rec.shape, s.size, s.rank)  # default view, same on all ranks
-            v = self._views[name] = _View(Block(), piece, np.dtype(rec.dtype), rec.order)
+            v = self._views[name] = ResolvedView(Block(), piece, np.dtype(rec.dtype), rec.order)
         return v
 
     # ------------------------------------------------------------------ write
@@ -298,7 +255,7 @@ class Group:
         s = self.session
         s._check_writable("write")
 
-        def local() -> tuple[_View, np.ndarray]:
+        def local() -> tuple[ResolvedView, np.ndarray]:
             _check_step(step)
             choose_method(method or s.method)  # validates the name
             view = self._view(name)
@@ -327,7 +284,7 @@ class Group:
         root_call(s.comm, self._commit, rec, int(step), rel, offset, checksum, decision, elapsed, overwrite)
         self._steps[name].add(int(step))
 
-    def _partial_checksum(self, name: str, view: _View, arr: np.ndarray) -> int:
+    def _partial_checksum(self, name: str, view: ResolvedView, arr: np.ndarray) -> int:
         """This rank's share of the sum64 checksum of its interior elements."""
         rec = self.dataset(name)
         return integrity.partial_sum64(view.piece.owned_values(arr), view.piece.indices, rec.shape, rec.order)
@@ -400,7 +357,7 @@ class Group:
         if appends(self.level):
             self._file_end[rel] = max(self._file_end.get(rel, 0), end)
 
-    def _transfer(self, path: Path, offset: int, view: _View, arr: np.ndarray, method, writing: bool) -> float:
+    def _transfer(self, path: Path, offset: int, view: ResolvedView, arr: np.ndarray, method, writing: bool) -> float:
         """Move this rank's bytes; returns seconds (open excluded, sync included).
 
         The collective calls (the method's I/O, ``Sync``, the close of a level-1 file)
@@ -461,7 +418,7 @@ class Group:
         s = self.session
         check = s.verify if verify is None else bool(verify)
 
-        def local() -> tuple[_View, np.ndarray]:
+        def local() -> tuple[ResolvedView, np.ndarray]:
             _check_step(step)
             choose_method(method or s.method)  # validates the name
             view = self._view(name)
@@ -541,7 +498,7 @@ def _check_same_call(payloads: list, what: str) -> None:
         )
 
 
-def _check_array(array: Any, view: _View, name: str, rank: int, *, for_read: bool) -> np.ndarray:
+def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_read: bool) -> np.ndarray:
     """Check a local array against the view; returns a usable (contiguous) array."""
     if not isinstance(array, np.ndarray):
         if for_read:

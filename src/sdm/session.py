@@ -108,6 +108,7 @@ class Session:
         self.run_id = self.run.id
         self.planner = Planner(calibration, planner_hints)
         self.files = FileCache(self.comm, writable=(mode != "r"), capacity=config.open_files(), info=_info(hints))
+        self.sources = FileCache(self.comm, writable=False, capacity=8, info=_info(hints))  # imported files
 
     # ---------------------------------------------------------------- context
     def __enter__(self) -> "Session":
@@ -124,6 +125,7 @@ class Session:
         for g in self._groups.values():
             g._free()
         self.files.close_all()
+        self.sources.close_all()
         if self.catalog is not None:
             self.catalog.close()
             self.catalog = None
@@ -214,6 +216,58 @@ class Session:
         """Names of the run's groups."""
         rec = root_call(self.comm, self.catalog_call, "run", self.run_id)
         return [g.name for g in rec.groups]
+
+    # ------------------------------------------------------------------ import
+    def import_array(
+        self,
+        name: str,
+        source: str | Path,
+        *,
+        dtype: Any,
+        shape: Sequence[int] | None = None,
+        count: int | None = None,
+        offset: int = 0,
+        view: Distribution | None = None,
+        native: bool = True,
+    ) -> Any:
+        """Read an array from a raw binary file SDM did not write (collective).
+
+        The paper's ``SDM_import``: distinct from :meth:`Group.read`, which reads what
+        SDM wrote. Recorded in the catalog's ``imports`` table.
+
+        Parameters
+        ----------
+        name : str
+            What the application calls the data (recorded with the import).
+        source : str or Path
+            The raw file.
+        dtype : numpy dtype-like
+            Element type *with its byte order* as stored, e.g. ``">f8"`` or ``"<i4"``.
+        shape, count : optional
+            Global shape (rows first) or number of elements (one of them).
+        offset : int
+            Byte offset of the first element in the file.
+        view : Distribution, optional
+            How to spread the rows: contiguous blocks of rows by default (every rank
+            reads its own block in parallel), or a :class:`~sdm.MapArray` (each rank
+            reads exactly its rows, ghosts included) or any other view.
+        native : bool
+            Return the data in native byte order (default) instead of the file's.
+
+        Returns
+        -------
+        numpy.ndarray
+            This rank's local array (ghost rows/cells zero).
+
+        Raises
+        ------
+        InvalidNameError, StorageError, DistributionError
+        """
+        from .importing import import_array
+
+        return import_array(
+            self, name, source, dtype=dtype, shape=shape, count=count, offset=offset, view=view, native=native
+        )
 
     # -------------------------------------------------------------- attributes
     def set_attributes(self, attributes: dict[str, Any] | None = None, **kw: Any) -> None:

@@ -66,6 +66,8 @@ class MapArray(Distribution):
         self._pieces: dict[tuple, Piece] = {}
         self._checked: set[tuple] = set()
         self.types: dict[tuple, Any] = {}  # MPI types built for this map, reused across datasets
+        self._all_rows: MapArray | None = None
+        self._reading = False
 
     @property
     def needs_coverage_check(self) -> bool:
@@ -120,9 +122,21 @@ class MapArray(Distribution):
         self._pieces[key] = piece
         return piece
 
+    def all_rows(self) -> "MapArray":
+        """A view of every local row, ghosts included, for reading (built once).
+
+        Ranks may read the same rows (ghost copies), so it is not checked for
+        ownership; what is read lands in every local row.
+        """
+        if self._all_rows is None:
+            self._all_rows = MapArray(self.global_rows, coverage=False)
+            self._all_rows._reading = True
+        return self._all_rows
+
     def check(self, shape: Sequence[int], piece: Piece, comm: Any) -> None:
-        """See :meth:`check_ownership`."""
-        self.check_ownership(shape, comm)
+        """See :meth:`check_ownership` (nothing to check for a reading view)."""
+        if not self._reading:
+            self.check_ownership(shape, comm)
 
     def check_ownership(self, shape: Sequence[int], comm: Any) -> None:
         """Collectively reject rows owned twice and (with coverage) rows owned by nobody.

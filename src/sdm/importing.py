@@ -1,0 +1,153 @@
+"""Import: read arrays from raw binary files SDM did not write (the paper's SDM_import).
+
+An import names the external data (file, byte offset, dtype with its byte order,
+element count or shape) and how to spread it over the ranks: contiguous blocks of rows
+read in parallel (the default), or any data view, map arrays included.  Every rank
+reads its own part with one collective MPI-IO call; the import is recorded in the
+catalog's ``imports`` table (source, offset, dtype, count, checksum, seconds) so a
+later run can find what was imported and from where.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+from mpi4py import MPI
+
+from . import integrity
+from ._collective import agree, capture, root_call
+from .catalog import irregular as records
+from .errors import InvalidNameError, StorageError
+from .io import Transfer, get_method
+from .layout import Block, Distribution, MapArray
+from .layout.datatypes import freeing
+from .layout.views import ResolvedView
+from .storage import check_name
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["import_array", "rows_view"]
+
+
+def rows_view(ndim: int, nprocs: int) -> Block:
+    """Contiguous blocks of rows: the default view of an import."""
+    return Block(grid=(nprocs,) + (1,) * (ndim - 1))
+
+
+def _describe(dtype: Any, shape: Sequence[int] | None, count: int | None, offset: int) -> tuple[np.dtype, tuple[int, ...]]:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise InvalidNameError(f"import dtype {dtype!r}: {exc}") from None
+    if dt.hasobject:
+        raise InvalidNameError(f"import dtype {dt} holds Python objects")
+    if shape is None and count is None:
+        raise InvalidNameError("an import needs count= (elements) or shape= (global shape)")
+    shp = tuple(int(x) for x in shape) if shape is not None else (int(count),)  # type: ignore[arg-type]
+    if count is not None and int(np.prod(shp, dtype=np.int64)) != int(count):
+        raise InvalidNameError(f"import shape {shp} holds {int(np.prod(shp))} elements, not count={count}")
+    if any(x < 0 for x in shp) or int(offset) < 0:
+        raise InvalidNameError(f"import shape {shp} and offset {offset} must not be negative")
+    return dt, shp
+
+
+def import_array(
+    session: "Session",
+    name: str,
+    source: str | os.PathLike,
+    *,
+    dtype: Any,
+    shape: Sequence[int] | None = None,
+    count: int | None = None,
+    offset: int = 0,
+    view: Distribution | None = None,
+    native: bool = True,
+) -> np.ndarray:
+    """Read an external raw array collectively; see :meth:`sdm.Session.import_array`."""
+    s = session
+    src = Path(source).expanduser().resolve()
+
+    def local() -> tuple[ResolvedView, np.ndarray]:
+        check_name(name, "import")
+        dt, shp = _describe(dtype, shape, count, offset)
+        dist = view if view is not None else rows_view(len(shp), s.size)
+        if isinstance(dist, MapArray):  # an import fills ghost rows too
+            dist = dist.all_rows()
+        piece = dist.piece(shp, s.size, s.rank)
+        resolved = ResolvedView(dist, piece, dt, "C")
+        return resolved, np.zeros(piece.memory_shape, dtype=dt)
+
+    def check_source() -> None:
+        dt, shp = _describe(dtype, shape, count, offset)
+        need = int(offset) + int(np.prod(shp, dtype=np.int64)) * dt.itemsize
+        try:
+            size = os.path.getsize(src)
+        except OSError as exc:
+            raise StorageError(f"cannot import {name!r}: {src} cannot be read ({exc.strerror})") from None
+        if size < need:
+            raise StorageError(
+                f"cannot import {name!r}: {src} holds {size} bytes but offset {offset} + "
+                f"{int(np.prod(shp))} x {dt.itemsize} bytes needs {need}"
+            )
+
+    prepared, failure = capture(local, rank=s.rank)
+    if s.rank == 0 and failure is None:
+        _, failure = capture(check_source, rank=0)
+    agree(s.comm, failure)
+    resolved, arr = prepared  # type: ignore[misc]
+    # a user view may come from the ranks (Subarray, MapArray): check it fits together
+    _, failure = capture(resolved.dist.check, resolved.piece.shape, resolved.piece, s.comm, rank=s.rank)
+    agree(s.comm, failure)
+
+    fh = s.sources.get(src)
+    t0 = time.perf_counter()
+    failure = None
+    try:
+        mem, made = resolved.memory(arr)
+        with freeing(made):
+            get_method("collective").read(
+                Transfer(fh, int(offset), resolved.etype, resolved.ftype, mem, resolved.piece, arr, "C", s.comm, s.hints)
+            )
+    except MPI.Exception as exc:
+        failure = capture(_fail, f"MPI-IO read of {src} failed: {exc.Get_error_string()}", rank=s.rank)[1]
+    seconds = time.perf_counter() - t0
+    partial = 0
+    if failure is None:
+        partial, failure = capture(
+            integrity.partial_sum64, resolved.piece.owned_values(arr), resolved.piece.indices, resolved.piece.shape, "C",
+            rank=s.rank,
+        )
+    shares = agree(s.comm, failure, (seconds, partial))
+    resolved.free()
+    dt, shp = resolved.dtype, resolved.piece.shape
+    mode = "map" if resolved.dist.kind == "map" else ("contiguous" if resolved.dist == rows_view(len(shp), s.size) else resolved.dist.kind)
+    root_call(
+        s.comm,
+        lambda: records.record_import(
+            s.catalog,
+            run_id=s.run_id,
+            name=name,
+            source=str(src),
+            offset=int(offset),
+            dtype=dt.str,
+            count=int(np.prod(shp, dtype=np.int64)),
+            shape=shp,
+            mode=mode,
+            nbytes=int(np.prod(shp, dtype=np.int64)) * dt.itemsize,
+            checksum=integrity.to_hex(integrity.combine([p for _, p in shares])),
+            seconds=max(t for t, _ in shares),
+            nprocs=s.size,
+        ),
+    )
+    if native and not dt.isnative:
+        arr = arr.astype(dt.newbyteorder("="))
+    return arr
+
+
+def _fail(message: str) -> None:
+    raise StorageError(message)
