@@ -1,0 +1,141 @@
+"""Index histories: partitions kept in a file and described in the catalog for reuse.
+
+After a partition is computed, the index sets of all ranks (nodes, edges, local
+edges) go into one history file, three sections of int64 one after the other, each
+rank's part contiguous inside its section; the catalog's ``index_histories`` /
+``index_history_parts`` record the problem, the content hash of the inputs, the rank
+count and where every rank's parts are.  A later run on the same rank count with the
+same inputs reads its part back with three contiguous reads and skips the exchange.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from mpi4py import MPI
+
+from .._collective import agree, capture, root_call
+from ..catalog import irregular as records
+from ..errors import StorageError
+from ..storage import component, extend_file, inside
+from .partitioning import Partition
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["save_history", "load_history", "SECTIONS"]
+
+SECTIONS = ("nodes", "edges", "local_edges")
+_ITEM = 8  # int64
+
+
+def _arrays(p: Partition) -> dict[str, np.ndarray]:
+    return {"nodes": p.nodes, "edges": p.edges, "local_edges": p.local_edges.ravel()}
+
+
+def history_path(session: "Session", problem: str, content_hash: str, nparts: int) -> str:
+    """Relative path of a history file (SDM-generated, sanitized)."""
+    return str(Path(component(session.application)) / "histories" / f"{component(problem)}.{content_hash[:16]}.p{nparts}.idx")
+
+
+def save_history(session: "Session", problem: str, content_hash: str, parts: list[Partition], nparts: int) -> int:
+    """Write the partitions of all (virtual) ranks to a history file and register it.
+
+    Collective. Returns the history id.
+    """
+    s = session
+    mine = [(p.rank, {k: int(a.size) for k, a in _arrays(p).items()}, p.n_owned_nodes, p.n_owned_edges) for p in parts]
+    every = sorted((x for lst in s.comm.allgather(mine) for x in lst), key=lambda x: x[0])
+    offsets: dict[tuple[str, int], int] = {}
+    pos = 0
+    for section in SECTIONS:
+        for v, sizes, _, _ in every:
+            offsets[(section, v)] = pos
+            pos += sizes[section] * _ITEM
+    rel = history_path(s, problem, content_hash, nparts)
+    path = inside(s.root, Path(rel))
+    if s.rank == 0:
+        agree(s.comm, capture(extend_file, path, 0, rank=0)[1])
+    else:
+        agree(s.comm, None)
+    fh = MPI.File.Open(s.comm, str(path), MPI.MODE_WRONLY | MPI.MODE_CREATE)
+    failure = None
+    try:
+        for p in parts:
+            for section, arr in _arrays(p).items():
+                fh.Write_at(offsets[(section, p.rank)], np.ascontiguousarray(arr, dtype=np.int64))
+        fh.Sync()
+    except MPI.Exception as exc:
+        failure = capture(_fail, f"cannot write index history {path}: {exc.Get_error_string()}", rank=s.rank)[1]
+    finally:
+        fh.Close()
+    agree(s.comm, failure)
+    parts_rows = []
+    for v, sizes, n_own_nodes, n_own_edges in every:
+        for section in SECTIONS:
+            parts_rows.append(records.HistoryPart(section, v, offsets[(section, v)], sizes[section], "<i8"))
+        parts_rows.append(records.HistoryPart("nodes.owned", v, offsets[("nodes", v)], n_own_nodes, "<i8"))
+        parts_rows.append(records.HistoryPart("edges.owned", v, offsets[("edges", v)], n_own_edges, "<i8"))
+    return root_call(
+        s.comm,
+        lambda: records.register_history(
+            s.catalog,
+            application=s.application,
+            problem=problem,
+            content_hash=content_hash,
+            nprocs=nparts,
+            root=str(s.root),
+            path=rel,
+            nbytes=pos,
+            run_id=s.run_id if s.mode != "r" else None,
+            parts=parts_rows,
+        ),
+    )
+
+
+def load_history(session: "Session", record: records.HistoryRecord) -> Partition:
+    """Read this rank's partition from a history (collective); records the reuse."""
+    s = session
+    t0 = time.perf_counter()
+    path = inside(Path(record.root), Path(record.path))
+
+    def read() -> Partition:
+        got = {}
+        with open(path, "rb") as f:  # three contiguous reads of this rank's parts
+            for section in SECTIONS:
+                part = record.part(section, s.rank)
+                f.seek(part.offset)
+                data = np.frombuffer(f.read(part.count * _ITEM), dtype="<i8")
+                if data.size != part.count:
+                    raise StorageError(f"index history {path} is shorter than the catalog says; remove it or recompute")
+                got[section] = data.astype(np.int64)
+        return Partition(
+            nprocs=record.nprocs,
+            rank=s.rank,
+            nodes=got["nodes"],
+            n_owned_nodes=record.part("nodes.owned", s.rank).count,
+            edges=got["edges"],
+            n_owned_edges=record.part("edges.owned", s.rank).count,
+            local_edges=got["local_edges"].reshape(-1, 2),
+            source="history",
+        )
+
+    if s.rank == 0 and not os.path.exists(path):
+        failure = capture(_fail, f"index history file {path} is missing", rank=0)[1]
+    else:
+        failure = None
+    agree(s.comm, failure)
+    part, failure = capture(read, rank=s.rank)
+    seconds = s.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    agree(s.comm, failure)
+    root_call(s.comm, lambda: records.record_history_use(s.catalog, record.id, s.run_id, seconds))
+    part.stats.update(exchanged_edges=0, seconds=seconds, history_id=record.id)  # type: ignore[union-attr]
+    return part  # type: ignore[return-value]
+
+
+def _fail(message: str) -> None:
+    raise StorageError(message)

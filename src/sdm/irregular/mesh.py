@@ -1,0 +1,97 @@
+"""Mesh inputs of a partitioning: edges and the replicated partitioning vector."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import integrity
+from ..errors import DistributionError
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["EdgeFile", "EdgeBlocks", "content_hash"]
+
+
+@dataclass(frozen=True)
+class EdgeFile:
+    """Edges stored as two raw integer arrays (``edge1``, ``edge2``) in a file.
+
+    Parameters
+    ----------
+    path : str or Path
+    n_edges, n_nodes : int
+    edge1_offset, edge2_offset : int
+        Byte offsets of the two arrays; ``edge2_offset`` defaults to right after edge1.
+    dtype : str
+        Integer dtype with byte order, e.g. ``"<i4"``.
+    """
+
+    path: str | Path
+    n_edges: int
+    n_nodes: int
+    edge1_offset: int = 0
+    edge2_offset: int | None = None
+    dtype: str = "<i4"
+
+    def read(self, session: "Session") -> "EdgeBlocks":
+        """Import both arrays in contiguous blocks, in parallel (recorded as imports)."""
+        off2 = self.edge2_offset
+        if off2 is None:
+            off2 = self.edge1_offset + self.n_edges * np.dtype(self.dtype).itemsize
+        e1 = session.import_array("edge1", self.path, dtype=self.dtype, count=self.n_edges, offset=self.edge1_offset)
+        e2 = session.import_array("edge2", self.path, dtype=self.dtype, count=self.n_edges, offset=off2)
+        return EdgeBlocks(e1, e2, self.n_nodes, self.n_edges, session.comm)
+
+
+class EdgeBlocks:
+    """This rank's contiguous block of the global edge list (blocks in rank order).
+
+    Parameters
+    ----------
+    edge1, edge2 : array_like of int
+        The endpoints of this rank's edges.
+    n_nodes : int
+        Nodes of the mesh.
+    n_edges : int, optional
+        Edges of the mesh (default: the sum of the blocks).
+    comm : MPI.Comm
+        The session communicator (to number the blocks).
+    """
+
+    def __init__(self, edge1: Any, edge2: Any, n_nodes: int, n_edges: int | None, comm: Any) -> None:
+        self.edge1 = np.ascontiguousarray(edge1, dtype=np.int64)
+        self.edge2 = np.ascontiguousarray(edge2, dtype=np.int64)
+        if self.edge1.shape != self.edge2.shape or self.edge1.ndim != 1:
+            raise DistributionError(f"edge1 and edge2 blocks must be 1-D of equal length, got {self.edge1.shape} and {self.edge2.shape}")
+        counts = comm.allgather(self.edge1.size)
+        self.start = int(sum(counts[: comm.Get_rank()]))
+        self.n_edges = int(sum(counts)) if n_edges is None else int(n_edges)
+        self.n_nodes = int(n_nodes)
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Global ids of this rank's edges."""
+        return np.arange(self.start, self.start + self.edge1.size, dtype=np.int64)
+
+
+def content_hash(edges: EdgeBlocks, partvec: np.ndarray, comm: Any) -> str:
+    """A hash of the partitioning inputs that does not depend on the decomposition.
+
+    sha256 over the mesh sizes, the decomposition-independent ``sum64`` of both edge
+    arrays (one reduction), and the bytes of the (replicated) partitioning vector.
+    """
+    ids = (edges.ids,)
+    parts = [integrity.partial_sum64(a, ids, (edges.n_edges,), "C") for a in (edges.edge1, edges.edge2)]
+    total = comm.allgather(parts)
+    s1 = integrity.combine([p[0] for p in total])
+    s2 = integrity.combine([p[1] for p in total])
+    h = hashlib.sha256()
+    h.update(f"sdm-mesh-v1:{edges.n_nodes}:{edges.n_edges}:{s1:016x}:{s2:016x}:".encode())
+    h.update(np.ascontiguousarray(partvec, dtype=np.int64).tobytes())
+    return h.hexdigest()
