@@ -37,7 +37,14 @@ _LAZY = {
 }
 
 
+_SUBMODULES = {"irregular", "integrity", "layout", "io", "planner", "storage", "examples"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        module = import_module(f".{name}", __name__)
+        globals()[name] = module
+        return module
     if name in _LAZY:
         value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value

@@ -43,3 +43,19 @@ def test_readme_example_runs_and_is_found(tmp_path):
     i = np.arange(64)
     np.testing.assert_array_equal(T, 20 + np.add.outer(i, i))
     cat.close()
+
+
+def test_readme_irregular_example_reuses_its_history(tmp_path):
+    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[1]
+    (tmp_path / "mesh.py").write_text(code)
+    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(x) for x in os.environ["PYTHONPATH"].split(os.pathsep))
+    outputs = []
+    for _ in range(2):
+        out = subprocess.run([str(BIN / "mpiexec"), "-n", "3", sys.executable, "mesh.py"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        outputs.append(out.stdout.strip())
+    assert outputs[0].startswith("computed - no index history of 'mesh-A' for 3 ranks")
+    assert outputs[1].startswith("history - loaded from index history 1")
