@@ -25,6 +25,7 @@ from rich.text import Text
 
 from .. import config
 from ..catalog import Catalog, RunRecord, parse_condition
+from ..catalog import irregular as irregular_records
 from ..errors import ApplicationNotFoundError, CatalogUnavailableError, SDMError
 
 __all__ = ["app", "main", "steps_text"]
@@ -290,6 +291,7 @@ def show(
         rec = cat.run(run)
         files = cat.files(run)
         wrows = cat.writes(run) if writes else []
+        imported = irregular_records.imports(cat, run_id=run)
     if as_json:
         out: dict[str, Any] = {
             "run": _run_json(rec),
@@ -303,6 +305,7 @@ def show(
                 for g in rec.groups
             ],
             "files": [{"path": f.path, "level": f.level, "writes": f.nwrites, "bytes": f.nbytes} for f in files],
+            "imports": [_import_json(i) for i in imported],
         }
         if writes:
             out["writes"] = [
@@ -353,12 +356,54 @@ def show(
     for f in files:
         _row(ftable, f.path, f.level, f.nwrites, _size(f.nbytes))
     con.print(ftable)
+    if imported:
+        itable = _table("imports", "name", "source", "offset", "dtype", "shape", "mode", "size", "seconds")
+        for i in imported:
+            _row(itable, i.name, i.source, i.offset, i.dtype, _shape(i.shape), i.mode, _size(i.nbytes), f"{i.seconds:.4f}")
+        con.print(itable)
     if writes:
         wtable = _table("writes", "dataset", "step", "file", "offset", "bytes", "checksum", "method", "seconds")
         for g, d, w in wrows:
             _row(wtable, f"{g}/{d}", w.step, w.path, w.offset, w.nbytes,
                  f"{w.checksum_algo}:{w.checksum}", w.method, f"{w.seconds:.6f}")
         con.print(wtable)
+
+
+def _import_json(i: Any) -> dict[str, Any]:
+    return {
+        "name": i.name, "source": i.source, "offset": i.offset, "dtype": i.dtype, "count": i.count,
+        "shape": list(i.shape), "mode": i.mode, "nbytes": i.nbytes, "checksum": i.checksum,
+        "seconds": i.seconds, "nprocs": i.nprocs, "imported_at": _iso(i.imported_at),
+    }
+
+
+@app.command("histories")
+@_handles_errors
+def histories(
+    application: Annotated[str, typer.Argument(metavar="APP", help="Application name.")],
+    problem: Annotated[str | None, typer.Option("--problem", help="Only this problem.")] = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the index histories of an application (partitions kept for reuse) and their uses."""
+    with _open(catalog) as cat:
+        found = irregular_records.histories(cat, application, problem)
+        uses = {h.id: irregular_records.history_uses(cat, h.id) for h in found}
+    if as_json:
+        _emit_json([
+            {"id": h.id, "problem": h.problem, "content_hash": h.content_hash, "nprocs": h.nprocs,
+             "path": h.path, "root": h.root, "nbytes": h.nbytes, "created_at": _iso(h.created_at),
+             "run": h.run_id, "uses": [{"run": u["run_id"], "used_at": _iso(u["used_at"]), "seconds": u["seconds"]}
+                                      for u in uses[h.id]]}
+            for h in found
+        ])
+        return
+    table = _table(f"index histories of {application}", "id", "problem", "ranks", "inputs hash", "created",
+                   "by run", "file", "size", "reused by runs")
+    for h in found:
+        _row(table, h.id, h.problem, h.nprocs, h.content_hash[:12], _date(h.created_at), h.run_id or "-",
+             h.path, _size(h.nbytes), ", ".join(str(u["run_id"]) for u in uses[h.id]) or "-")
+    _console().print(table)
 
 
 @app.command("find")
