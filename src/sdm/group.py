@@ -266,7 +266,7 @@ class Group:
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_write, name, int(step), overwrite, rank=0)
         stats = (prepared[0].nbytes, prepared[0].regions) if prepared else None
-        payloads = agree(s.comm, failure, ((name, int(step), bool(overwrite), method), plan, stats))
+        payloads = agree(s.comm, failure, ((name, _key(step), bool(overwrite), method), plan, stats))
         _check_same_call(payloads, "write")
         rel, offset = payloads[0][1]
         view, arr = prepared  # type: ignore[misc]
@@ -433,7 +433,7 @@ class Group:
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_read, name, int(step), rank=0)
         stats = (prepared[0].nbytes, prepared[0].regions) if prepared else None
-        payloads = agree(s.comm, failure, ((name, int(step), method), plan, stats))
+        payloads = agree(s.comm, failure, ((name, _key(step), method), plan, stats))
         _check_same_call(payloads, "read")
         rel, offset, expected = payloads[0][1]
         view, arr = prepared  # type: ignore[misc]
@@ -481,6 +481,11 @@ class Group:
 
     def __repr__(self) -> str:
         return f"<sdm.Group {self.name!r} level={self.level} datasets={self.datasets}>"
+
+
+def _key(step: object) -> object:
+    """A picklable, comparable form of a step that never raises (for the call check)."""
+    return int(step) if isinstance(step, (int, np.integer)) else repr(step)
 
 
 def _check_step(step: object) -> None:

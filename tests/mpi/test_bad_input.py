@@ -217,3 +217,13 @@ def test_damaged_file_detected_on_verified_read(comm, setup, mpi_tmp):
     comm.Barrier()
     _raises_everywhere(comm, sdm.IntegrityError, r"does not match its write-time checksum",
                        lambda: g.read("a", 0, verify=True))
+
+
+def test_bad_step_on_one_rank_only(comm, setup):
+    """A step that is not an integer on one rank raises everywhere instead of hanging."""
+    s, g, local, url = setup
+    before = _counts(comm, url)
+    step = "seven" if comm.Get_rank() == comm.Get_size() - 1 else 7
+    _raises_everywhere(comm, sdm.InvalidNameError, r"time step must be an integer >= 0, got 'seven'",
+                       lambda: g.write("a", step, local))
+    assert _counts(comm, url) == before
