@@ -15,12 +15,18 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 BIN = Path(sys.executable).parent
 
 
-def test_readme_example_runs_and_is_found(tmp_path):
-    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[0]
-    (tmp_path / "example.py").write_text(code)
+def _example(tmp_path, index: int, name: str) -> dict[str, str]:
+    """Write the README's python block *index* to *name*; return the environment to run it."""
+    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[index]
+    (tmp_path / name).write_text(code)
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
     if os.environ.get("PYTHONPATH"):
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(x) for x in os.environ["PYTHONPATH"].split(os.pathsep))
+    return env
+
+
+def test_readme_example_runs_and_is_found(tmp_path):
+    env = _example(tmp_path, 0, "example.py")
     out = subprocess.run(
         [str(BIN / "mpiexec"), "-n", "3", sys.executable, "example.py"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
@@ -46,11 +52,7 @@ def test_readme_example_runs_and_is_found(tmp_path):
 
 
 def test_readme_irregular_example_reuses_its_history(tmp_path):
-    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[1]
-    (tmp_path / "mesh.py").write_text(code)
-    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    if os.environ.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(x) for x in os.environ["PYTHONPATH"].split(os.pathsep))
+    env = _example(tmp_path, 1, "mesh.py")
     outputs = []
     for _ in range(2):
         out = subprocess.run([str(BIN / "mpiexec"), "-n", "3", sys.executable, "mesh.py"],

@@ -48,3 +48,15 @@ def local_from_global(G, idx, ghosts=0, order="C"):
     sl = tuple(slice(ghosts, ghosts + s) for s in inner.shape)
     out[sl] = inner
     return out, sl
+
+
+def catalog_counts(comm, url):
+    """Catalog row counts read by rank 0 through its own connection, shared with all ranks."""
+    import sdm
+
+    counts = None
+    if comm.Get_rank() == 0:
+        cat = sdm.Catalog(url)
+        counts = cat.counts()
+        cat.close()
+    return comm.bcast(counts)

@@ -8,17 +8,11 @@ import numpy as np
 import pytest
 import sdm
 
+from _reference import catalog_counts
+
 SHAPE = (6, 4)
 
 
-def _counts(comm, url):
-    """Catalog row counts read by rank 0 through its own connection, shared with all."""
-    counts = None
-    if comm.Get_rank() == 0:
-        cat = sdm.Catalog(url)
-        counts = cat.counts()
-        cat.close()
-    return comm.bcast(counts)
 
 
 @pytest.fixture
@@ -43,35 +37,35 @@ def _raises_everywhere(comm, exc, match, fn):
 
 def test_wrong_shape_on_one_rank(comm, setup):
     s, g, local, url = setup
-    before = _counts(comm, url)
+    before = catalog_counts(comm, url)
     bad_rank = comm.Get_size() - 1
     arr = np.ones(local.shape[:-1] + (local.shape[-1] + 1,)) if comm.Get_rank() == bad_rank else local
     err = _raises_everywhere(comm, sdm.LocalArrayError, r"expects a local array of shape", lambda: g.write("a", 1, arr))
     assert isinstance(err, ValueError)
     assert f"on rank {bad_rank}" in str(err)
-    assert _counts(comm, url) == before
+    assert catalog_counts(comm, url) == before
     assert g.steps("a") == [0]
 
 
 def test_wrong_dtype(comm, setup):
     s, g, local, url = setup
-    before = _counts(comm, url)
+    before = catalog_counts(comm, url)
     _raises_everywhere(
         comm, sdm.LocalArrayError, r"stores float64 \(<f8\) but the local array on rank \d+ is float32",
         lambda: g.write("a", 1, local.astype("f4")),
     )
-    assert _counts(comm, url) == before
+    assert catalog_counts(comm, url) == before
 
 
 def test_unknown_dataset_and_group(comm, setup):
     s, g, local, url = setup
-    before = _counts(comm, url)
+    before = catalog_counts(comm, url)
     err = _raises_everywhere(comm, sdm.DatasetNotFoundError, r"group 'g' has no dataset 'zz'; its datasets are \['a'\]",
                              lambda: g.write("zz", 1, local))
     assert isinstance(err, KeyError)
     _raises_everywhere(comm, sdm.GroupNotFoundError, r"run \d+ has no group 'nope'; its groups are \['g'\]",
                        lambda: s.group("nope"))
-    assert _counts(comm, url) == before
+    assert catalog_counts(comm, url) == before
 
 
 def test_read_step_never_written(comm, setup):
@@ -82,10 +76,10 @@ def test_read_step_never_written(comm, setup):
 
 def test_write_step_twice(comm, setup):
     s, g, local, url = setup
-    before = _counts(comm, url)
+    before = catalog_counts(comm, url)
     _raises_everywhere(comm, sdm.StepExistsError, r"step 0 of dataset 'a' .* was already written; pass overwrite=True",
                        lambda: g.write("a", 0, local * 5))
-    assert _counts(comm, url) == before
+    assert catalog_counts(comm, url) == before
     np.testing.assert_array_equal(g.read("a", 0), local)  # nothing lost
     g.write("a", 0, local * 5, overwrite=True)
     np.testing.assert_array_equal(g.read("a", 0), local * 5)
@@ -97,14 +91,14 @@ def test_name_escaping_root(comm, mpi_tmp, app, group, dataset):
     if app != "ok":
         _raises_everywhere(comm, sdm.InvalidNameError, r"application name '\.\./evil' would leave the data root",
                            lambda: sdm.open(app, root=mpi_tmp, catalog=url))
-        assert not Path(mpi_tmp, "esc.db").exists() or _counts(comm, url)["runs"] == 0
+        assert not Path(mpi_tmp, "esc.db").exists() or catalog_counts(comm, url)["runs"] == 0
         return
     with sdm.open(app, root=mpi_tmp, catalog=url) as s:
-        before = _counts(comm, url)
+        before = catalog_counts(comm, url)
         what = "group" if group != "g" else "dataset"
         _raises_everywhere(comm, sdm.InvalidNameError, rf"{what} name .* would leave the data root",
                            lambda: s.make_group(group, [dataset], dtype="f8", shape=SHAPE))
-        assert _counts(comm, url) == before
+        assert catalog_counts(comm, url) == before
     assert not list(Path(mpi_tmp).rglob("*.sdm"))  # no data file anywhere
 
 
@@ -157,10 +151,10 @@ def _row_boxes(size, rank, shape, mode):
 ])
 def test_distribution_gap_or_overlap(comm, setup, mode, match):
     s, g, local, url = setup
-    before = _counts(comm, url)
+    before = catalog_counts(comm, url)
     start, count = _row_boxes(comm.Get_size(), comm.Get_rank(), SHAPE, mode)
     _raises_everywhere(comm, sdm.DistributionError, match, lambda: g.data_view(sdm.Subarray(start, count)))
-    assert _counts(comm, url) == before
+    assert catalog_counts(comm, url) == before
     np.testing.assert_array_equal(g.read("a", 0), local)  # the old view still works
 
 
@@ -175,23 +169,23 @@ def test_grid_does_not_match_ranks(comm, setup):
 def test_readonly_session(comm, setup, mpi_tmp):
     s, g, local, url = setup
     run_id = s.run_id
-    before = _counts(comm, url)
+    before = catalog_counts(comm, url)
     with sdm.open("bad", "r", catalog=url, run=run_id) as r:
         rg = r.group("g")
         _raises_everywhere(comm, sdm.ReadOnlyError, r"opened with mode='r'", lambda: rg.write("a", 9, local))
         _raises_everywhere(comm, sdm.ReadOnlyError, r"opened with mode='r'",
                            lambda: r.make_group("h", ["b"], dtype="f8", shape=SHAPE))
-    assert _counts(comm, url) == before
+    assert catalog_counts(comm, url) == before
 
 
 def test_ranks_disagree_on_step(comm, setup):
     s, g, local, url = setup
     if comm.Get_size() == 1:
         pytest.skip("needs two ranks to disagree")
-    before = _counts(comm, url)
+    before = catalog_counts(comm, url)
     _raises_everywhere(comm, sdm.CollectiveMismatchError, r"ranks made different write calls",
                        lambda: g.write("a", 1 + comm.Get_rank(), local))
-    assert _counts(comm, url) == before
+    assert catalog_counts(comm, url) == before
 
 
 def test_unknown_run_and_attributes(comm, setup):
@@ -222,8 +216,8 @@ def test_damaged_file_detected_on_verified_read(comm, setup, mpi_tmp):
 def test_bad_step_on_one_rank_only(comm, setup):
     """A step that is not an integer on one rank raises everywhere instead of hanging."""
     s, g, local, url = setup
-    before = _counts(comm, url)
+    before = catalog_counts(comm, url)
     step = "seven" if comm.Get_rank() == comm.Get_size() - 1 else 7
     _raises_everywhere(comm, sdm.InvalidNameError, r"time step must be an integer >= 0, got 'seven'",
                        lambda: g.write("a", step, local))
-    assert _counts(comm, url) == before
+    assert catalog_counts(comm, url) == before

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import sdm
 
-from _reference import global_array
+from _reference import catalog_counts, global_array
 
 N = 37  # global rows
 
@@ -99,13 +99,6 @@ def test_gaps_allowed_without_coverage(comm, mpi_tmp):
             np.testing.assert_array_equal(whole, expect)
 
 
-def _counts(comm, url):
-    counts = None
-    if comm.Get_rank() == 0:
-        cat = sdm.Catalog(url)
-        counts = cat.counts()
-        cat.close()
-    return comm.bcast(counts)
 
 
 def _same_everywhere(comm, exc_info):
@@ -130,11 +123,11 @@ def test_bad_maps_rejected_before_any_byte(comm, mpi_tmp, case, match):
         rows = rows[rows != N - 1]
     with sdm.open("bad", root=mpi_tmp, catalog=url) as s:
         g = s.make_group("g", ["a"], dtype="f8", shape=(N,))
-        before = _counts(comm, url)
+        before = catalog_counts(comm, url)
         with pytest.raises(sdm.DistributionError, match=match) as info:
             g.data_view(sdm.MapArray(rows))
         _same_everywhere(comm, info)
-        assert _counts(comm, url) == before
+        assert catalog_counts(comm, url) == before
     assert not list(Path(mpi_tmp).rglob("*.sdm"))
 
 
