@@ -9,14 +9,16 @@ are identical whichever method is used.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
+import numpy as np
 from mpi4py import MPI
 
 from ..errors import InvalidNameError
 
-__all__ = ["Transfer", "IOMethod", "register", "get_method", "method_names"]
+__all__ = ["Transfer", "IOMethod", "register", "get_method", "method_names", "make_transfer"]
 
 
 @dataclass
@@ -55,6 +57,34 @@ class Transfer:
     order: str = "C"
     comm: MPI.Comm | None = None
     hints: dict = field(default_factory=dict)
+
+
+@contextmanager
+def make_transfer(
+    fh: MPI.File,
+    disp: int,
+    piece: Any,
+    array: np.ndarray,
+    order: str,
+    comm: MPI.Comm,
+    hints: dict | None = None,
+) -> Iterator[Transfer]:
+    """A :class:`Transfer` for *piece* of *array*, its MPI types freed afterwards.
+
+    What :class:`sdm.Group` builds for a write or a read, for code that drives the
+    methods directly (benchmarks, the calibration, tests).
+    """
+    from ..layout.datatypes import element_type, file_type, freeing, memory_spec
+
+    etype = element_type(array.dtype).Commit()
+    ftype = file_type(piece, etype, order)
+    try:
+        mem, made = memory_spec(array, piece, etype, order)
+        with freeing(made):
+            yield Transfer(fh, int(disp), etype, ftype, mem, piece, array, order, comm, dict(hints or {}))
+    finally:
+        ftype.Free()
+        etype.Free()
 
 
 class IOMethod(ABC):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._support import set_view
 from .base import IOMethod, Transfer, register
 
 __all__ = ["CollectiveIO"]
@@ -11,19 +12,21 @@ class CollectiveIO(IOMethod):
     """Set the file view from the derived file type, then one collective call.
 
     ROMIO aggregates the ranks' noncontiguous pieces into large contiguous requests
-    (two-phase I/O); aggregator count and buffer size follow the session hints
-    (``cb_nodes``, ``cb_buffer_size``, ``romio_cb_write`` ...).
+    (two-phase I/O): ``cb_nodes`` aggregators (PDS/PIO's I/O servers; set when the
+    file is opened, from the session's hints) each move ``cb_buffer_size`` bytes at a
+    time (PIO's buffers; settable per access through the hints, like
+    ``romio_cb_write`` / ``romio_cb_read``).
     """
 
     name = "collective"
     collective = True
 
     def write(self, t: Transfer) -> None:
-        t.fh.Set_view(t.disp, t.etype, t.filetype)
+        set_view(t, t.etype, t.filetype)
         t.fh.Write_at_all(0, t.memory)
 
     def read(self, t: Transfer) -> None:
-        t.fh.Set_view(t.disp, t.etype, t.filetype)
+        set_view(t, t.etype, t.filetype)
         t.fh.Read_at_all(0, t.memory)
 
 

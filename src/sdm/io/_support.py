@@ -1,0 +1,124 @@
+"""Helpers the I/O methods share: file views with ROMIO switches, byte views, runs, errors.
+
+Every method starts with a (collective) ``Set_view``; the info handed to it carries
+the ROMIO switches the method needs (list I/O turns data sieving off, the others put
+back the user's choice), so one method never inherits another's settings on a file
+kept open across writes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+from mpi4py import MPI
+
+from ..errors import InvalidNameError
+from ..layout.regions import Runs, runs
+from .base import Transfer
+
+__all__ = ["set_view", "byte_view", "transfer_runs", "int_hint", "read_fully", "Deferred"]
+
+#: ROMIO hints a method may set through its file view (others stay as opened).
+_VIEW_HINTS = ("romio_ds_read", "romio_ds_write", "romio_cb_read", "romio_cb_write", "cb_buffer_size",
+               "ind_rd_buffer_size", "ind_wr_buffer_size")
+
+
+def set_view(t: Transfer, etype: MPI.Datatype, filetype: MPI.Datatype, **overrides: str) -> None:
+    """``Set_view(t.disp, etype, filetype)`` with the ROMIO switches for this method (collective).
+
+    Data sieving switches default to the user's hints, else ROMIO's ``automatic``;
+    *overrides* win over both.
+    """
+    info = MPI.Info.Create()
+    try:
+        for key in _VIEW_HINTS:
+            value = overrides.get(key, t.hints.get(key))
+            if value is None and key.startswith("romio_ds_"):
+                value = "automatic"
+            if value is not None:
+                info.Set(key, str(value))
+        t.fh.Set_view(t.disp, etype, filetype, "native", info)
+    finally:
+        info.Free()
+
+
+def byte_view(array: np.ndarray) -> np.ndarray:
+    """The bytes of *array*'s buffer from its first element on, as a 1-D ``uint8`` view.
+
+    Offsets computed from the array's strides index this view.  Works for contiguous
+    arrays and for strided views with positive strides (e.g. one field of an
+    interleaved array), without a copy.
+    """
+    if array.size == 0:
+        return np.zeros(0, dtype=np.uint8)
+    if array.flags.c_contiguous or array.flags.f_contiguous:
+        return array.ravel(order="K").view(np.uint8)
+    if any(s < 0 for s in array.strides):
+        raise ValueError("byte_view needs non-negative strides")
+    extent = sum((n - 1) * s for n, s in zip(array.shape, array.strides)) + array.itemsize
+    first = np.lib.stride_tricks.as_strided(array, shape=(1,), strides=(array.itemsize,)).view(np.uint8)
+    return np.lib.stride_tricks.as_strided(first, shape=(extent,), strides=(1,))
+
+
+def read_fully(fh: MPI.File, offset: int, buf: np.ndarray) -> None:
+    """Read ``buf.size`` bytes at *offset*; bytes past the end of the file read as zeros."""
+    status = MPI.Status()
+    fh.Read_at(offset, buf, status)
+    got = status.Get_count(MPI.BYTE)
+    if got < buf.size:
+        buf[max(got, 0):] = 0
+
+
+def transfer_runs(t: Transfer) -> Runs:
+    """The segments of a transfer: runs contiguous in the file and in the local array."""
+    return runs(t.piece, t.order, t.array.itemsize, t.array.strides)
+
+
+def int_hint(hints: dict[str, Any], key: str, default: int, minimum: int = 1) -> int:
+    """An integer hint (``"4194304"``, ``4194304``, ``"4m"``, ``"64k"``) or *default*.
+
+    Raises
+    ------
+    InvalidNameError
+        The value is not an integer of at least *minimum*.
+    """
+    raw = hints.get(key)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
+    try:
+        value = int(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise InvalidNameError(f"hint {key}={raw!r} must be an integer >= {minimum} (suffixes k, m, g allowed)")
+    return value
+
+
+class Deferred:
+    """Runs local steps until one fails, keeping the error for after the collective steps.
+
+    A method that mixes local work with collective calls runs the local parts through
+    :meth:`run` and calls :meth:`reraise` once every collective call has been made,
+    so a failure on one rank never leaves the others waiting.
+    """
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call ``fn(*args)`` unless an earlier step failed; keep the first exception."""
+        if self.error is not None:
+            return None
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - re-raised by reraise()
+            self.error = exc
+            return None
+
+    def reraise(self) -> None:
+        """Raise the kept exception, if any."""
+        if self.error is not None:
+            raise self.error
