@@ -453,6 +453,11 @@ def find(
     con.print(table)
 
 
+from .bench import register as _register_planner_commands  # noqa: E402 - bench, calibrate, predict
+
+_register_planner_commands(app)
+
+
 def main() -> None:
     """Entry point for ``python -m sdm`` and ``python -m sdm._cli.main``."""
     app(prog_name="sdm")

@@ -37,7 +37,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import InvalidNameError
-from ..layout.regions import Runs, count_regions, expand, file_strides, memory_positions, storage_dims
+from ..layout.regions import Runs, count_regions, expand, file_strides, memory_positions, rank_stats, storage_dims
 from ._selection import as_index, selector
 from ._support import Deferred, byte_view, int_hint, read_fully, set_view, transfer_runs
 from .base import IOMethod, Transfer, register
@@ -192,6 +192,15 @@ def _between_turns(t: Transfer, sync: bool) -> None:
         t.fh.Sync()
 
 
+def _first_row(p, slow: int):
+    """The piece cut to its first row along dimension *slow* (map rows included)."""
+    cut = {"counts": tuple(1 if d == slow else c for d, c in enumerate(p.counts)),
+           "indices": tuple(i[:1] if d == slow else i for d, i in enumerate(p.indices))}
+    if p.kind == "map" and slow == 0:
+        cut["memory_rows"] = p.memory_rows[:1]
+    return replace(p, **cut)
+
+
 def _plan(t: Transfer) -> "_SlabPlan | _RegionPlan":
     """The cheaper way to sieve this piece: slabs unless rows have large inner holes."""
     buffer, gap, sync = sieve_parameters(t.hints)
@@ -200,8 +209,7 @@ def _plan(t: Transfer) -> "_SlabPlan | _RegionPlan":
         return _RegionPlan(t, buffer, gap, sync)
     item = t.array.itemsize
     slow = storage_dims(len(p.shape), t.order)[-1]
-    one_row = replace(p, counts=tuple(1 if d == slow else c for d, c in enumerate(p.counts)),
-                      indices=tuple(i[:1] if d == slow else i for d, i in enumerate(p.indices)))
+    one_row = _first_row(p, slow)
     strides = file_strides(p.shape, t.order, item)
     span = sum(int(i[-1] - i[0]) * s for i, s in zip(one_row.indices, strides)) + item
     holes = span - one_row.size * item
@@ -229,6 +237,14 @@ class _SlabPlan:
         self.mpos = memory_positions(p)
         self.inner_file = {d: as_index(p.indices[d]) for d in inner}
         self.inner_mem = {d: as_index(self.mpos[d]) for d in inner}
+        # a row that is one segment (contiguous in file and memory) moves alone without a buffer
+        first_row = _first_row(p, self.slow)
+        self.row_bytes = hi - self.lo
+        self.direct = owned == self.row_bytes and rank_stats(first_row, t.order, item, t.array.strides).segments == 1
+        self.mstr = t.array.strides
+        whole = as_index(self.rows), as_index(self.mpos[self.slow])
+        simple = all(isinstance(x, slice) for x in (*whole, *self.inner_file.values(), *self.inner_mem.values()))
+        self.steps = (whole[0].step, whole[1].step) if simple else None  # type: ignore[union-attr]
 
     def move(self, t: Transfer, writing: bool) -> None:
         """Read or write every window of this rank (independent calls)."""
@@ -238,8 +254,13 @@ class _SlabPlan:
         first = self.win.first
         nrows = self.rows[first[1:] - 1] - self.rows[first[:-1]] + 1
         scratch = np.empty(int(nrows.max()) * row, dtype=np.uint8)
+        mv = memoryview(byte_view(t.array)) if self.direct else None
         for w in range(self.win.count):
             a, b = int(first[w]), int(first[w + 1])
+            if mv is not None and b - a == 1:
+                m = sum(int(x[a if d == self.slow else 0]) * s for d, (x, s) in enumerate(zip(self.mpos, self.mstr)))
+                (fh.Write_at if writing else fh.Read_at)(int(self.win.start[w]), mv[m:m + self.row_bytes])
+                continue
             top = int(self.rows[a])
             shape = list(p.shape)
             shape[self.slow] = int(nrows[w])
@@ -258,6 +279,13 @@ class _SlabPlan:
     def _selectors(self, a: int, b: int, top: int) -> tuple[tuple, tuple]:
         """Index tuples of the window's elements in the slab and in the local array."""
         nd = len(self.fstr)
+        if self.steps is not None:  # every dimension a progression: slices, no index arrays
+            fstep, mstep = self.steps
+            m0 = int(self.mpos[self.slow][a])
+            rows = slice(0, (b - a - 1) * fstep + 1, fstep)
+            mrows = slice(m0, m0 + (b - a - 1) * mstep + 1, mstep)
+            return (tuple(rows if d == self.slow else self.inner_file[d] for d in range(nd)),
+                    tuple(mrows if d == self.slow else self.inner_mem[d] for d in range(nd)))
         fidx = [self.rows[a:b] - top if d == self.slow else self.inner_file[d] for d in range(nd)]
         midx = [self.mpos[self.slow][a:b] if d == self.slow else self.inner_mem[d] for d in range(nd)]
         return _combine(fidx), _combine(midx)

@@ -251,14 +251,28 @@ def runs(
     m: np.ndarray | None = np.zeros(1, dtype=np.int64) if memory else None
     n = np.full(1, int(itemsize), dtype=np.int64)
     for d in storage_dims(len(piece.shape), order):
-        fo = piece.indices[d].astype(np.int64) * fstr[d]
+        idx, pos = piece.indices[d], mpos[d]
+        if f.size == 1 and _continues(idx, fstr[d], int(n[0])) and (
+            m is None or (piece.kind != "map" or d != 0) and _continues(pos, int(mstr[d]), int(n[0]))
+        ):  # one run that the whole dimension extends: no per-element arrays
+            f = f + int(idx[0]) * fstr[d]
+            if m is not None:
+                m = m + int(pos[0]) * int(mstr[d])
+            n = n * idx.size
+            continue
+        fo = idx.astype(np.int64) * fstr[d]
         f = (fo[:, None] + f[None, :]).ravel()
         if m is not None:
-            mo = mpos[d] * int(mstr[d])
+            mo = pos * int(mstr[d])
             m = (mo[:, None] + m[None, :]).ravel()
         n = np.broadcast_to(n, (fo.size, n.size)).ravel()
         f, m, n = _merge(f, m, n)
     return Runs(f, m, np.ascontiguousarray(n))
+
+
+def _continues(increasing: np.ndarray, stride: int, length: int) -> bool:
+    """Whether consecutive indices at *stride* bytes extend a run of *length* bytes (O(1))."""
+    return stride == length and int(increasing[-1] - increasing[0]) == increasing.size - 1
 
 
 def file_runs(piece: Piece, order: str, itemsize: int) -> Runs:

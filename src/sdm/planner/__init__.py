@@ -1,20 +1,27 @@
-"""The planner: decides the I/O method for an access.
+"""The planner (the paper's MDMS): decides the I/O method for an access, and why.
 
-Every rank describes its part of an access (bytes, contiguous file regions); the
-descriptions of all ranks travel in the allgather every write and read already makes,
-and :meth:`Planner.choose` turns the same :class:`Access` into the same
-:class:`Decision` on every rank, so the method is always chosen collectively.
-The decision and its reason are recorded with every write in the catalog.
+Every rank describes its part of an access (bytes, file regions, segments, file span);
+the descriptions of all ranks travel in the allgather every write and read already
+makes, and :meth:`Planner.choose` turns the same :class:`Access` into the same
+:class:`Decision` on every rank, so the method is always chosen collectively.  With
+``"auto"`` the planner predicts every method's time with the cost model calibrated for
+the storage target (:mod:`sdm.planner.model`, ``sdm calibrate``) and takes the
+fastest; without a calibration it follows the MDMS rule (collective I/O unless the
+declared access pattern conforms to the stored layout).  The decision and its reason
+are recorded with every write in the catalog.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
-from ..io import IOMethod, get_method
+from ..errors import InvalidNameError
+from ..io import IOMethod, get_method, method_names
+from .hints import Hints, conforms
+from .model import METHODS, CostModel, Prediction
 
-__all__ = ["Access", "Decision", "Planner", "choose_method"]
+__all__ = ["Access", "Decision", "Planner", "choose_method", "rank_stats_tuple"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,13 @@ class Access:
         Per rank: bytes moved and contiguous file regions touched.
     hints : dict
         User hints (access pattern, expected frequency, read- or write-mostly, ...).
+    rank_segments : tuple of int, optional
+        Per rank: runs contiguous in the file and in memory (default: the regions).
+    rank_spans : tuple of (int, int), optional
+        Per rank: byte span ``[lo, hi)`` of its regions in the dataset (default: the
+        whole dataset for ranks with several regions, a block per rank otherwise).
+    order : str
+        Storage order of the dataset.
     """
 
     writing: bool
@@ -43,11 +57,80 @@ class Access:
     rank_bytes: tuple[int, ...]
     rank_regions: tuple[int, ...]
     hints: dict[str, Any] = field(default_factory=dict)
+    rank_segments: tuple[int, ...] = ()
+    rank_spans: tuple[tuple[int, int], ...] = ()
+    order: str = "C"
 
     @property
     def nprocs(self) -> int:
         """Ranks taking part."""
         return len(self.rank_bytes)
+
+    @property
+    def segments(self) -> tuple[int, ...]:
+        """Per rank segments (the regions when not given)."""
+        return self.rank_segments or self.rank_regions
+
+    @property
+    def spans(self) -> tuple[tuple[int, int], ...]:
+        """Per rank file spans; estimated when not given.
+
+        Without spans a rank with one region is taken to own a block of its own and a
+        rank with several regions to spread over the whole dataset (interleaved).
+        """
+        if self.rank_spans:
+            return self.rank_spans
+        out, at = [], 0
+        for b, reg in zip(self.rank_bytes, self.rank_regions):
+            out.append((0, self.total_bytes) if reg > 1 else (at, at + b))
+            at += b
+        return tuple(out)
+
+    def key(self) -> tuple:
+        """A hashable signature: equal keys, equal decisions."""
+        return (self.writing, self.level, self.itemsize, self.total_bytes, self.rank_bytes, self.rank_regions,
+                self.rank_segments, self.rank_spans, self.order, repr(sorted(self.hints.items())))
+
+    @classmethod
+    def from_stats(
+        cls,
+        stats: Sequence[Sequence[int]],
+        *,
+        writing: bool,
+        level: int,
+        itemsize: int,
+        total_bytes: int,
+        hints: dict[str, Any] | None = None,
+        order: str = "C",
+    ) -> "Access":
+        """Build from every rank's :func:`rank_stats_tuple` ``(bytes, regions, segments, lo, hi)``."""
+        return cls(
+            writing=writing,
+            level=level,
+            itemsize=itemsize,
+            total_bytes=total_bytes,
+            rank_bytes=tuple(int(s[0]) for s in stats),
+            rank_regions=tuple(int(s[1]) for s in stats),
+            hints=dict(hints or {}),
+            rank_segments=tuple(int(s[2]) for s in stats),
+            rank_spans=tuple((int(s[3]), int(s[4])) for s in stats),
+            order=order,
+        )
+
+
+def rank_stats_tuple(piece: Any, order: str, array: Any) -> tuple[int, int, int, int, int]:
+    """This rank's ``(bytes, regions, segments, lo, hi)`` for :meth:`Access.from_stats`.
+
+    Parameters
+    ----------
+    piece : Piece
+    order : {"C", "F"}
+    array : numpy.ndarray
+        The local array (its strides decide the segments).
+    """
+    from ..layout.regions import rank_stats
+
+    return rank_stats(piece, order, array.itemsize, array.strides).as_tuple()
 
 
 @dataclass(frozen=True)
@@ -67,24 +150,98 @@ class Planner:
         Constants of the cost model for the session's storage target (from the
         catalog's ``io_calibrations``), identical on every rank.
     hints : dict, optional
-        Session-wide user hints.
+        Session-wide user hints (see :mod:`sdm.planner.hints`).
+    mpi_hints : dict, optional
+        The session's MPI-IO/method hints (buffer sizes, servers), which the
+        predictions take into account.
+    model : CostModel, optional
+        A model to use instead of the one *calibration* describes.
     """
 
-    def __init__(self, calibration: dict[str, Any] | None = None, hints: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        calibration: dict[str, Any] | None = None,
+        hints: dict[str, Any] | None = None,
+        mpi_hints: dict[str, Any] | None = None,
+        *,
+        model: CostModel | None = None,
+    ) -> None:
         self.calibration = calibration
         self.hints = dict(hints or {})
+        self.mpi_hints = dict(mpi_hints or {})
+        self.model = model if model is not None else CostModel.from_calibration(calibration)
+        self._decided: dict[tuple, Decision] = {}  # an application writes the same access every step
 
     def choose(self, requested: str, access: Access | None = None) -> Decision:
         """Resolve a requested method name (or ``"auto"``) for *access*.
 
+        A pure function of its arguments and the planner's construction (no clock, no
+        I/O, nothing rank-local): every rank reaches the same decision.
+
         Raises
         ------
         InvalidNameError
-            The name is neither ``"auto"`` nor a registered method.
+            The name is neither ``"auto"`` nor a registered method, or a hint is invalid.
         """
         if requested != "auto":
             return Decision(get_method(requested), f"requested: {requested}")
-        return Decision(get_method("collective"), "auto: two-phase collective I/O for regular views")
+        key = access.key() if access is not None else None
+        if key is not None and key in self._decided:
+            return self._decided[key]
+        decision = self._auto(access)
+        if key is not None:
+            if len(self._decided) >= 256:
+                self._decided.pop(next(iter(self._decided)))
+            self._decided[key] = decision
+        return decision
+
+    def _auto(self, access: Access | None) -> Decision:
+        """The decision for ``"auto"`` (see :meth:`choose`)."""
+        hints = Hints.parse({**self.hints, **(access.hints if access is not None else {})})
+        candidates = self._candidates(hints)
+        said = f"; hints: {hints.describe()}" if hints.describe() else ""
+        if access is None or not self.model.calibrated:
+            return self._rule(hints, candidates, said)
+        preds = self.model.predict_all(access, self.mpi_hints, tuple(candidates))
+        best = preds[0]
+        others = ", ".join(f"{p.method} {_ms(p.seconds)}" for p in preds[1:])
+        return Decision(
+            get_method(best.method),
+            f"auto: {best.method} predicted {_ms(best.seconds)} ({best.top()}); then {others}; "
+            f"{self.model.label}{said}",
+        )
+
+    def predictions(self, access: Access) -> list[Prediction]:
+        """Every method's predicted time for *access*, fastest first."""
+        return self.model.predict_all(access, self.mpi_hints)
+
+    def _candidates(self, hints: Hints) -> list[str]:
+        """Methods auto may choose: all, minus those the hints exclude."""
+        allowed = [m for m in METHODS if m in method_names()]
+        if hints.methods is not None:
+            unknown = [m for m in hints.methods if m not in allowed]
+            if unknown:
+                raise InvalidNameError(f"planner hint methods names unknown methods {unknown}; choose from {allowed}")
+            allowed = [m for m in allowed if m in hints.methods]
+        if hints.buffer_limit is not None:
+            params = self.model.params(self.mpi_hints)
+            allowed = [m for m in allowed if params.buffer_of(m) <= hints.buffer_limit] or ["posix"]
+        return allowed
+
+    def _rule(self, hints: Hints, candidates: list[str], said: str) -> Decision:
+        """The MDMS rule, without a calibration: collective unless the pattern conforms."""
+        why = "no calibration for this storage target (run `sdm calibrate`)"
+        if hints.pattern is not None and conforms(hints.pattern) and "datatype" in candidates:
+            return Decision(get_method("datatype"),
+                            f"auto: {why}; the access pattern conforms to the stored (Block, *) layout: "
+                            f"independent datatype I/O{said}")
+        method = "collective" if "collective" in candidates else candidates[0]
+        return Decision(get_method(method), f"auto: {why}; {method} (MDMS rule: collective I/O for "
+                                            f"access patterns that need not conform to the layout){said}")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
 
 
 def choose_method(requested: str, access: Access | None = None) -> Decision:

@@ -1,0 +1,248 @@
+"""``sdm calibrate``: measure the cost-model constants of a storage target.
+
+A short micro-benchmark, run collectively by the ranks that will use the target:
+
+1. direct timings: collective open and close, ``MPI_File_sync`` of little and of many
+   dirty bytes, and the per-write overhead of SDM itself (a tiny dataset written and
+   read through a session with a scratch SQLite catalog);
+2. every I/O method on a set of small NCIO patterns chosen so that each constant of
+   the model (:mod:`sdm.planner.model`) is exercised: tiny and large requests,
+   sequential and jumping, holes, noncontiguous memory, interleaved ranks;
+3. a fit of the constants to those timings: nonnegative least squares on relative
+   errors, with a weak pull towards the defaults so that a constant the runs hardly
+   see stays plausible.
+
+The constants, the ROMIO settings in effect and every sample are stored in the
+catalog's ``io_calibrations`` table for the target directory, where sessions writing
+under that directory find them (``Planner``, ``sdm predict``).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from mpi4py import MPI
+
+from .measure import pattern_access, run_method, scratch_file, timed
+from .model import CONSTANTS, DEFAULTS, CostModel, structure
+from .patterns import Pattern
+
+__all__ = ["RUNS", "QUICK_RUNS", "Sample", "calibrate", "fit", "nnls"]
+
+K, M = 1 << 10, 1 << 20
+
+#: (method, pattern) pairs timed for writes and reads; symmetric over the ranks.
+RUNS: tuple[tuple[str, Pattern], ...] = (
+    ("posix", Pattern(8, 4096)), ("posix", Pattern(64, 2048, mem_contig=False, file_contig=True)),
+    ("posix", Pattern(4 * K, 256)), ("posix", Pattern(256 * K, 8)), ("posix", Pattern(16 * M, 1)),
+    ("list", Pattern(8, 8192)), ("list", Pattern(64, 2048, mem_contig=False, file_contig=True)),
+    ("list", Pattern(4 * K, 128)),
+    ("datatype", Pattern(8, 16384)), ("datatype", Pattern(64, 4096, 256)),
+    ("datatype", Pattern(64, 4096, mem_contig=False, file_contig=True)), ("datatype", Pattern(1 * M, 4)),
+    ("sieving", Pattern(8, 16384)), ("sieving", Pattern(64, 512, 64 * K)), ("sieving", Pattern(4 * K, 256)),
+    ("sieving", Pattern(64, 4096, 0, mem_contig=False)),
+    ("servers", Pattern(8, 16384)), ("servers", Pattern(4 * K, 512)), ("servers", Pattern(256 * K, 8)),
+    ("servers", Pattern(64, 4096, 64)),
+    ("collective", Pattern(8, 8192)), ("collective", Pattern(4 * K, 256)), ("collective", Pattern(256 * K, 8)),
+    ("collective", Pattern(64, 2048, file_contig=True)),
+)
+#: A smaller set for tests and a first look.
+QUICK_RUNS: tuple[tuple[str, Pattern], ...] = tuple(
+    (m, Pattern(p.size, max(1, p.count // 16) if p.size < M else p.count, p.spacing, p.mem_contig, p.file_contig))
+    for m, p in RUNS if p.size < 16 * M
+)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timed configuration: what ran, its cost units, and the median seconds."""
+
+    method: str
+    pattern: Pattern
+    writing: bool
+    counts: dict[str, float]
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "pattern": self.pattern.as_dict(), "writing": self.writing,
+                "seconds": self.seconds, "counts": self.counts}
+
+
+# --------------------------------------------------------------------------- fitting
+def nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
+    """Nonnegative least squares ``min ||a x - b||, x >= 0`` (Lawson and Hanson)."""
+    n = a.shape[1]
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    w = a.T @ (b - a @ x)
+    for _ in range(iterations):
+        if passive.all() or w[~passive].max(initial=-np.inf) <= 1e-12 * max(1.0, np.abs(w).max()):
+            break
+        j = int(np.argmax(np.where(passive, -np.inf, w)))
+        passive[j] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(a[:, passive], b, rcond=None)[0]
+            if (z[passive] > 0).all():
+                x = z
+                break
+            bad = passive & (z <= 0)
+            alpha = np.min(x[bad] / (x[bad] - z[bad]))
+            x = x + alpha * (z - x)
+            passive &= x > 1e-15
+        w = a.T @ (b - a @ x)
+    return x
+
+
+def fit(samples: list[Sample], prior: dict[str, float] | None = None, weight: float = 0.03) -> dict[str, float]:
+    """Constants minimizing relative errors on *samples*, pulled weakly to *prior*.
+
+    Parameters
+    ----------
+    samples : list of Sample
+    prior : dict, optional
+        Values the fit falls back to for constants the samples do not determine
+        (default :data:`~sdm.planner.model.DEFAULTS`).
+    weight : float
+        Strength of the pull, relative to one sample.
+    """
+    prior = {**DEFAULTS, **(prior or {})}
+    names = list(CONSTANTS)
+    rows = [[s.counts.get(k, 0.0) / s.seconds for k in names] for s in samples]
+    rhs = [1.0] * len(samples)
+    for i, k in enumerate(names):
+        row = [0.0] * len(names)
+        row[i] = weight / prior[k] if prior[k] > 0 else 0.0
+        rows.append(row)
+        rhs.append(weight if prior[k] > 0 else 0.0)
+    a, b = np.array(rows), np.array(rhs)
+    scale = np.array([prior[k] if prior[k] > 0 else 1.0 for k in names])  # solve in units of the prior
+    x = nnls(a * scale, b) * scale
+    return {k: float(v) for k, v in zip(names, x)}
+
+
+# ------------------------------------------------------------------------ measuring
+def _median_time(comm: MPI.Comm, fn: Callable[[], Any], repeats: int) -> float:
+    fn()  # warm-up
+    return statistics.median(timed(comm, fn) for _ in range(repeats))
+
+
+def _open_close(comm: MPI.Comm, directory: Path, repeats: int) -> float:
+    path = comm.bcast(str(directory / f".sdm-calibrate-open-{os.getpid()}.dat"), root=0)
+
+    def once() -> None:
+        MPI.File.Open(comm, path, MPI.MODE_RDWR | MPI.MODE_CREATE).Close()
+
+    t = _median_time(comm, once, repeats)
+    if comm.Get_rank() == 0:
+        Path(path).unlink(missing_ok=True)
+    return t
+
+
+def _fsync(comm: MPI.Comm, directory: Path, repeats: int) -> tuple[float, float]:
+    """Seconds of ``MPI_File_sync`` with nothing dirty, and per dirty byte."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    per_rank = 4 * M
+    data = np.ones(per_rank, dtype=np.uint8)
+    with scratch_file(comm, directory, per_rank * size, name="sdm-calibrate-sync") as (fh, _):
+        idle = _median_time(comm, fh.Sync, repeats)
+        samples = []
+        for _ in range(repeats):
+            fh.Write_at(rank * per_rank, data)
+            samples.append(timed(comm, fh.Sync))
+    full = statistics.median(samples)
+    return idle, max(full - idle, 0.0) / (per_rank * size)
+
+
+def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> tuple[float, float]:
+    """Seconds an SDM write and read of a tiny dataset take (catalog, allgathers, checksum)."""
+    import sdm
+
+    root = Path(comm.bcast(tempfile.mkdtemp(prefix=".sdm-calibrate-", dir=directory) if comm.Get_rank() == 0
+                           else None, root=0))
+    tw = tr = 0.0
+    try:
+        with sdm.open("sdm-calibrate", root=root, catalog=f"sqlite:///{root}/catalog.db", sync=False,
+                      comm=comm, method="datatype") as s:
+            g = s.make_group("g", ["x"], dtype="f8", shape=(comm.Get_size(),), level=2)
+            one = np.ones(g.local_shape("x"))
+            g.write("x", 0, one)
+            g.read("x", 0)
+            tw = statistics.median(timed(comm, lambda k=k: g.write("x", k, one)) for k in range(1, steps + 1))
+            tr = statistics.median(timed(comm, lambda k=k: g.read("x", k)) for k in range(1, steps + 1))
+    finally:
+        comm.Barrier()
+        if comm.Get_rank() == 0:
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)
+    return tw, tr
+
+
+def _romio(fh: MPI.File) -> dict[str, int]:
+    """The ROMIO buffer settings and aggregator count the target's files get by default."""
+    info = fh.Get_info()
+    out = {}
+    for key in ("cb_nodes", "cb_buffer_size", "ind_rd_buffer_size", "ind_wr_buffer_size"):
+        value = info.Get(key)
+        if value is not None and str(value).isdigit():
+            out[key] = int(value)
+    info.Free()
+    return out
+
+
+def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern], ...], repeats: int,
+                 romio: dict[str, int], progress: Callable[[str], None] | None = None) -> list[Sample]:
+    """Time every (method, pattern) for writes and reads; collective."""
+    nprocs = comm.Get_size()
+    model = CostModel(nprocs=nprocs, cores=os.cpu_count() or 1, romio=romio)
+    out = []
+    for i, (method, pattern) in enumerate(runs):
+        with scratch_file(comm, directory, pattern.file_bytes(nprocs), name="sdm-calibrate") as (fh, _):
+            for writing in (True, False):
+                access = pattern_access(comm, pattern, writing)
+                run_method(comm, fh, pattern, method, writing, 1)  # warm-up
+                times, _ = run_method(comm, fh, pattern, method, writing, repeats)
+                counts = structure(method, access, model.params()).counts(model.contention(nprocs))
+                out.append(Sample(method, pattern, writing, counts, statistics.median(times)))
+        if progress is not None:
+            progress(f"{i + 1}/{len(runs)} {method} {pattern.label}")
+    return out
+
+
+def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, repeats: int = 3,
+              progress: Callable[[str], None] | None = None) -> tuple[CostModel, list[Sample], dict[str, float]]:
+    """Measure and fit the constants for *directory* (collective over *comm*).
+
+    Returns
+    -------
+    (model, samples, direct)
+        The fitted model (the same on every rank), the method samples and the
+        directly measured constants.
+    """
+    directory = Path(directory).resolve()
+    if comm.Get_rank() == 0:
+        directory.mkdir(parents=True, exist_ok=True)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    with scratch_file(comm, directory, 0, name="sdm-calibrate-info") as (fh, _):
+        romio = _romio(fh)
+    direct = {"open": _open_close(comm, directory, repeats * 3)}
+    direct["fsync"], direct["fsync_byte"] = _fsync(comm, directory, repeats)
+    direct["commit"], direct["lookup"] = _sdm_overhead(comm, directory, 3 if quick else 8)
+    if progress is not None:
+        progress("open, sync and SDM overhead measured")
+    samples = measure_runs(comm, directory, QUICK_RUNS if quick else RUNS, repeats, romio, progress)
+    constants = fit(samples) if comm.Get_rank() == 0 else None
+    constants = comm.bcast(constants, root=0)
+    model = CostModel(constants={**DEFAULTS, **constants, **direct}, nprocs=comm.Get_size(),
+                      cores=comm.bcast(os.cpu_count() or 1, root=0), romio=romio, calibrated=True,
+                      label=f"calibration of {directory} ({comm.Get_size()} ranks, {time.perf_counter() - t0:.0f} s)")
+    return model, samples, direct

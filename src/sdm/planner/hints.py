@@ -1,0 +1,124 @@
+"""User hints for the planner: what the application knows that the planner cannot see.
+
+The MDMS of Shen, Liao and Choudhary takes high-level hints from the application --
+how data is partitioned among processors (``(Block, Block)``), how often it will be
+used, whether it is mostly read or mostly written -- and turns them into an I/O
+decision.  The hints SDM understands (``sdm.open(..., planner_hints={...})``):
+
+=============  ==========================================================================
+pattern        access pattern, e.g. ``"(Block, Block)"``, ``"(Block, *, *)"``,
+               ``"(*, Cyclic)"``: compared with the stored layout (canonical order,
+               i.e. ``(Block, *, ...)`` in C order) when there is no calibration
+frequency     expected accesses of each written step (reads per write), for predictions
+mostly        ``"read"`` or ``"write"``: which side the predictions weigh
+buffer_limit  bytes of extra memory a rank may spend on I/O buffers (excludes methods
+              whose buffers are larger: sieving, servers, collective)
+methods       comma-separated methods ``auto`` may choose from (e.g. ``"collective,servers"``
+              on a file system without POSIX coherence or file locks)
+=============  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import InvalidNameError
+
+__all__ = ["Hints", "parse_pattern", "conforms"]
+
+_WORDS = {"block": "block", "b": "block", "*": "*", "all": "*", "cyclic": "cyclic", "c": "cyclic",
+          "block_cyclic": "cyclic", "blockcyclic": "cyclic", "map": "map", "irregular": "map"}
+
+
+def parse_pattern(text: Any) -> tuple[str, ...]:
+    """``"(Block, Block, *)"`` -> ``("block", "block", "*")``.
+
+    Raises
+    ------
+    InvalidNameError
+        A word other than Block, Cyclic, BlockCyclic, Map or ``*``.
+    """
+    items = text if isinstance(text, (list, tuple)) else [w for w in re.split(r"[\s,()]+", str(text)) if w]
+    out = []
+    for w in items:
+        key = str(w).strip().lower()
+        if key not in _WORDS:
+            raise InvalidNameError(
+                f"access pattern {text!r}: {w!r} is not one of Block, Cyclic, BlockCyclic, Map or *"
+            )
+        out.append(_WORDS[key])
+    if not out:
+        raise InvalidNameError(f"access pattern {text!r} names no dimension; write e.g. '(Block, Block)'")
+    return tuple(out)
+
+
+def conforms(pattern: tuple[str, ...], order: str = "C") -> bool:
+    """Whether each rank's part of *pattern* is one contiguous run of the stored array.
+
+    Files hold the global array in canonical order, which is the layout ``(Block, *,
+    ..., *)`` (C order; mirrored for Fortran order): a pattern conforms when only the
+    slowest dimension is split, and in blocks.
+    """
+    dims = list(pattern) if order == "C" else list(reversed(pattern))
+    return dims[0] in ("block", "*") and all(d == "*" for d in dims[1:])
+
+
+@dataclass(frozen=True)
+class Hints:
+    """Parsed planner hints (see the module documentation)."""
+
+    pattern: tuple[str, ...] | None = None
+    frequency: float = 1.0
+    mostly: str | None = None
+    buffer_limit: int | None = None
+    methods: tuple[str, ...] | None = None
+
+    @classmethod
+    def parse(cls, hints: Mapping[str, Any] | None) -> "Hints":
+        """Read a hints dict (unknown keys are ignored: they may be MPI-IO hints).
+
+        Raises
+        ------
+        InvalidNameError
+            A known hint with a value that cannot be used.
+        """
+        h = dict(hints or {})
+        pattern = parse_pattern(h["pattern"]) if h.get("pattern") is not None else None
+        try:
+            frequency = float(h.get("frequency", 1.0))
+        except (TypeError, ValueError):
+            frequency = -1.0
+        if frequency < 0:
+            raise InvalidNameError(f"planner hint frequency={h.get('frequency')!r} must be a number >= 0")
+        mostly = h.get("mostly")
+        if mostly is not None and mostly not in ("read", "write"):
+            raise InvalidNameError(f"planner hint mostly={mostly!r} must be 'read' or 'write'")
+        limit = h.get("buffer_limit")
+        if limit is not None:
+            try:
+                limit = int(limit)
+            except (TypeError, ValueError):
+                limit = -1
+            if limit < 0:
+                raise InvalidNameError(f"planner hint buffer_limit={h.get('buffer_limit')!r} must be bytes >= 0")
+        methods = h.get("methods")
+        if methods is not None:
+            methods = tuple(m.strip() for m in (methods.split(",") if isinstance(methods, str) else methods) if m.strip())
+        return cls(pattern, frequency, mostly, limit, methods)
+
+    def describe(self) -> str:
+        """The hints in a few words (for decision reasons), '' when none were given."""
+        parts = []
+        if self.pattern is not None:
+            parts.append(f"pattern ({', '.join(d.capitalize() if d != '*' else '*' for d in self.pattern)})")
+        if self.mostly:
+            parts.append(f"{self.mostly}-mostly")
+        if self.frequency != 1.0:
+            parts.append(f"{self.frequency:g} accesses per step")
+        if self.buffer_limit is not None:
+            parts.append(f"buffers <= {self.buffer_limit} B")
+        if self.methods:
+            parts.append(f"methods {','.join(self.methods)}")
+        return "; ".join(parts)

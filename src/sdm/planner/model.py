@@ -1,0 +1,467 @@
+"""The cost model: predicted seconds of an access for each I/O method.
+
+The model of Shen, Liao and Choudhary -- ``T = Tconn + Topen + Tseek + Tread(s) +
+Tclose``, ``n`` calls costing ``n (Tseek + Tread(s))`` -- with the terms a local or
+parallel file system reached through MPI-IO asks for.  Every term is a named constant
+(seconds per unit) times a count read off the access:
+
+==================  ========================================================================
+open                per collective file open and close
+base_<method>       per access with that method (its file view, planning, fixed collectives)
+sync                per further collective synchronization (a turn, an exchange round)
+call_w, call_r      per independent request (the fixed cost of a call)
+seek_w, seek_r      per request that jumps in the file (not sequential)
+byte_w@S, byte_r@S  per byte, for requests of size S (4 KiB, 512 KiB, 16 MiB; log-linear
+                    in between, flat outside): the cost per byte depends on request size
+list_w, list_r      per region walked inside one list-I/O call (MPI library, in C)
+ds_w, ds_r          per region copied by ROMIO's data sieving
+lock                per read-modify-write window of ROMIO's data sieving (file lock)
+elem, copy          numpy strided copies: per element and per byte (sieving, servers)
+exchange            per byte moved between ranks (servers, two-phase collective)
+coll_region         per file region through ROMIO's two-phase collective I/O
+fsync, fsync_byte   per ``MPI_File_sync`` and per byte it flushes
+commit, lookup      per SDM write / read beyond the method (allgathers, checksum, catalog)
+==================  ========================================================================
+
+Each method turns an :class:`~sdm.planner.Access` into per-rank counts of these units
+(:func:`structure`); the constants are *effective* ones, measured with all ranks of the
+calibration busy at once (``nprocs`` ranks on ``cores`` cores), so a rank's time is its
+counts times the constants.  Ranks combine by the slowest one, except where a method
+serializes them: sieving writes take turns (waiting ranks spin in a barrier), ROMIO's
+data-sieving writes queue on file locks (waiting ranks sleep, so the active one runs
+``nprocs / cores`` times faster).  For another number of ranks the constants scale with
+the CPU contention ``max(1, P / cores)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from . import Access
+
+__all__ = [
+    "SIZES",
+    "METHODS",
+    "CONSTANTS",
+    "DEFAULTS",
+    "Params",
+    "Structure",
+    "Prediction",
+    "CostModel",
+    "structure",
+    "size_weights",
+    "turns_of",
+]
+
+SIZES = (4096, 524288, 16777216)  #: request sizes of the byte-cost table
+METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
+
+_PER = tuple(f"base_{m}" for m in METHODS) + ("sync", "call_w", "call_r", "seek_w", "seek_r", "list_w", "list_r", "ds_w", "ds_r", "lock",
+        "elem", "copy", "exchange", "coll_region")
+CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
+_FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup")  # measured directly, not CPU-bound per rank
+
+#: Uncalibrated defaults (a local disk through the page cache, a few ranks per core pair).
+DEFAULTS: dict[str, float] = {
+    "open": 5e-4, "base_posix": 5e-5, "base_list": 5e-5, "base_datatype": 5e-5, "base_sieving": 3e-4,
+    "base_servers": 1e-3, "base_collective": 3e-4, "sync": 1e-4, "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 0.0, "seek_r": 0.0,
+    "list_w": 1.5e-6, "list_r": 8e-7, "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "elem": 3e-9, "copy": 3e-10,
+    "exchange": 5e-10, "coll_region": 1.5e-7, "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3,
+    **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},
+}
+
+
+def size_weights(size: float) -> dict[int, float]:
+    """Weights of the table sizes for a request of *size* bytes (log-linear hat functions)."""
+    if size <= SIZES[0]:
+        return {SIZES[0]: 1.0}
+    if size >= SIZES[-1]:
+        return {SIZES[-1]: 1.0}
+    x = math.log(size)
+    for a, b in zip(SIZES, SIZES[1:]):
+        if size <= b:
+            w = (x - math.log(a)) / (math.log(b) - math.log(a))
+            return {a: 1.0 - w, b: w}
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class Params:
+    """Method parameters as the methods will use them (from the hints and the target).
+
+    Defaults are the methods' and ROMIO's: sieve buffer 4 MiB and gap 32 KiB; servers
+    on every rank with 1 MiB buffers; ROMIO data-sieving buffers 4 MiB (reads) and
+    512 KiB (writes), collective buffers 16 MiB on ``cb_nodes`` aggregators.
+    """
+
+    sieve_buffer: int = 4 << 20
+    sieve_gap: int = 32 << 10
+    servers: int | None = None
+    server_buffer: int = 1 << 20
+    ind_rd_buffer: int = 4 << 20
+    ind_wr_buffer: int = 512 << 10
+    cb_buffer: int = 16 << 20
+    cb_nodes: int = 1
+
+    @classmethod
+    def of(cls, hints: Mapping[str, Any] | None = None, romio: Mapping[str, Any] | None = None) -> "Params":
+        """Parameters from the session's MPI/SDM hints, over the target's ROMIO defaults."""
+        from ..io._support import int_hint
+
+        h = {**dict(romio or {}), **dict(hints or {})}
+        d = cls()
+        return cls(
+            sieve_buffer=int_hint(h, "sdm_sieve_buffer_size", d.sieve_buffer),
+            sieve_gap=int_hint(h, "sdm_sieve_gap", d.sieve_gap, minimum=0),
+            servers=int_hint(h, "sdm_io_servers", 0, minimum=0) or None,
+            server_buffer=int_hint(h, "sdm_buffer_size", d.server_buffer),
+            ind_rd_buffer=int_hint(h, "ind_rd_buffer_size", d.ind_rd_buffer),
+            ind_wr_buffer=int_hint(h, "ind_wr_buffer_size", d.ind_wr_buffer),
+            cb_buffer=int_hint(h, "cb_buffer_size", d.cb_buffer),
+            cb_nodes=int_hint(h, "cb_nodes", d.cb_nodes),
+        )
+
+    def buffer_of(self, method: str) -> int:
+        """Extra memory a rank may need for *method*'s buffers (bytes)."""
+        return {"sieving": self.sieve_buffer, "servers": self.server_buffer, "collective": self.cb_buffer,
+                "datatype": self.ind_rd_buffer}.get(method, 0)
+
+
+Terms = dict[str, float]
+
+
+@dataclass
+class Structure:
+    """Counts of cost units for one method and access, and how ranks combine.
+
+    Attributes
+    ----------
+    ranks : list of dict
+        Per rank: constant name -> count.
+    shared : dict
+        Counts paid once by the whole access (collective synchronizations).
+    turns : list of list of int, optional
+        Ranks that run one after another, turn by turn (sieving writes).
+    queued : list of int
+        Ranks serialized on file locks (ROMIO data-sieving writes).
+    """
+
+    ranks: list[Terms]
+    shared: Terms = field(default_factory=dict)
+    turns: list[list[int]] | None = None
+    queued: list[int] = field(default_factory=list)
+
+    def seconds(self, c: Mapping[str, float], contention: float = 1.0) -> tuple[float, Terms]:
+        """Predicted seconds and the seconds of each constant (for the slowest path)."""
+        per = [sum(n * c.get(k, 0.0) for k, n in r.items()) for r in self.ranks]
+        path: list[tuple[int, float]]  # (rank, weight) whose terms make up the prediction
+        if self.turns is not None:
+            path = [(max(turn, key=lambda r: per[r]), 1.0) for turn in self.turns if turn]
+        elif self.queued:
+            free = [r for r in range(len(per)) if r not in set(self.queued)]
+            serial = sum(per[r] for r in self.queued) / contention
+            slow = max(free, key=lambda r: per[r]) if free else None
+            if slow is not None and per[slow] > serial:
+                path = [(slow, 1.0)]
+            else:
+                path = [(r, 1.0 / contention) for r in self.queued]
+        else:
+            path = [(int(np.argmax(per)), 1.0)] if per else []
+        terms: Terms = {}
+        for r, w in path:
+            for k, n in self.ranks[r].items():
+                terms[k] = terms.get(k, 0.0) + w * n * c.get(k, 0.0)
+        for k, n in self.shared.items():
+            terms[k] = terms.get(k, 0.0) + n * c.get(k, 0.0)
+        return sum(terms.values()), terms
+
+    def counts(self, contention: float = 1.0, rank: int | None = None) -> Terms:
+        """Counts along the path of *rank* (default: the rank moving most bytes), linear in the constants.
+
+        Used to fit the constants on symmetric accesses, where every rank is the slowest.
+        """
+        if not self.ranks:
+            return dict(self.shared)
+        heavy = rank if rank is not None else int(np.argmax([sum(r.values()) for r in self.ranks]))
+        if self.turns is not None:
+            weight = float(sum(1 for turn in self.turns if turn))
+        elif self.queued and heavy in self.queued:
+            weight = len(self.queued) / contention
+        else:
+            weight = 1.0
+        out = {k: weight * n for k, n in self.ranks[heavy].items()}
+        for k, n in self.shared.items():
+            out[k] = out.get(k, 0.0) + n
+        return out
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted seconds of one method for one access, with the biggest terms."""
+
+    method: str
+    seconds: float
+    terms: Terms
+
+    def top(self, n: int = 2) -> str:
+        """The *n* largest terms as text: ``call_w 61%, byte_w@4096 20%``."""
+        total = self.seconds or 1.0
+        best = sorted(self.terms.items(), key=lambda kv: -kv[1])[:n]
+        return ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in best if v > 0)
+
+
+# ---------------------------------------------------------------------- structure
+def _bytes(terms: Terms, rw: str, nbytes: float, size: float) -> None:
+    """Add *nbytes* moved in requests of *size* bytes to *terms*."""
+    if nbytes <= 0:
+        return
+    for s, w in size_weights(max(size, 1.0)).items():
+        key = f"byte_{rw}@{s}"
+        terms[key] = terms.get(key, 0.0) + w * nbytes
+
+
+def _add(terms: Terms, **counts: float) -> Terms:
+    for k, v in counts.items():
+        if v:
+            terms[k] = terms.get(k, 0.0) + v
+    return terms
+
+
+def _overlaps(a: "Access") -> np.ndarray:
+    """Ranks whose file spans overlap (matrix); empty ranks overlap nobody."""
+    lo = np.array([s[0] for s in a.spans], dtype=np.int64)
+    hi = np.array([s[1] for s in a.spans], dtype=np.int64)
+    near = (lo[:, None] < hi[None, :]) & (lo[None, :] < hi[:, None])
+    np.fill_diagonal(near, False)
+    return near
+
+
+def turns_of(conflict: np.ndarray) -> list[list[int]]:
+    """Greedy colouring in rank order (as the sieving method does), as lists of ranks."""
+    from ..io.sieving import turns
+
+    colour = turns(conflict) if conflict.size else np.zeros(0, dtype=np.int64)
+    return [list(np.flatnonzero(colour == k)) for k in range(int(colour.max()) + 1)] if colour.size else []
+
+
+def _posix(a: "Access", p: Params, rw: str) -> Structure:
+    ranks = []
+    for b, reg, seg in zip(a.rank_bytes, a.rank_regions, a.segments):
+        t = _add({}, **{f"call_{rw}": seg, f"seek_{rw}": reg})
+        _bytes(t, rw, b, b / seg if seg else 0)
+        ranks.append(t)
+    return Structure(ranks, {"base_posix": 1})
+
+
+def _list(a: "Access", p: Params, rw: str) -> Structure:
+    ranks = []
+    for b, reg, seg in zip(a.rank_bytes, a.rank_regions, a.segments):
+        t = _add({}, **{f"call_{rw}": 1 if b else 0, f"list_{rw}": seg, f"seek_{rw}": reg})
+        _bytes(t, rw, b, b / seg if seg else 0)
+        ranks.append(t)
+    return Structure(ranks, {"base_list": 1})
+
+
+def _independent_view(a: "Access", p: Params, rw: str) -> Structure:
+    """ROMIO's independent path through a file view (data sieving when noncontiguous)."""
+    ranks, holed = [], []
+    for r, (b, reg, seg, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.segments, a.spans)):
+        t: Terms = {}
+        elems = b / a.itemsize
+        if reg <= 1:
+            _add(t, **{f"call_{rw}": 1 if b else 0})
+            _bytes(t, rw, b, b)
+            if seg > 1:
+                _add(t, elem=elems, copy=b)
+        else:
+            span = hi - lo
+            buf = p.ind_rd_buffer if rw == "r" else p.ind_wr_buffer
+            n = math.ceil(span / buf)
+            _add(t, call_r=n, copy=b, **{f"ds_{rw}": reg})
+            _bytes(t, "r", span, min(span, buf))
+            if rw == "w":
+                _add(t, call_w=n, lock=n)
+                _bytes(t, "w", span, min(span, buf))
+                holed.append(r)
+        ranks.append(t)
+    queued = []
+    if holed:
+        near = _overlaps(a)
+        queued = [r for r in holed if near[r].any()]
+    return Structure(ranks, {"base_datatype": 1}, queued=queued)
+
+
+def _sieving(a: "Access", p: Params, rw: str) -> Structure:
+    ranks, rmw = [], []
+    for r, (b, reg, seg, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.segments, a.spans)):
+        t: Terms = {}
+        if b == 0:
+            ranks.append(t)
+            continue
+        span = hi - lo
+        gap = (span - b) / max(reg - 1, 1)
+        if reg > 1 and gap > p.sieve_gap:  # region windows, holes skipped
+            _add(t, **{f"call_{rw}": reg})
+            _bytes(t, rw, b, b / reg)
+            if seg > reg:
+                _add(t, elem=b / a.itemsize, copy=b)
+        else:  # slab windows, holes read through
+            n = max(1, math.ceil(span / p.sieve_buffer))
+            size = span / n
+            _add(t, elem=b / a.itemsize, copy=b, **{f"call_{rw}": n})
+            _bytes(t, rw, span, size)
+            if rw == "w" and span > b:
+                _add(t, call_r=n)
+                _bytes(t, "r", span, size)
+                rmw.append(r)
+        ranks.append(t)
+    if rw == "r":
+        return Structure(ranks, {"base_sieving": 1})
+    near = _overlaps(a)
+    conflict = np.zeros_like(near)
+    for r in rmw:
+        conflict[r] |= near[r]
+        conflict[:, r] |= near[r]
+    turns = turns_of(conflict) or [[]]
+    return Structure(ranks, {"base_sieving": 1, "sync": float(len(turns))}, turns=turns)
+
+
+def _servers(a: "Access", p: Params, rw: str) -> Structure:
+    nproc = a.nprocs
+    k = min(p.servers or nproc, nproc)
+    used = [s for s, b in zip(a.spans, a.rank_bytes) if b]
+    if not used:
+        return Structure([{} for _ in range(nproc)], {"base_servers": 1})
+    span = max(s[1] for s in used) - min(s[0] for s in used)
+    total = sum(a.rank_bytes)
+    chunk = max(1.0, min(p.server_buffer, span / k))
+    rounds = math.ceil(span / (chunk * k))
+    servers = set(range(k)) if k == nproc else {j * nproc // k for j in range(k)}
+    ranks = []
+    for r, b in enumerate(a.rank_bytes):
+        t = _add({}, elem=b / a.itemsize, copy=b, exchange=b)
+        if r in servers:
+            _add(t, elem=total / a.itemsize / k, copy=total / k, **{f"call_{rw}": rounds})
+            _bytes(t, rw, span / k, chunk)
+            if rw == "w" and total < span:
+                _add(t, call_r=rounds)
+                _bytes(t, "r", span / k, chunk)
+        ranks.append(t)
+    return Structure(ranks, {"base_servers": 1, "sync": rounds})
+
+
+def _collective(a: "Access", p: Params, rw: str) -> Structure:
+    near = _overlaps(a)
+    if not near.any():  # ROMIO's "automatic" collective buffering falls back to independent I/O
+        s = _independent_view(a, p, rw)
+        s.shared = {"base_collective": 1}
+        return s
+    used = [s for s, b in zip(a.spans, a.rank_bytes) if b]
+    span = max(s[1] for s in used) - min(s[0] for s in used)
+    total = sum(a.rank_bytes)
+    k = max(1, min(p.cb_nodes, a.nprocs))
+    ranks = [_add({}, elem=b / a.itemsize, copy=b) for b in a.rank_bytes]
+    for r in range(k):  # the aggregators: every region passes through them
+        t = ranks[r * a.nprocs // k]
+        n = math.ceil(span / k / p.cb_buffer)
+        _add(t, coll_region=sum(a.rank_regions) / k, exchange=total / k, **{f"call_{rw}": n})
+        _bytes(t, rw, span / k, min(span / k, p.cb_buffer))
+        if rw == "w" and total < span:
+            _add(t, call_r=n)
+            _bytes(t, "r", span / k, min(span / k, p.cb_buffer))
+    return Structure(ranks, {"base_collective": 1})
+
+
+_BUILDERS = {"posix": _posix, "list": _list, "datatype": _independent_view, "sieving": _sieving,
+             "collective": _collective, "servers": _servers}
+
+
+def structure(method: str, access: "Access", params: Params | None = None) -> Structure:
+    """The cost units of *method* for *access* (see the module documentation)."""
+    return _BUILDERS[method](access, params or Params(), "w" if access.writing else "r")
+
+
+# -------------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class CostModel:
+    """Constants for one storage target, measured with ``nprocs`` ranks on ``cores`` cores.
+
+    Parameters
+    ----------
+    constants : dict
+        Seconds per unit (see the module documentation); missing ones take
+        :data:`DEFAULTS`.
+    nprocs, cores : int
+        Ranks and cores of the calibration run.
+    romio : dict
+        ROMIO hints in effect on the target (``cb_nodes``, buffer sizes).
+    calibrated : bool
+        False for the built-in defaults.
+    """
+
+    constants: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULTS))
+    nprocs: int = 4
+    cores: int = 2
+    romio: Mapping[str, Any] = field(default_factory=dict)
+    calibrated: bool = False
+    label: str = "defaults"
+
+    @classmethod
+    def from_calibration(cls, record: Mapping[str, Any] | None) -> "CostModel":
+        """A model from a catalog ``io_calibrations`` record (None: the defaults)."""
+        if not record:
+            return cls()
+        data = record.get("constants", record)
+        return cls(
+            constants={**DEFAULTS, **{k: float(v) for k, v in data.get("constants", {}).items()}},
+            nprocs=int(data.get("nprocs", record.get("nprocs", 4))),
+            cores=int(data.get("cores", 2)),
+            romio=dict(data.get("romio", {})),
+            calibrated=True,
+            label=f"calibration {record.get('id', '?')} ({record.get('nprocs', data.get('nprocs', '?'))} ranks)",
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """What the catalog stores in ``io_calibrations.constants``."""
+        return {"version": 1, "nprocs": self.nprocs, "cores": self.cores, "romio": dict(self.romio),
+                "constants": dict(self.constants)}
+
+    def contention(self, nprocs: int) -> float:
+        """CPU contention of *nprocs* ranks on this target's cores."""
+        return max(1.0, nprocs / max(self.cores, 1))
+
+    def scaled(self, nprocs: int) -> dict[str, float]:
+        """Constants for *nprocs* ranks (CPU-bound costs scale with the contention)."""
+        f = self.contention(nprocs) / self.contention(self.nprocs)
+        return {k: (v if k in _FIXED else v * f) for k, v in self.constants.items()}
+
+    def params(self, hints: Mapping[str, Any] | None = None) -> Params:
+        """Method parameters under *hints* on this target."""
+        return Params.of(hints, self.romio)
+
+    def predict(self, method: str, access: "Access", hints: Mapping[str, Any] | None = None) -> Prediction:
+        """Predicted seconds of *method* for *access*."""
+        s = structure(method, access, self.params(hints))
+        seconds, terms = s.seconds(self.scaled(access.nprocs), self.contention(access.nprocs))
+        return Prediction(method, seconds, terms)
+
+    def predict_all(self, access: "Access", hints: Mapping[str, Any] | None = None,
+                    methods: tuple[str, ...] = METHODS) -> list[Prediction]:
+        """Predictions for *methods*, fastest first (ties: the order of *methods*)."""
+        preds = [self.predict(m, access, hints) for m in methods]
+        return sorted(preds, key=lambda p: p.seconds)
+
+    def overhead(self, nbytes: int, *, writing: bool, sync: bool = True, opened: bool = False) -> float:
+        """Seconds an SDM write or read adds around the method: open, sync, commit."""
+        c = self.constants
+        t = c["open"] if opened else 0.0
+        if writing:
+            t += c["commit"] + (c["fsync"] + c["fsync_byte"] * nbytes if sync else 0.0)
+        else:
+            t += c["lookup"]
+        return t

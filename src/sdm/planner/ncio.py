@@ -1,0 +1,283 @@
+"""The NCIO benchmark: every I/O method against region count, size and spacing.
+
+Ching et al. measure how the shape of a noncontiguous access -- how many contiguous
+regions, how large, how far apart, contiguous or not in memory and in the file --
+decides the speed of each I/O method.  :func:`run` sweeps those parameters one at a
+time around a base point (:func:`sweeps`), timing every method for writes and reads,
+``auto`` included, side by side: for each repeat the methods run in a rotated order,
+and medians over the repeats are reported.  Each point also carries the cost model's
+prediction for every method, and every written file is checked byte for byte against
+a numpy-built reference.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from mpi4py import MPI
+
+from . import Planner
+from .measure import check_file, pattern_access, poison, run_method, scratch_file
+from .model import METHODS, CostModel
+from .patterns import Pattern
+
+__all__ = ["Sweep", "sweeps", "run", "summarize", "markdown", "plot", "SWEEP_NAMES"]
+
+K, M = 1 << 10, 1 << 20
+SWEEP_NAMES = ("size", "count", "spacing", "contiguity")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One parameter varied around the base point."""
+
+    name: str
+    varied: str
+    points: tuple[Pattern, ...]
+
+
+def _count_for(size: int, budget: int, most: int) -> int:
+    return max(2, min(most, budget // size))
+
+
+def sweeps(quick: bool = False, names: tuple[str, ...] = SWEEP_NAMES) -> list[Sweep]:
+    """The default sweeps (``quick``: tiny counts, for tests and a first look).
+
+    * size: 8 B to 4 MiB regions, interleaved in the file, about 4 MiB per rank
+      (262144 regions of 8 B);
+    * count: 1 to 65536 regions of 64 B;
+    * spacing: 0 to 32 KiB of unwritten bytes after each of 1024 regions of 64 B;
+    * contiguity: 8-byte regions, memory and file contiguous or not.
+    """
+    budget, most, many, spaced = (64 * K, 4096, 1024, 64) if quick else (4 * M, 262144, 65536, 1024)
+    sizes = (8, 512, 32 * K, 1 * M) if quick else (8, 64, 512, 4 * K, 32 * K, 256 * K, 1 * M, 4 * M)
+    counts = (1, 64, 1024) if quick else (1, 16, 256, 4096, 65536)
+    spacings = (0, 64, 4 * K) if quick else (0, 64, 512, 4 * K, 32 * K)
+    out = {
+        "size": Sweep("size", "size", tuple(Pattern(s, _count_for(s, budget, most)) for s in sizes)),
+        "count": Sweep("count", "count", tuple(Pattern(64, c) for c in counts)),
+        "spacing": Sweep("spacing", "spacing", tuple(Pattern(64, spaced, g) for g in spacings)),
+        "contiguity": Sweep("contiguity", "contiguity", tuple(
+            Pattern(8, many, 0, mc, fc) for mc, fc in ((True, True), (False, True), (True, False), (False, False))
+        )),
+    }
+    return [out[n] for n in names]
+
+
+def _rotated(items: list[str], k: int) -> list[str]:
+    k %= len(items)
+    return items[k:] + items[:k]
+
+
+def run(
+    comm: MPI.Comm,
+    directory: str | Path,
+    plan: list[Sweep],
+    *,
+    methods: tuple[str, ...] = METHODS,
+    repeats: int = 5,
+    model: CostModel | None = None,
+    hints: dict[str, str] | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Time every method (and ``auto``) at every point of *plan* (collective).
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+    directory : str or Path
+        Where the scratch files go (the storage target measured).
+    plan : list of Sweep
+    methods : tuple of str
+        Methods to time (``auto`` is added).
+    repeats : int
+        Timed repeats per method and direction (medians are reported).
+    model : CostModel, optional
+        Model for the predictions and for ``auto`` (default: uncalibrated defaults).
+    hints : dict, optional
+        MPI-IO / method hints for the scratch files and the methods.
+    progress : callable, optional
+        ``progress(text, advance)`` after each point (rank 0 only).
+
+    Returns
+    -------
+    list of dict
+        One row per (point, direction, method): sweep, pattern, direction, method,
+        times, median, predicted, chosen (auto), verified; the same on every rank.
+    """
+    planner = Planner(mpi_hints=hints, model=model or CostModel())
+    names = [*methods, "auto"]
+    rows: list[dict[str, Any]] = []
+    done: dict[Pattern, list[dict[str, Any]]] = {}
+    for sweep in plan:
+        for pattern in sweep.points:
+            if pattern not in done:
+                done[pattern] = _point(comm, directory, pattern, names, repeats, planner, hints or {})
+            rows.extend({**r, "sweep": sweep.name} for r in done[pattern])
+            if progress is not None and comm.Get_rank() == 0:
+                progress(f"{sweep.name}: {pattern.label}", 1)
+    return rows
+
+
+def _point(comm: MPI.Comm, directory: str | Path, pattern: Pattern, names: list[str], repeats: int,
+           planner: Planner, hints: dict[str, str]) -> list[dict[str, Any]]:
+    """All methods, writes then reads, at one pattern."""
+    nprocs = comm.Get_size()
+    out = []
+    with scratch_file(comm, directory, pattern.file_bytes(nprocs), hints, name="sdm-ncio") as (fh, path):
+        for writing in (True, False):
+            access = pattern_access(comm, pattern, writing)
+            verified, chosen = {}, {}
+            for m in names:  # warm-up, and proof that each method writes every byte right
+                if writing:
+                    poison(comm, fh, path, pattern)
+                _, chosen[m] = run_method(comm, fh, pattern, m, writing, 1, planner=planner, access=access, hints=hints)
+                verified[m] = check_file(comm, fh, path, pattern) if writing else True
+            times: dict[str, list[float]] = {m: [] for m in names}
+            for rep in range(repeats):
+                for m in _rotated(names, rep):
+                    t, _ = run_method(comm, fh, pattern, m, writing, 1, planner=planner, access=access, hints=hints)
+                    times[m].extend(t)
+            preds = {p.method: p for p in planner.model.predict_all(access, hints)}
+            for m in names:
+                run_as = chosen[m]
+                out.append({
+                    "pattern": pattern.as_dict(), "label": pattern.label, "direction": "write" if writing else "read",
+                    "method": m, "chosen": run_as, "times": times[m], "median": statistics.median(times[m]),
+                    "predicted": preds[run_as].seconds, "terms": preds[run_as].top(3), "verified": verified[m],
+                    "nbytes": sum(access.rank_bytes), "regions": sum(access.rank_regions),
+                })
+    return out
+
+
+# ------------------------------------------------------------------------ reporting
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line per (sweep, point, direction): medians per method, best, auto, posix/best."""
+    table: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        key = (r["sweep"], r["label"], r["direction"])
+        line = table.setdefault(key, {"sweep": r["sweep"], "label": r["label"], "pattern": r["pattern"],
+                                      "direction": r["direction"], "nbytes": r["nbytes"], "median": {},
+                                      "predicted": {}, "verified": True})
+        line["median"][r["method"]] = r["median"]
+        line["predicted"][r["method"]] = r["predicted"]
+        line["verified"] &= bool(r["verified"])
+        if r["method"] == "auto":
+            line["auto_chose"] = r["chosen"]
+    for line in table.values():
+        med = {m: v for m, v in line["median"].items() if m != "auto"}
+        best = min(med, key=med.get)
+        line["best"] = best
+        line["auto_vs_best"] = line["median"]["auto"] / med[best]
+        line["chosen_vs_best"] = med[line["auto_chose"]] / med[best]
+        line["posix_vs_best"] = med["posix"] / med[best] if "posix" in med else None
+        line["prediction_error"] = {m: line["predicted"][m] / line["median"][m] - 1 for m in line["median"]}
+    return list(table.values())
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.3g}" if x < 10 else f"{x * 1e3:.0f}"
+
+
+def markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """The results as Markdown: one table per sweep and direction, then the goals."""
+    methods = [m for m in meta["methods"]]
+    head = (f"# NCIO benchmark\n\n{meta['nprocs']} ranks on {meta['cores']} cores, {meta['fs']} file system "
+            f"({meta['directory']}), page cache, no sync; median of {meta['repeats']} repeats in rotated order, "
+            f"{meta['date']}; load average {meta['load_before']:.1f} before, {meta['load_after']:.1f} after; "
+            f"model: {meta['model']}.\n\n"
+            "Times in ms (median); *pred* is the model's prediction for the method in bold (the fastest); "
+            "auto = the planner's choice run as its own configuration.\n")
+    parts = [head]
+    for sweep in dict.fromkeys(s["sweep"] for s in summary):
+        for direction in ("write", "read"):
+            lines = [s for s in summary if s["sweep"] == sweep and s["direction"] == direction]
+            if not lines:
+                continue
+            cols = ["pattern", *methods, "auto (chose)", "auto/best", "posix/best", "pred/meas best", "ok"]
+            out = [f"\n## {sweep} sweep, {direction}\n", "| " + " | ".join(cols) + " |",
+                   "|" + "|".join(["---"] + ["---:"] * (len(cols) - 1)) + "|"]
+            for s in lines:
+                cells = [s["label"]]
+                for m in methods:
+                    v = _ms(s["median"][m])
+                    cells.append(f"**{v}**" if m == s["best"] else v)
+                cells.append(f"{_ms(s['median']['auto'])} ({s['auto_chose']})")
+                cells.append(f"{s['auto_vs_best']:.2f}")
+                cells.append("-" if s["posix_vs_best"] is None else f"{s['posix_vs_best']:.0f}x")
+                cells.append(f"{1 + s['prediction_error'][s['best']]:.2f}")
+                cells.append("yes" if s["verified"] else "NO")
+                out.append("| " + " | ".join(cells) + " |")
+            parts.append("\n".join(out) + "\n")
+    parts.append(goals_markdown(summary))
+    return "".join(parts)
+
+
+def goals(summary: list[dict[str, Any]]) -> dict[str, Any]:
+    """The issue's goals measured on *summary*."""
+    eight = [s for s in summary if s["pattern"]["size"] == 8 and s["posix_vs_best"] is not None]
+    errors = [abs(e) for s in summary for m, e in s["prediction_error"].items() if m != "auto"]
+    return {
+        "best_vs_posix_at_8B": {f"{s['label']} {s['direction']}": s["posix_vs_best"] for s in eight},
+        "min_best_vs_posix_at_8B": min((s["posix_vs_best"] for s in eight), default=None),
+        "worst_auto_vs_best": max(s["auto_vs_best"] for s in summary),
+        "worst_chosen_vs_best": max(s["chosen_vs_best"] for s in summary),
+        "auto_within_10pct": sum(s["auto_vs_best"] <= 1.10 for s in summary),
+        "chosen_within_10pct": sum(s["chosen_vs_best"] <= 1.10 for s in summary),
+        "points": len(summary),
+        "predictions_within_25pct": sum(e <= 0.25 for e in errors),
+        "predictions": len(errors),
+        "median_abs_prediction_error": statistics.median(errors) if errors else None,
+        "all_verified": all(s["verified"] for s in summary),
+    }
+
+
+def goals_markdown(summary: list[dict[str, Any]]) -> str:
+    g = goals(summary)
+    eight = ", ".join(f"{k} {v:.0f}x" for k, v in g["best_vs_posix_at_8B"].items())
+    return (
+        "\n## Goals\n\n"
+        f"* best method vs posix at 8-byte regions (goal >= 100x): {eight}\n"
+        f"* auto within 10 % of the best method (goal: every point): {g['auto_within_10pct']} of {g['points']} "
+        f"points measured as their own runs (worst {g['worst_auto_vs_best']:.2f}); the method auto chose was "
+        f"within 10 % of the best in {g['chosen_within_10pct']} of {g['points']} (worst "
+        f"{g['worst_chosen_vs_best']:.2f})\n"
+        f"* predictions within 25 % of measured (goal: every point and method): {g['predictions_within_25pct']} "
+        f"of {g['predictions']}, median error {100 * (g['median_abs_prediction_error'] or 0):.0f} %\n"
+        f"* every written file byte-identical to the numpy reference: {'yes' if g['all_verified'] else 'NO'}\n"
+    )
+
+
+def plot(summary: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
+    """Bandwidth against the swept parameter, one line per method, write and read panels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweeps_ = [s for s in dict.fromkeys(x["sweep"] for x in summary) if s != "contiguity"]
+    fig, axes = plt.subplots(len(sweeps_), 2, figsize=(11, 3.6 * len(sweeps_)), squeeze=False)
+    key = {"size": "size", "count": "count", "spacing": "spacing"}
+    for i, sweep in enumerate(sweeps_):
+        for j, direction in enumerate(("write", "read")):
+            ax = axes[i][j]
+            lines = [s for s in summary if s["sweep"] == sweep and s["direction"] == direction]
+            x = [max(s["pattern"][key[sweep]], 0.5 if sweep == "spacing" else 1) for s in lines]
+            for m in [*meta["methods"], "auto"]:
+                y = [s["nbytes"] / s["median"][m] / 1e6 for s in lines]
+                ax.plot(x, y, marker="o" if m != "auto" else "x", ls="-" if m != "auto" else "--", label=m)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel({"size": "region size (bytes)", "count": "regions per rank",
+                           "spacing": "region spacing (bytes; 0 plotted at 0.5)"}[sweep])
+            ax.set_ylabel("MB/s (all ranks)")
+            ax.set_title(f"{sweep} sweep, {direction}")
+            ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(f"NCIO, {meta['nprocs']} ranks, {meta['fs']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
