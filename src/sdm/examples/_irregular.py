@@ -32,6 +32,9 @@ __all__ = [
     "summary",
     "inputs_dir",
     "parts_for",
+    "shared_result",
+    "print_verdict",
+    "exit_status",
 ]
 
 class Phases:
@@ -173,3 +176,33 @@ def parts_for(comm: MPI.Comm, idle_last: bool) -> int:
     """Number of ranks that get elements (all, or all but the last one)."""
     size = comm.Get_size()
     return size - 1 if idle_last and size > 1 else size
+
+
+def shared_result(comm: MPI.Comm, url: str | None, run_id: int | None, **fields: Any) -> dict[str, Any]:
+    """Rank 0's result (with the catalog summary of the run) on every rank (collective)."""
+    result = None
+    if comm.Get_rank() == 0:
+        result = dict(fields, run_id=run_id, catalog=url)
+        if run_id is not None:
+            result.update(summary(url, run_id))  # type: ignore[arg-type]
+    return comm.bcast(result, root=0)
+
+
+def print_verdict(result: dict[str, Any], what: str) -> None:
+    """One line saying whether *what* was verified, then the first differences (rank 0)."""
+    from rich.console import Console
+
+    if not result["verified"]:
+        return
+    con = Console()
+    ok = result["mismatches"] == 0
+    con.print(("[green]verified:" if ok else f"[red]MISMATCH ({result['mismatches']}):") + f" {what}")
+    for line in result["bad_files"][:10]:
+        con.print(f"[red]  {line}")
+
+
+def exit_status(comm: MPI.Comm, result: dict[str, Any], report: Callable[[dict[str, Any]], None]) -> int:
+    """Print the report on rank 0; the command's exit status (1 when anything mismatched)."""
+    if comm.Get_rank() == 0:
+        report(result)
+    return 1 if result["mismatches"] else 0

@@ -51,8 +51,8 @@ from sdm import config
 from sdm._collective import root_call
 
 from . import meshes
-from ._irregular import (Phases, add_arguments, catalog_writes, compare_writes, inputs_dir, parts_for, print_catalog,
-                         print_phases, summary)
+from ._irregular import (Phases, add_arguments, catalog_writes, compare_writes, exit_status, inputs_dir, parts_for,
+                         print_catalog, print_phases, print_verdict, shared_result)
 
 __all__ = ["APPLICATION", "ARRAYS", "Decomposition", "decompose", "write_maps", "read_maps", "monthly_values",
            "write_per_process", "post_process", "run", "main"]
@@ -363,15 +363,12 @@ def run(
             root_call(comm, post_process, maps, work, months, n_cells, merged, sync)
     bad = root_call(comm, _check, url, run_id, data_root, level, merged, n_cells, months) if verify and sdm_run else []
     local_cells = root_call(comm, lambda: sum(d.cells.size for d in read_maps(maps)))
-    result = dict(
-        application=APPLICATION, run_id=run_id, catalog=url, root=str(data_root) if data_root else None, nprocs=size,
+    return shared_result(
+        comm, url, run_id, application=APPLICATION, root=str(data_root) if data_root else None, nprocs=size,
         level=level, months=months, n_cells=n_cells, arrays=list(ARRAYS), partitioner=kind, sync=sync,
         ghost_fraction=1.0 - n_cells / local_cells if local_cells else 0.0, phases=phases.totals(),
         merged=str(merged) if merged else None, verified=verify and sdm_run, mismatches=len(bad), bad_files=bad,
     )
-    if rank == 0 and sdm_run:
-        result.update(summary(url, run_id))
-    return comm.bcast(result if rank == 0 else None, root=0)
 
 
 def _original_dir(root: str | Path | None, run_id: int | None) -> str:
@@ -402,12 +399,7 @@ def print_report(result: dict[str, Any]) -> None:
         orig = ph["per-process write"]["seconds"] + ph["post-process"]["seconds"]
         notes["post-process"] += f"; original total {orig:.3f} s = {orig / ph['sdm']['seconds']:.2f} x SDM"
     print_phases(f"monthly output on {result['nprocs']} ranks (sync {'on' if result['sync'] else 'off'})", ph, notes)
-    if result["verified"]:
-        ok = result["mismatches"] == 0
-        what = " and byte-identical to the merged file" if result["merged"] else ""
-        con.print(("[green]verified:" if ok else "[red]MISMATCH:") + f" SDM's output equals numpy's{what}")
-        for line in result["bad_files"][:10]:
-            con.print(f"[red]  {line}")
+    print_verdict(result, "SDM's output equals numpy's" + (" and is byte-identical to the merged file" if result["merged"] else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -423,9 +415,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run(comm, a.cells, a.steps, a.level, a.root, a.catalog, a.verify, inputs=a.inputs, ghost_fraction=a.ghosts,
                  partitioner=a.partitioner, io_method=a.method, original=a.original, idle_last=a.idle_last,
                  progress=not a.quiet)
-    if comm.Get_rank() == 0:
-        print_report(result)
-    return 1 if result["mismatches"] else 0
+    return exit_status(comm, result, print_report)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,8 @@ from sdm import irregular
 from sdm._collective import root_call
 
 from . import meshes
-from ._irregular import Phases, add_arguments, compare_writes, inputs_dir, parts_for, print_catalog, print_phases, summary
+from ._irregular import (Phases, add_arguments, compare_writes, exit_status, inputs_dir, parts_for, print_catalog,
+                         print_phases, print_verdict, shared_result)
 from .meshes import EDGE_ARRAYS, NODE_ARRAYS, Fun3DInputs
 
 __all__ = [
@@ -402,8 +403,8 @@ def run(
     counts = np.array([local.n_owned_nodes, local.nodes.size, local.n_owned_edges, local.edges.size], dtype=np.int64)
     comm.Allreduce(MPI.IN_PLACE, counts, op=MPI.SUM)
     mismatches = comm.allreduce(bad_imports + wrong, op=MPI.SUM) + len(bad_files)
-    result = dict(
-        application=APPLICATION, run_id=run_id, catalog=url, root=str(data_root), nprocs=comm.Get_size(), level=level,
+    return shared_result(
+        comm, url, run_id, application=APPLICATION, root=str(data_root), nprocs=comm.Get_size(), level=level,
         steps=steps, mesh=problem.name, n_nodes=inp.n_nodes, n_edges=inp.n_edges, partitioner=problem.partitioner,
         local_nodes=int(counts[1]), local_edges=int(counts[3]),
         partition=dict(source=p.source, note=p.note, method=method, seconds=float(p.stats.get("seconds", 0.0)),
@@ -412,9 +413,6 @@ def run(
         phases=phases.totals(), verified=verify, read_view=read_view if read else None, mismatches=mismatches,
         bad_files=bad_files, original=orig,
     )
-    if rank == 0:
-        result.update(summary(url, run_id))
-    return comm.bcast(result if rank == 0 else None, root=0)
 
 
 def print_report(result: dict[str, Any]) -> None:
@@ -437,12 +435,7 @@ def print_report(result: dict[str, Any]) -> None:
         o = result["original"]
         print_phases("original import (rank 0 reads, broadcasts)", o["phases"],
                      {"distribute": "same local meshes as SDM" if o["same"] else "DIFFERENT local meshes"})
-    if result["verified"]:
-        ok = result["mismatches"] == 0
-        con.print(("[green]verified:" if ok else "[red]MISMATCH:") + f" {result['mismatches']} wrong values or writes "
-                  f"(imports, files on disk, read-back on the {result['read_view']} view)")
-        for line in result["bad_files"][:10]:
-            con.print(f"[red]  {line}")
+    print_verdict(result, f"imports, files on disk and read-back on the {result['read_view']} view against numpy")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -462,9 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run(comm, a.edges, a.steps, a.level, a.root, a.catalog, a.verify, inputs=a.inputs, history=not a.no_history,
                  method=a.redistribution, partitioner=a.partitioner, io_method=a.method, read=not a.no_read,
                  read_view=a.read_view, original=a.original, idle_last=a.idle_last, progress=not a.quiet)
-    if comm.Get_rank() == 0:
-        print_report(result)
-    return 1 if result["mismatches"] else 0
+    return exit_status(comm, result, print_report)
 
 
 if __name__ == "__main__":

@@ -47,8 +47,8 @@ import sdm
 from sdm._collective import root_call
 
 from . import meshes
-from ._irregular import (Phases, add_arguments, compare_writes, inputs_dir, parts_for, print_catalog, print_phases,
-                         sequential, summary)
+from ._irregular import (Phases, add_arguments, compare_writes, exit_status, inputs_dir, parts_for, print_catalog,
+                         print_phases, print_verdict, sequential, shared_result)
 
 __all__ = ["APPLICATION", "RTMesh", "decompose", "values", "write_original", "run", "main"]
 
@@ -155,11 +155,14 @@ def _runs(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, np.diff(np.concatenate([starts, [ids.size]]))
 
 
-def write_original(comm: MPI.Comm, m: RTMesh, directory: Path, steps: int, phases: Phases) -> dict[str, Path]:
+def write_original(comm: MPI.Comm, m: RTMesh, directory: Path, steps: int, phases: Phases,
+                   sync: bool = False) -> dict[str, Path]:
     """The original sequential output: ranks take turns; each seeks and writes its parts.
 
     Files ``density.dat`` and ``interface.dat`` in *directory*, steps appended (the
-    layout of SDM's level 2).  Phase ``original write``.
+    layout of SDM's level 2); with *sync* each rank flushes its writes to storage
+    before passing the turn on (as SDM syncs before its catalog commits).  Phase
+    ``original write``.
     """
     paths = {NODE_DATA: directory / f"{NODE_DATA}.dat", TRIANGLE_DATA: directory / f"{TRIANGLE_DATA}.dat"}
     if comm.Get_rank() == 0:
@@ -178,11 +181,15 @@ def write_original(comm: MPI.Comm, m: RTMesh, directory: Path, steps: int, phase
             try:
                 for s, n in zip(starts.tolist(), lengths.tolist()):
                     os.pwrite(fd, ordered[s:s + n].tobytes(), base + 8 * int(owned[order[s]]))
+                if sync:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
             fd = os.open(paths[TRIANGLE_DATA], os.O_WRONLY)
             try:
                 os.pwrite(fd, interface.tobytes(), (step - 1) * 8 * m.n_triangles + 8 * m.start)
+                if sync:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
     return paths
@@ -272,18 +279,15 @@ def run(
         with phases("write"):
             s.close()
     run_id, url, data_root = s.run_id, s.catalog_url, s.root
-    paths = write_original(comm, m, Path(data_root) / f"rt-original-{run_id}", steps, phases) if original else None
+    paths = write_original(comm, m, Path(data_root) / f"rt-original-{run_id}", steps, phases, s.sync) if original else None
     bad = root_call(comm, _check, url, run_id, data_root, nx, ny, partvec, steps, paths) if verify else []
     owned = comm.allreduce(m.nodes.size, op=MPI.SUM)
-    result = dict(
-        application=APPLICATION, run_id=run_id, catalog=url, root=str(data_root), nprocs=comm.Get_size(), level=level,
+    return shared_result(
+        comm, url, run_id, application=APPLICATION, root=str(data_root), nprocs=comm.Get_size(), level=level,
         steps=steps, n_nodes=m.n_nodes, n_triangles=m.n_triangles, local_nodes=int(owned), partitioner=kind,
         phases=phases.totals(), verified=verify, mismatches=len(bad), bad_files=bad,
         original=str(paths[NODE_DATA].parent) if paths else None,
     )
-    if rank == 0:
-        result.update(summary(url, run_id))
-    return comm.bcast(result if rank == 0 else None, root=0)
 
 
 def print_report(result: dict[str, Any]) -> None:
@@ -302,12 +306,7 @@ def print_report(result: dict[str, Any]) -> None:
         ratio = ph["original write"]["seconds"] / ph["write"]["seconds"]
         notes["original write"] += f" ({ratio:.2f} x SDM's time)"
     print_phases(f"output on {result['nprocs']} ranks", ph, notes)
-    if result["verified"]:
-        ok = result["mismatches"] == 0
-        con.print(("[green]verified:" if ok else "[red]MISMATCH:") + " every write"
-                  + (" and the original's files" if result["original"] else "") + " against numpy")
-        for line in result["bad_files"][:10]:
-            con.print(f"[red]  {line}")
+    print_verdict(result, "every write" + (" and the original's files" if result["original"] else "") + " against numpy")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -322,9 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run(comm, a.nodes, a.steps, a.level, a.root, a.catalog, a.verify, inputs=a.inputs,
                  partitioner=a.partitioner, io_method=a.method, original=a.original, idle_last=a.idle_last,
                  progress=not a.quiet)
-    if comm.Get_rank() == 0:
-        print_report(result)
-    return 1 if result["mismatches"] else 0
+    return exit_status(comm, result, print_report)
 
 
 if __name__ == "__main__":
