@@ -103,31 +103,38 @@ class ServersIO(IOMethod):
         _serve(t, writing=False)
 
 
-def _geometry(t: Transfer) -> _Geometry:
-    """Gather every rank's file side and cut the touched rows into chunks (collective)."""
-    p = t.piece
+def _local(t: Transfer) -> tuple[int, int, tuple | None]:
+    """This rank's parameters and the compressed file side of its piece (no communication)."""
     nprocs = t.comm.Get_size()
     servers = min(int_hint(t.hints, "sdm_io_servers", nprocs), nprocs)
     buffer = int_hint(t.hints, "sdm_buffer_size", BUFFER_SIZE)
-    mine = tuple(_pack(np.asarray(i, dtype=np.int64)) for i in p.indices) if p.size else None
-    pieces = [None if q is None else tuple(_unpack(x) for x in q) for q in t.comm.allgather(mine)]
+    mine = tuple(_pack(np.asarray(i, dtype=np.int64)) for i in t.piece.indices) if t.piece.size else None
+    return servers, buffer, mine
+
+
+def _geometry(t: Transfer, servers: int, buffer: int, gathered: list) -> _Geometry:
+    """Cut the rows every rank touches into chunks (the same on every rank)."""
+    p = t.piece
+    pieces = [None if q is None else tuple(_unpack(x) for x in q) for q in gathered]
     slow = storage_dims(len(p.shape), t.order)[-1]
     fstr = file_strides(p.shape, t.order, t.array.itemsize)
     used = [q[slow] for q in pieces if q is not None]
     first = min((int(r[0]) for r in used), default=0)
     stop = max((int(r[-1]) + 1 for r in used), default=0)
     per = chunk_rows(first, stop, fstr[slow], buffer, servers)
-    return _Geometry(pieces, slow, fstr, first, stop, per, server_ranks(nprocs, servers))
+    return _Geometry(pieces, slow, fstr, first, stop, per, server_ranks(t.comm.Get_size(), servers))
 
 
 def _serve(t: Transfer, *, writing: bool) -> None:
     set_view(t, MPI.BYTE, MPI.BYTE)  # collective
     deferred = Deferred()
-    geo = deferred.run(_geometry, t)
-    failed = t.comm.allreduce(geo is None, op=MPI.LOR)
-    if failed:  # the failing rank raises; the group agrees on its error afterwards
+    local = deferred.run(_local, t)
+    gathered = t.comm.allgather(None if local is None else ("ok", local))  # every rank, failed or not
+    if any(g is None for g in gathered):  # the failing rank raises; the group agrees on its error afterwards
         deferred.reraise()
         return
+    servers, buffer, _ = gathered[0][1]  # rank 0's parameters, so that every rank cuts the same chunks
+    geo = _geometry(t, servers, buffer, [g[1][2] for g in gathered])
     rank = t.comm.Get_rank()
     row = geo.fstr[geo.slow]
     scratch = np.empty(geo.rows_per_chunk * row if rank in geo.servers else 0, dtype=np.uint8)

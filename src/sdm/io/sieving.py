@@ -161,25 +161,27 @@ class SievingIO(IOMethod):
     collective = False
 
     def read(self, t: Transfer) -> None:
-        plan = _plan(t)  # hints are the same on every rank: a bad one fails everywhere here
-        set_view(t, MPI.BYTE, MPI.BYTE)  # collective
-        plan.move(t, False)
+        set_view(t, MPI.BYTE, MPI.BYTE)  # collective, before anything that may fail on one rank
+        _plan(t).move(t, False)
 
     def write(self, t: Transfer) -> None:
-        plan = _plan(t)
         set_view(t, MPI.BYTE, MPI.BYTE)  # collective
-        w = plan.win
-        mine = (w.start, w.end, w.rmw)
-        everyone = t.comm.allgather(mine) if t.comm is not None else [mine]
-        colour = turns(conflicts(everyone))
-        rank = t.comm.Get_rank() if t.comm is not None else 0
         deferred = Deferred()
+        plan = deferred.run(_plan, t)
+        mine = None if plan is None else (plan.win.start, plan.win.end, plan.win.rmw, plan.sync)
+        everyone = t.comm.allgather(mine) if t.comm is not None else [mine]
+        if any(w is None for w in everyone):  # a rank could not plan: nobody writes, it raises
+            deferred.reraise()
+            return
+        sync = bool(everyone[0][3])  # rank 0's consistency mode, so every rank makes the same calls
+        colour = turns(conflicts([w[:3] for w in everyone]))
+        rank = t.comm.Get_rank() if t.comm is not None else 0
         last = int(colour.max())
         for turn in range(last + 1):
             if colour[rank] == turn:
                 deferred.run(plan.move, t, True)
             if turn < last:
-                _between_turns(t, plan.sync)
+                _between_turns(t, sync)
         deferred.reraise()
 
 

@@ -69,7 +69,7 @@ _FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup")  # measured directl
 #: Uncalibrated defaults (a local disk through the page cache, a few ranks per core pair).
 DEFAULTS: dict[str, float] = {
     "open": 5e-4, "base_posix": 5e-5, "base_list": 5e-5, "base_datatype": 5e-5, "base_sieving": 3e-4,
-    "base_servers": 1e-3, "base_collective": 3e-4, "sync": 1e-4, "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 0.0, "seek_r": 0.0,
+    "base_servers": 1e-3, "base_collective": 3e-4, "sync": 1e-4, "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7,
     "list_w": 1.5e-6, "list_r": 8e-7, "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "elem": 3e-9, "copy": 3e-10,
     "exchange": 5e-10, "coll_region": 1.5e-7, "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3,
     **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},

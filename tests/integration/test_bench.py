@@ -1,0 +1,87 @@
+"""``sdm calibrate``, ``sdm predict`` and ``sdm bench ncio`` end to end (mpiexec, real catalogs).
+
+The calibration is stored in a real catalog (SQLite and PostgreSQL) and found again by
+``sdm predict`` for the same directory; ``bench ncio --quick`` writes its JSON,
+Markdown and PNG.  The MPI commands start their own ranks with ``--np``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sdm
+
+TIMEOUT = 240
+
+
+def sdm_cmd(*args: str, timeout: int = TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sdm", *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+def test_calibrate_stores_constants_that_predict_uses(tmp_path, catalog_url):
+    target = tmp_path / "fast-tier"
+    done = sdm_cmd("calibrate", str(target), "--np", "2", "--quick", "--repeats", "1", "--catalog", catalog_url,
+                   "--json")
+    assert done.returncode == 0, done.stderr
+    stored = json.loads(done.stdout)
+    assert stored["nprocs"] == 2 and stored["target"] == str(target.resolve())
+    assert stored["constants"]["call_w"] > 0
+    cat = sdm.Catalog(catalog_url, create=False)
+    try:
+        record = cat.latest_calibration(str(target.resolve()))
+    finally:
+        cat.close()
+    assert record["id"] == stored["id"] and record["constants"]["constants"] == stored["constants"]
+
+    out = sdm_cmd("predict", "--shape", "64x64x64", "--ranks", "8", "--dist", "(Block, Block, *)",
+                  "--datasets", "3", "--every", "5", "--iterations", "50", "--reads", "2",
+                  "--dir", str(target), "--catalog", catalog_url, "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["calibrated"] and f"calibration {stored['id']}" in result["model"]
+    assert result["workload"]["writes"] == 30
+    rows = {r["method"]: r for r in result["rows"]}
+    assert set(rows) == {"posix", "list", "datatype", "sieving", "collective", "servers", "auto"}
+    for r in rows.values():  # fewer files, fewer opens: level 3 <= level 2 <= level 1
+        assert r["total"]["3"] <= r["total"]["2"] <= r["total"]["1"]
+    assert result["auto"]["write"].startswith("auto: ")
+
+
+def test_predict_without_calibration_says_so(tmp_path):
+    out = sdm_cmd("predict", "--shape", "100x100", "--ranks", "4", "--dir", str(tmp_path), "--catalog",
+                  f"sqlite:///{tmp_path}/none.db")
+    assert out.returncode == 0, out.stderr
+    assert "no calibration" in out.stdout and "level 3" in out.stdout
+
+
+def test_predict_rejects_a_bad_shape(tmp_path):
+    out = sdm_cmd("predict", "--shape", "ten", "--dir", str(tmp_path))
+    assert out.returncode == 2 and "shape" in out.stderr
+
+
+@pytest.mark.timeout(TIMEOUT + 30)
+def test_bench_ncio_quick_writes_json_markdown_and_png(tmp_path):
+    out = tmp_path / "results"
+    done = sdm_cmd("bench", "ncio", "--np", "2", "--quick", "--sweep", "size", "--sweep", "contiguity",
+                   "--dir", str(tmp_path / "scratch"), "--out", str(out))
+    assert done.returncode == 0, done.stderr + done.stdout
+    data = json.loads((out / "ncio.json").read_text())
+    assert data["meta"]["nprocs"] == 2 and data["goals"]["all_verified"]
+    methods = {r["method"] for r in data["rows"]}
+    assert methods == {"posix", "list", "datatype", "sieving", "collective", "servers", "auto"}
+    assert {r["direction"] for r in data["rows"]} == {"write", "read"}
+    md = (out / "ncio.md").read_text()
+    assert "## size sweep, write" in md and "## Goals" in md
+    assert (out / "ncio.png").stat().st_size > 10_000
+    assert not list((tmp_path / "scratch").glob(".sdm-*"))  # scratch files removed
+
+
+def test_bench_ncio_rejects_unknown_sweeps(tmp_path):
+    done = sdm_cmd("bench", "ncio", "--sweep", "diagonal", "--dir", str(tmp_path))
+    assert done.returncode == 2 and "diagonal" in done.stderr

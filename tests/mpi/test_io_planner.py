@@ -1,0 +1,75 @@
+"""The planner under MPI: a calibration measured collectively, auto decisions in the catalog."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import sdm
+from sdm.planner import Planner
+from sdm.planner.calibrate import QUICK_RUNS, calibrate
+from sdm.planner.model import CONSTANTS, DEFAULTS, CostModel
+
+from _reference import cyclic_indices, global_array, local_from_global
+
+
+def test_quick_calibration_is_the_same_on_every_rank(comm, mpi_tmp):
+    model, samples, direct = calibrate(comm, mpi_tmp, quick=True, repeats=1)
+    assert model.calibrated and model.nprocs == comm.Get_size()
+    assert all(math.isfinite(v) and v >= 0 for v in model.constants.values())
+    assert set(CONSTANTS) <= set(model.constants) and {"open", "fsync", "commit", "lookup"} <= set(direct)
+    assert len(samples) == 2 * len(QUICK_RUNS)  # every run written and read
+    everyone = comm.allgather(sorted(model.constants.items()))
+    assert all(e == everyone[0] for e in everyone)
+    assert not any(p.name.startswith(".sdm-") for p in Path(mpi_tmp).iterdir())  # scratch files removed
+
+
+def test_auto_decisions_use_the_stored_calibration_and_are_recorded(comm, mpi_tmp):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/cat.db"
+    root = Path(mpi_tmp).resolve()
+    # make independent calls nearly free: auto must then prefer posix or list for a cyclic write
+    cheap = {**DEFAULTS, "call_w": 1e-12, "call_r": 1e-12, "base_posix": 1e-12, "seek_w": 0.0, "seek_r": 0.0}
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        cat.save_calibration(str(root), size, CostModel(cheap, nprocs=size, calibrated=True).to_json())
+        cat.close()
+    comm.Barrier()
+    shape = (6, 4, 3)
+    grid = tuple(__import__("mpi4py").MPI.Compute_dims(size, [0, 0, 0]))
+    G = global_array(shape, "f8", "C", seed=2)
+    with sdm.open("plan", root=root, catalog=url) as s:
+        assert s.planner.model.calibrated
+        g = s.make_group("g", ["a"], dtype="f8", shape=shape, view=sdm.Cyclic())
+        local, _ = local_from_global(G, cyclic_indices(shape, grid, rank))
+        g.write("a", 0, local)
+        names = comm.allgather(s.planner.choose("auto", _access_like(s, g, local)).method.name)
+        assert len(set(names)) == 1
+        run_id = s.run_id
+    comm.Barrier()
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        (_, _, w), = cat.writes(run_id)
+        cat.close()
+        assert w.reason.startswith(f"auto: {w.method} predicted") and "calibration" in w.reason
+        got = np.memmap(root / w.path, dtype="f8", mode="r", offset=w.offset, shape=shape)
+        np.testing.assert_array_equal(got, G)
+
+
+def _access_like(session, group, local):
+    """The access every rank describes for its write (what the planner decides on)."""
+    from sdm.planner import Access, rank_stats_tuple
+
+    piece = group.piece("a")
+    stats = session.comm.allgather(rank_stats_tuple(piece, "C", local))
+    return Access.from_stats(stats, writing=True, level=3, itemsize=8, total_bytes=8 * int(np.prod(piece.shape)))
+
+
+def test_the_planner_is_a_pure_function_of_its_inputs(comm):
+    model = CostModel(nprocs=comm.Get_size(), calibrated=True)
+    a = dict(writing=True, level=3, itemsize=8, total_bytes=4096, rank_bytes=(1024,) * 4, rank_regions=(128,) * 4)
+    from sdm.planner import Access
+
+    decisions = comm.allgather(Planner(model=model).choose("auto", Access(**a)).reason)
+    assert len(set(decisions)) == 1

@@ -1,0 +1,129 @@
+"""The cost model and the predictor reproduce hand-computed costs for given constants.
+
+Every expected value below is worked out by hand from the model's documented terms
+(sdm/planner/model.py); the constants are round numbers so the arithmetic can be
+checked on paper.  Constants not named are zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from sdm.planner import Access
+from sdm.planner.model import CONSTANTS, CostModel, size_weights
+from sdm.planner.predict import Workload, predict
+
+ZERO = {k: 0.0 for k in (*CONSTANTS, "open", "fsync", "fsync_byte", "commit", "lookup")}
+
+
+def model(nprocs: int = 2, cores: int = 2, **constants: float) -> CostModel:
+    named = {k.replace("__", "@"): v for k, v in constants.items()}
+    return CostModel(constants={**ZERO, **named}, nprocs=nprocs, cores=cores, calibrated=True)
+
+
+def access(writing, nbytes, regions, segments, spans, total=1024):
+    return Access(writing=writing, level=3, itemsize=8, total_bytes=total, rank_bytes=tuple(nbytes),
+                  rank_regions=tuple(regions), rank_segments=tuple(segments), rank_spans=tuple(spans))
+
+
+def test_size_weights_interpolate_in_log_size():
+    assert size_weights(8) == {4096: 1.0}
+    assert size_weights(1 << 30) == {16777216: 1.0}
+    w = size_weights(65536)  # log2: 12 -> 16 -> 19, so 4/7 of the way
+    assert w[4096] == pytest.approx(3 / 7, rel=1e-12) and w[524288] == pytest.approx(4 / 7, rel=1e-12)
+
+
+def test_posix_write_is_calls_seeks_and_bytes_of_the_slowest_rank():
+    m = model(base_posix=1e-3, call_w=1e-6, seek_w=2e-6, byte_w__4096=1e-9)
+    a = access(True, (64, 128), (8, 4), (8, 16), ((0, 1024), (8, 1016)))
+    # rank 0: 8 calls, 8 seeks, 64 B = 24.064 us; rank 1: 16 calls, 4 seeks, 128 B = 24.128 us
+    assert m.predict("posix", a).seconds == pytest.approx(1e-3 + 24.128e-6, rel=1e-12)
+
+
+def test_byte_cost_depends_on_request_size():
+    m = model(call_r=1e-6, byte_r__4096=7e-10, byte_r__524288=1.4e-9)
+    a = access(False, (131072,), (2,), (2,), ((0, 131072),), total=131072)
+    # two 64 KiB requests: per byte 3/7 * 0.7 ns + 4/7 * 1.4 ns = 1.1 ns
+    assert m.predict("posix", a).seconds == pytest.approx(2e-6 + 131072 * 1.1e-9, rel=1e-12)
+
+
+def test_list_io_is_one_call_and_a_region_walk():
+    m = model(base_list=1e-4, call_w=1e-5, list_w=1e-6, byte_w__4096=1e-9)
+    a = access(True, (64, 64), (8, 8), (8, 8), ((0, 1016), (8, 1024)))
+    assert m.predict("list", a).seconds == pytest.approx(1e-4 + 1e-5 + 8e-6 + 64e-9, rel=1e-12)
+
+
+def test_sieving_write_takes_turns_when_windows_with_holes_overlap():
+    m = model(base_sieving=1e-4, sync=2e-5, elem=1e-8, copy=1e-10, call_w=1e-6, call_r=5e-7,
+              byte_w__4096=1e-9, byte_r__4096=5e-10)
+    a = access(True, (64, 64), (8, 8), (8, 8), ((0, 120), (8, 128)))
+    # per rank: one 120-byte window read and written whole, 8 elements copied
+    per_rank = 8 * 1e-8 + 64 * 1e-10 + 1e-6 + 120 * 1e-9 + 5e-7 + 120 * 5e-10
+    assert per_rank == pytest.approx(1.7664e-6, rel=1e-12)
+    pred = m.predict("sieving", a)
+    assert pred.seconds == pytest.approx(2 * per_rank + 1e-4 + 2 * 2e-5, rel=1e-12)  # two turns
+
+
+def test_sieving_read_of_far_apart_regions_skips_the_holes():
+    m = model(call_r=1e-6, byte_r__4096=1e-9)
+    # 4 regions of 64 B spread over 3 MiB: holes of ~1 MiB, larger than the 32 KiB gap
+    a = access(False, (256,), (4,), (4,), ((0, 3 << 20),), total=3 << 20)
+    assert m.predict("sieving", a).seconds == pytest.approx(4e-6 + 256e-9, rel=1e-12)
+
+
+def test_datatype_writes_queue_on_locks_and_the_active_rank_runs_faster():
+    m = model(nprocs=4, cores=2, base_datatype=3e-4, call_r=1e-6, call_w=2e-6, copy=1e-10, ds_w=1e-7, lock=1e-5,
+              byte_r__4096=1e-9, byte_w__4096=2e-9)
+    a = access(True, (64,) * 4, (8,) * 4, (8,) * 4, tuple((8 * r, 8 * r + 232) for r in range(4)))
+    per_rank = 1e-6 + 2e-6 + 64 * 1e-10 + 8 * 1e-7 + 1e-5 + 232 * 1e-9 + 232 * 2e-9
+    assert per_rank == pytest.approx(1.45024e-5, rel=1e-12)
+    # four ranks on two cores, serialized: the sum over ranks, each at twice the speed
+    assert m.predict("datatype", a).seconds == pytest.approx(4 * per_rank / 2 + 3e-4, rel=1e-12)
+
+
+def test_servers_read_packs_exchanges_and_serves_a_chunk_each():
+    m = model(base_servers=1e-3, sync=1e-4, elem=2e-9, copy=1e-10, exchange=3e-10, call_r=1e-6,
+              byte_r__4096=5e-10)
+    a = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 8192), (0, 8192)), total=8192)
+    # each rank: its 512 elements packed and exchanged, plus a 4096-byte chunk served (512 elements)
+    per_rank = 1024 * 2e-9 + 8192 * 1e-10 + 4096 * 3e-10 + 1e-6 + 4096 * 5e-10
+    assert m.predict("servers", a).seconds == pytest.approx(per_rank + 1e-3 + 1e-4, rel=1e-12)
+
+
+def test_collective_without_interleaving_is_independent_io():
+    m = model(base_collective=5e-4, call_w=1e-6, byte_w__4096=1e-9)
+    a = access(True, (1024, 1024), (1, 1), (1, 1), ((0, 1024), (1024, 2048)), total=2048)
+    assert m.predict("collective", a).seconds == pytest.approx(5e-4 + 1e-6 + 1024e-9, rel=1e-12)
+
+
+def test_collective_interleaved_goes_through_one_aggregator():
+    m = model(base_collective=1e-4, elem=1e-9, copy=1e-10, coll_region=2e-7, exchange=1e-9, call_r=3e-6,
+              byte_r__4096=1e-9)
+    a = access(False, (512, 512), (64, 64), (64, 64), ((0, 1016), (8, 1024)))
+    aggregator = 64 * 1e-9 + 512 * 1e-10 + 128 * 2e-7 + 1024 * 1e-9 + 3e-6 + 1024 * 1e-9
+    assert m.predict("collective", a).seconds == pytest.approx(1e-4 + aggregator, rel=1e-12)
+
+
+def test_constants_scale_with_cpu_contention_for_other_rank_counts():
+    m = model(nprocs=2, cores=2, base_posix=1e-3, call_w=1e-6, open=5e-4)
+    a = access(True, (8,) * 8, (1,) * 8, (1,) * 8, tuple((8 * r, 8 * r + 8) for r in range(8)), total=64)
+    # 8 ranks on 2 cores: 4 times the contention of the calibration's 2 ranks
+    assert m.predict("posix", a).seconds == pytest.approx(4 * (1e-3 + 1e-6), rel=1e-12)
+    assert m.scaled(8)["open"] == 5e-4  # measured directly: not scaled
+
+
+def test_predictor_totals_per_organization_level():
+    m = model(nprocs=1, cores=1, base_posix=1e-4, call_w=1e-6, byte_w__4096=1e-9, commit=1e-3, fsync=2e-3,
+              fsync_byte=1e-8, open=5e-4)
+    w = Workload(shape=(16,), dtype="f8", distribution="block", datasets=2, every=5, iterations=20, ranks=1)
+    result = predict(w, m)
+    row = next(r for r in result["rows"] if r["method"] == "posix")
+    per_write = (1e-4 + 1e-6 + 128e-9) + (1e-3 + 2e-3 + 128 * 1e-8)
+    assert row["per_write"] == pytest.approx(per_write, rel=1e-12)
+    assert w.writes == 8
+    assert row["total"][1] == pytest.approx(8 * per_write + 8 * 5e-4, rel=1e-12)  # a file per write
+    assert row["total"][2] == pytest.approx(8 * per_write + 2 * 5e-4, rel=1e-12)  # a file per dataset
+    assert row["total"][3] == pytest.approx(8 * per_write + 1 * 5e-4, rel=1e-12)  # one file
+    assert math.isclose(result["rows"][-1]["total"][3], min(r["total"][3] for r in result["rows"][:-1]),
+                        rel_tol=1e-12)  # auto takes the fastest write method
