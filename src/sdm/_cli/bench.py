@@ -28,7 +28,7 @@ from rich.text import Text
 from .. import config
 from ..errors import SDMError
 
-__all__ = ["register", "bench_app"]
+__all__ = ["register", "bench_app", "run_ncio", "run_calibration", "write_ncio", "fs_type"]
 
 bench_app = typer.Typer(name="bench", help="Benchmarks of the I/O methods (MPI).", no_args_is_help=True,
                         add_completion=False, pretty_exceptions_enable=False)
@@ -116,26 +116,21 @@ def _latest(url: str, target: str) -> dict[str, Any] | None:
 
 def _save(url: str, target: Path, model: Any, samples: list, direct: dict) -> int:
     """Store a calibration of *target* in the catalog at *url*; returns its id."""
-    from ..catalog import Catalog
+    from ..planner.calibrate import store
 
-    cat = Catalog(url, create=True)
-    try:
-        return cat.save_calibration(str(target), model.nprocs, model.to_json(),
-                                    {"direct": direct, "samples": [s.as_dict() for s in samples]})
-    finally:
-        cat.close()
+    return store(url, target, model, samples, direct)
 
 
 def _meta(comm: Any, directory: Path, extra: dict[str, Any]) -> dict[str, Any]:
     from mpi4py import MPI
 
     return {"nprocs": comm.Get_size(), "cores": os.cpu_count(), "directory": str(directory),
-            "fs": _fs_type(directory) or "unknown", "mpi": MPI.Get_library_version().splitlines()[0].strip(),
+            "fs": fs_type(directory) or "unknown", "mpi": MPI.Get_library_version().splitlines()[0].strip(),
             "python": platform.python_version(), "host": platform.node(),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **extra}
 
 
-def _fs_type(path: Path) -> str:
+def fs_type(path: Path) -> str:
     """File system type of the mount holding *path* (Linux /proc/mounts), or ''."""
     try:
         best, kind, target = "", "", str(path.resolve())
@@ -202,7 +197,7 @@ def predict_cmd(
     shape: Annotated[str, typer.Option("--shape", help="Global shape of each dataset, e.g. 256x256x256.")],
     ranks: Annotated[int, typer.Option("--ranks", help="MPI ranks of the run.")] = 1,
     dtype: Annotated[str, typer.Option("--dtype", help="numpy dtype.")] = "f8",
-    dist: Annotated[str, typer.Option("--dist", help="Access pattern: block, cyclic, '(Block, Block, *)' ...")] = "block",
+    dist: Annotated[str, typer.Option("--dist", help="Access pattern: block, cyclic, '(Block, Block, *)'.")] = "block",
     datasets: Annotated[int, typer.Option("--datasets", help="Datasets written at each dump.")] = 1,
     every: Annotated[int, typer.Option("--every", help="Dump period (iterations).")] = 1,
     iterations: Annotated[int, typer.Option("--iterations", help="Iterations of the run.")] = 1,
@@ -262,7 +257,7 @@ def ncio_cmd(
     np_: NpOpt = None,
     directory: Annotated[Path | None, typer.Option("--dir", help="Directory for the scratch files "
                                                    "(default: a new temporary directory under $SDM_ROOT).")] = None,
-    out: Annotated[Path, typer.Option("--out", help="Where ncio.json, ncio.md and ncio.png go.")] = Path("ncio-results"),
+    out: Annotated[Path, typer.Option("--out", help="Where ncio.json/.md/.png go.")] = Path("ncio-results"),
     quick: Annotated[bool, typer.Option("--quick", help="Tiny sweeps, one repeat (a smoke test).")] = False,
     repeats: Annotated[int | None, typer.Option("--repeats", help="Timed repeats (default 5; 1 with --quick).")] = None,
     sweep: Annotated[list[str] | None, typer.Option("--sweep", help="Sweeps to run: size, count, spacing, "
@@ -280,15 +275,25 @@ def ncio_cmd(
     from mpi4py import MPI
 
     from ..planner import ncio
-    from ..planner.model import METHODS, CostModel
+    from ..planner.model import METHODS
 
-    comm = MPI.COMM_WORLD
-    rank0 = comm.Get_rank() == 0
     names = tuple(sweep or ncio.SWEEP_NAMES)
     methods = tuple(method or METHODS)
     bad = [n for n in names if n not in ncio.SWEEP_NAMES] + [m for m in methods if m not in METHODS]
     if bad:
         _fail(f"unknown sweeps or methods {bad}; sweeps: {list(ncio.SWEEP_NAMES)}, methods: {list(METHODS)}")
+    run_ncio(MPI.COMM_WORLD, directory, out, quick=quick, repeats=repeats, sweeps=names, methods=methods,
+             calibrate=calibrate, catalog=catalog, hints=_hints(hint))
+
+
+def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = False, repeats: int | None = None,
+             sweeps: tuple[str, ...] | None = None, methods: tuple[str, ...] | None = None, calibrate: bool = False,
+             catalog: str | None = None, hints: dict[str, str] | None = None) -> None:
+    """Run the NCIO sweeps on *comm* and write the results in *out* (collective; rank 0 prints)."""
+    from ..planner import ncio
+    from ..planner.model import METHODS
+
+    rank0 = comm.Get_rank() == 0
     temp = None
     if directory is None:
         temp = comm.bcast(tempfile.mkdtemp(prefix="sdm-ncio-", dir=_ensure(config.default_root()))
@@ -296,20 +301,21 @@ def ncio_cmd(
     target = Path(temp or directory).resolve()
     con = _console()
     load_before = os.getloadavg()[0]
+    names, methods = tuple(sweeps or ncio.SWEEP_NAMES), tuple(methods or METHODS)
     try:
         model = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None)
         plan = ncio.sweeps(quick, names)
-        total = sum(len(s.points) for s in plan)
         reps = repeats or (1 if quick else 5)
+        kwargs = dict(methods=methods, repeats=reps, model=model, hints=hints or {})
         if rank0:
             from rich.progress import Progress
 
             with Progress(console=con, transient=True) as bar:
-                task = bar.add_task("NCIO", total=total)
-                rows = ncio.run(comm, target, plan, methods=methods, repeats=reps, model=model, hints=_hints(hint),
-                                progress=lambda text, n: bar.update(task, advance=n, description=text))
+                task = bar.add_task("NCIO", total=sum(len(s.points) for s in plan))
+                rows = ncio.run(comm, target, plan, progress=lambda text, n: bar.update(task, advance=n,
+                                                                                     description=text), **kwargs)
         else:
-            rows = ncio.run(comm, target, plan, methods=methods, repeats=reps, model=model, hints=_hints(hint))
+            rows = ncio.run(comm, target, plan, **kwargs)
     finally:
         comm.Barrier()
         if temp and rank0:

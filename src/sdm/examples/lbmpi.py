@@ -41,7 +41,8 @@ import sdm
 from sdm.examples._template import MB, Stopwatch, pattern
 from sdm.io._support import byte_view
 
-__all__ = ["Grid", "FIELDS", "local_array", "global_field", "run", "original", "VARIANTS", "main"]
+__all__ = ["Grid", "FIELDS", "local_array", "global_field", "run", "original", "predicted", "verify", "VARIANTS",
+           "main"]
 
 FIELDS = 4
 VARIANTS = ("original", "one-file", "four-files")
@@ -220,7 +221,8 @@ def verify(comm: MPI.Comm, grid: Grid, result: dict[str, Any], root: Path, steps
         if result["variant"] == "original":
             for k, path in enumerate(original_paths(root)):
                 for i, step in enumerate(steps):
-                    got = np.memmap(path, dtype=item, mode="r", offset=i * grid.field_bytes, shape=grid.shape, order="F")
+                    got = np.memmap(path, dtype=item, mode="r", offset=i * grid.field_bytes, shape=grid.shape,
+                                    order="F")
                     bad += int(np.count_nonzero(got != global_field(grid, k, step)))
         else:
             for name, writes in files_of(result, root).items():
@@ -233,6 +235,44 @@ def verify(comm: MPI.Comm, grid: Grid, result: dict[str, Any], root: Path, steps
                         got = np.memmap(path, dtype=item, mode="r", offset=offset, shape=grid.shape, order="F")
                         bad += int(np.count_nonzero(got != global_field(grid, int(name[1:]), step)))
     return int(comm.bcast(bad, root=0))
+
+
+def predicted(model: Any, grid: Grid, variant: str, method: str, nprocs: int, steps: int, sync: bool = True,
+              hints: dict[str, str] | None = None) -> tuple[float, str]:
+    """The cost model's seconds for *steps* dumps of *variant*, and the method it assumes.
+
+    SDM variants: every write's :class:`~sdm.planner.Access` (all ranks' pieces, the
+    memory layout SDM sees: the F-ordered 4-D array, or for four files each field as
+    the C-ordered copy SDM makes of a strided view) through the method (``auto``: the
+    planner's choice), plus the commit, the sync and one open per file.  The original:
+    every element a call of its own (:mod:`posix`'s terms), one sync per field file.
+    """
+    from sdm.layout.regions import file_strides, rank_stats
+    from sdm.planner import Access, Planner
+
+    item = np.dtype(grid.dtype).itemsize
+    c = model.constants
+
+    def access(view: Any, shape: tuple, mem_order: str) -> Access:
+        stats = [rank_stats(p, "F", item, file_strides(p.memory_shape, mem_order, item)).as_tuple()
+                 for p in (view.piece(shape, nprocs, r) for r in range(nprocs))]
+        return Access.from_stats(stats, writing=True, level=2, itemsize=item,
+                                 total_bytes=int(np.prod(shape)) * item, order="F")
+
+    sync_cost = (c["fsync"] + c["fsync_byte"] * grid.field_bytes) if sync else 0.0
+    if variant == "original":  # one os.pwrite per element, then a sync per field file
+        elements = max(grid.piece(nprocs, r).size for r in range(nprocs))
+        per_field = elements * model.scaled(nprocs)["pwrite"] + sync_cost
+        return FIELDS * steps * per_field, "posix"
+    if variant == "one-file":
+        a = access(grid.array_view, (FIELDS, *grid.shape), "F")
+        writes, files, nbytes = steps, 1, FIELDS * grid.field_bytes
+    else:
+        a = access(grid.field_view, grid.shape, "C")
+        writes, files, nbytes = FIELDS * steps, FIELDS, grid.field_bytes
+    chosen = Planner(mpi_hints=hints, model=model).choose(method, a).method.name
+    per_write = model.predict(chosen, a, hints).seconds + model.overhead(nbytes, writing=True, sync=sync)
+    return writes * per_write + files * c["open"], chosen
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -73,7 +73,8 @@ class Windows:
         return int(self.start.size)
 
 
-def windows(start: np.ndarray, length: np.ndarray, owned: np.ndarray, buffer: int = BUFFER_SIZE, gap: int = GAP) -> Windows:
+def windows(start: np.ndarray, length: np.ndarray, owned: np.ndarray, buffer: int = BUFFER_SIZE,
+            gap: int = GAP) -> Windows:
     """Group sorted, disjoint parts ``[start, start + length)`` into sieve windows.
 
     A new window starts after a hole larger than *gap*, and where the offset from the

@@ -3,8 +3,9 @@
 A short micro-benchmark, run collectively by the ranks that will use the target:
 
 1. direct timings: collective open and close, ``MPI_File_sync`` of little and of many
-   dirty bytes, and the per-write overhead of SDM itself (a tiny dataset written and
-   read through a session with a scratch SQLite catalog);
+   dirty bytes, the per-write overhead of SDM itself (a tiny dataset written and read
+   through a session with a scratch SQLite catalog), and a plain ``os.pwrite`` call
+   (what codes that write value by value pay per value);
 2. every I/O method on a set of small NCIO patterns chosen so that each constant of
    the model (:mod:`sdm.planner.model`) is exercised: tiny and large requests,
    sequential and jumping, holes, noncontiguous memory, interleaved ranks;
@@ -34,7 +35,7 @@ from .measure import pattern_access, run_method, scratch_file, timed
 from .model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
 
-__all__ = ["RUNS", "QUICK_RUNS", "Sample", "calibrate", "fit", "nnls"]
+__all__ = ["RUNS", "QUICK_RUNS", "Sample", "calibrate", "fit", "nnls", "store"]
 
 K, M = 1 << 10, 1 << 20
 
@@ -186,6 +187,25 @@ def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> tuple[float, f
     return tw, tr
 
 
+def _pwrite_call(comm: MPI.Comm, directory: Path, calls: int) -> float:
+    """Seconds per ``os.pwrite`` of 8 bytes from Python, all ranks at once (original codes' call)."""
+    rank = comm.Get_rank()
+    path = directory / f".sdm-calibrate-pwrite-{rank}-{os.getpid()}.dat"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        word = memoryview(np.zeros(1))
+        offsets = (np.arange(calls, dtype=np.int64) * 16).tolist()
+
+        def once() -> None:
+            for off in offsets:
+                os.pwrite(fd, word, off)
+
+        return _median_time(comm, once, 3) / calls
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+
+
 def _romio(fh: MPI.File) -> dict[str, int]:
     """The ROMIO buffer settings and aggregator count the target's files get by default."""
     info = fh.Get_info()
@@ -237,6 +257,7 @@ def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, rep
     direct = {"open": _open_close(comm, directory, repeats * 3)}
     direct["fsync"], direct["fsync_byte"] = _fsync(comm, directory, repeats)
     direct["commit"], direct["lookup"] = _sdm_overhead(comm, directory, 3 if quick else 8)
+    direct["pwrite"] = _pwrite_call(comm, directory, 2000 if quick else 20000)
     if progress is not None:
         progress("open, sync and SDM overhead measured")
     samples = measure_runs(comm, directory, QUICK_RUNS if quick else RUNS, repeats, romio, progress)
@@ -246,3 +267,16 @@ def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, rep
                       cores=comm.bcast(os.cpu_count() or 1, root=0), romio=romio, calibrated=True,
                       label=f"calibration of {directory} ({comm.Get_size()} ranks, {time.perf_counter() - t0:.0f} s)")
     return model, samples, direct
+
+
+def store(url: str, target: str | Path, model: CostModel, samples: list[Sample] | None = None,
+          direct: dict[str, float] | None = None) -> int:
+    """Save *model* as the calibration of *target* in the catalog at *url* (rank 0 only); returns its id."""
+    from ..catalog import Catalog
+
+    cat = Catalog(url, create=True)
+    try:
+        extra = {"direct": direct or {}, "samples": [s.as_dict() for s in samples or ()]}
+        return cat.save_calibration(str(Path(target).resolve()), model.nprocs, model.to_json(), extra)
+    finally:
+        cat.close()

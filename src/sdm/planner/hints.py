@@ -105,7 +105,8 @@ class Hints:
                 raise InvalidNameError(f"planner hint buffer_limit={h.get('buffer_limit')!r} must be bytes >= 0")
         methods = h.get("methods")
         if methods is not None:
-            methods = tuple(m.strip() for m in (methods.split(",") if isinstance(methods, str) else methods) if m.strip())
+            items = methods.split(",") if isinstance(methods, str) else methods
+            methods = tuple(m.strip() for m in items if m.strip())
         return cls(pattern, frequency, mostly, limit, methods)
 
     def describe(self) -> str:

@@ -21,6 +21,7 @@ exchange            per byte moved between ranks (servers, two-phase collective)
 coll_region         per file region through ROMIO's two-phase collective I/O
 fsync, fsync_byte   per ``MPI_File_sync`` and per byte it flushes
 commit, lookup      per SDM write / read beyond the method (allgathers, checksum, catalog)
+pwrite              per plain ``os.pwrite`` from Python (codes that write value by value)
 ==================  ========================================================================
 
 Each method turns an :class:`~sdm.planner.Access` into per-rank counts of these units
@@ -61,17 +62,19 @@ __all__ = [
 SIZES = (4096, 524288, 16777216)  #: request sizes of the byte-cost table
 METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 
-_PER = tuple(f"base_{m}" for m in METHODS) + ("sync", "call_w", "call_r", "seek_w", "seek_r", "list_w", "list_r", "ds_w", "ds_r", "lock",
+_PER = tuple(f"base_{m}" for m in METHODS) + ("sync", "call_w", "call_r", "seek_w", "seek_r", "list_w", "list_r",
+                                             "ds_w", "ds_r", "lock",
         "elem", "copy", "exchange", "coll_region")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
-_FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup")  # measured directly, not CPU-bound per rank
+_FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup")  # not CPU-bound per rank: not scaled
 
 #: Uncalibrated defaults (a local disk through the page cache, a few ranks per core pair).
 DEFAULTS: dict[str, float] = {
     "open": 5e-4, "base_posix": 5e-5, "base_list": 5e-5, "base_datatype": 5e-5, "base_sieving": 3e-4,
-    "base_servers": 1e-3, "base_collective": 3e-4, "sync": 1e-4, "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7,
-    "list_w": 1.5e-6, "list_r": 8e-7, "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "elem": 3e-9, "copy": 3e-10,
-    "exchange": 5e-10, "coll_region": 1.5e-7, "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3,
+    "base_servers": 1e-3, "base_collective": 3e-4, "sync": 1e-4,
+    "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
+    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "coll_region": 1.5e-7,
+    "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "pwrite": 1.5e-6,
     **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},
 }
 

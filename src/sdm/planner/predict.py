@@ -142,7 +142,7 @@ def workload_access(w: Workload, writing: bool, hints: dict[str, Any] | None = N
     from ..layout.regions import rank_stats
 
     text = w.distribution if writing or not w.read_distribution else w.read_distribution
-    dist = distribution_of(text, w.shape, w.ranks, w.ghosts if writing else 0)
+    dist = distribution_of(text, w.shape, w.ranks, w.ghosts if writing or not w.read_distribution else 0)
     item = np.dtype(w.dtype).itemsize
     stats = []
     for r in range(w.ranks):
