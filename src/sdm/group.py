@@ -330,6 +330,8 @@ class Group:
             rank_bytes=tuple(p[2][0] for p in payloads),
             rank_regions=tuple(p[2][1] for p in payloads),
             hints=self.session.planner.hints,
+            order=rec.order,
+            kind=self._view(name).piece.kind,
         )
 
     def _commit(

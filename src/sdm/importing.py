@@ -110,7 +110,7 @@ def import_array(
     try:
         mem, made = resolved.memory(arr)
         with freeing(made):
-            get_method("collective").read(
+            get_method("exchange" if resolved.piece.kind == "map" else "collective").read(
                 Transfer(fh, int(offset), resolved.etype, resolved.ftype, mem, resolved.piece, arr, "C", s.comm, s.hints)
             )
     except MPI.Exception as exc:

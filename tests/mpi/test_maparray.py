@@ -35,17 +35,18 @@ def _local(G, rows, mask, fill):
     return out
 
 
+@pytest.mark.parametrize("method", ["auto", "collective"])
 @pytest.mark.parametrize("rest", [(), (5,)])
 @pytest.mark.parametrize("empty_last", [False, True])
 @pytest.mark.parametrize("level", [1, 3])
-def test_map_write_read_bytes(comm, mpi_tmp, rest, empty_last, level):
+def test_map_write_read_bytes(comm, mpi_tmp, rest, empty_last, level, method):
     rank, size = comm.Get_rank(), comm.Get_size()
     shape = (N, *rest)
     rows, mask = _maps(size, rank, empty_last=empty_last)
     m = sdm.MapArray(rows, ghost=mask)
     G = {d: global_array(shape, "f8", seed=i) for i, d in enumerate("pq")}
     url = f"sqlite:///{mpi_tmp}/c.db"
-    with sdm.open("irr", root=mpi_tmp, catalog=url) as s:
+    with sdm.open("irr", root=mpi_tmp, catalog=url, method=method) as s:
         g = s.make_group("res", ["p", "q"], dtype="f8", shape=shape, level=level, view=m)
         for step in range(3):
             for d in "pq":
@@ -56,13 +57,15 @@ def test_map_write_read_bytes(comm, mpi_tmp, rest, empty_last, level):
                 g.read(d, step, out=out, verify=True)
                 np.testing.assert_array_equal(out[~mask], (G[d] + step)[rows[~mask]])
                 assert (out[mask] == 99.0).all()  # ghost rows untouched
-        assert len(m.types) == 2  # one file type and one memory type, shared by 12 accesses
+        if method == "collective":
+            assert len(m.types) == 2  # one file type and one memory type, shared by 12 accesses
         run_id = s.run_id
     if rank == 0:
         cat = sdm.Catalog(url)
         for _, d, w in cat.writes(run_id):
             on_disk = np.memmap(Path(mpi_tmp) / w.path, dtype="f8", mode="r", offset=w.offset, shape=shape)
             np.testing.assert_array_equal(on_disk, G[d] + w.step)
+            assert w.method == ("exchange" if method == "auto" else "collective")
         cat.close()
 
 
@@ -82,11 +85,12 @@ def test_read_through_another_map_and_block(comm, mpi_tmp):
         np.testing.assert_array_equal(g.read("a", 0), G[start:start + lo[rank]])
 
 
-def test_gaps_allowed_without_coverage(comm, mpi_tmp):
+@pytest.mark.parametrize("method", ["exchange", "collective"])
+def test_gaps_allowed_without_coverage(comm, mpi_tmp, method):
     rank, size = comm.Get_rank(), comm.Get_size()
     rows = np.arange(rank, N, size)[::2]  # every other owned row: gaps
     G = global_array((N,), "f8")
-    with sdm.open("gap", root=mpi_tmp, catalog=f"sqlite:///{mpi_tmp}/c.db") as s:
+    with sdm.open("gap", root=mpi_tmp, catalog=f"sqlite:///{mpi_tmp}/c.db", method=method) as s:
         g = s.make_group("g", ["a"], dtype="f8", shape=(N,), view=sdm.MapArray(rows, coverage=False))
         g.write("a", 0, G[rows])
         np.testing.assert_array_equal(g.read("a", 0), G[rows])
@@ -97,6 +101,19 @@ def test_gaps_allowed_without_coverage(comm, mpi_tmp):
             expect = np.zeros(N)
             expect[owned] = G[owned]
             np.testing.assert_array_equal(whole, expect)
+        # overwrite through the gappy map: the unowned rows keep their earlier bytes
+        full = sdm.Block()
+        g.data_view(full)
+        lo = np.array_split(np.arange(N), size)[rank]
+        g.write("a", 1, (G + 100)[lo])
+        g.data_view(sdm.MapArray(rows, coverage=False))
+        g.write("a", 1, (G + 200)[rows], overwrite=True)
+        g.data_view(full)
+        got = np.concatenate(comm.allgather(g.read("a", 1)))
+        owned = np.concatenate([np.arange(r, N, size)[::2] for r in range(size)])
+        expect = G + 100
+        expect[owned] = (G + 200)[owned]
+        np.testing.assert_array_equal(got, expect)
 
 
 

@@ -8,6 +8,8 @@ sieving     few large reads/writes covering many regions, numpy extraction,
             turn-based read-modify-write between ranks that share bytes
 collective  two-phase collective I/O through the file view (ROMIO aggregators)
 servers     SDM's own two-phase I/O: I/O servers with buffers (PDS/PIO), Alltoallw
+exchange    map arrays: rows exchanged to the owners of contiguous file blocks (plan
+            built once per map), one contiguous collective call per access
 ==========  ===========================================================================
 
 ``auto`` is not a method: the planner (:mod:`sdm.planner`) picks one of these.
@@ -15,6 +17,7 @@ servers     SDM's own two-phase I/O: I/O servers with buffers (PDS/PIO), Alltoal
 
 from . import collective as _collective  # noqa: F401 - each import registers a method
 from . import datatype as _datatype  # noqa: F401
+from . import exchange as _exchange  # noqa: F401
 from . import listio as _listio  # noqa: F401
 from . import posix as _posix  # noqa: F401
 from . import servers as _servers  # noqa: F401

@@ -23,7 +23,7 @@ local array but are never written or read.  Irregular (unstructured-mesh) data u
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -79,6 +79,7 @@ class Piece:
     darray: tuple | None = None
     memory_rows: np.ndarray | None = None
     local_rows: int = 0
+    cache: dict = field(default_factory=dict, compare=False, repr=False)  # derived plans (I/O methods)
 
     @property
     def size(self) -> int:

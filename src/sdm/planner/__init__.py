@@ -60,6 +60,7 @@ class Access:
     rank_segments: tuple[int, ...] = ()
     rank_spans: tuple[tuple[int, int], ...] = ()
     order: str = "C"
+    kind: str = ""  # kind of the pieces ("map" for map-array views)
 
     @property
     def nprocs(self) -> int:
@@ -89,7 +90,7 @@ class Access:
     def key(self) -> tuple:
         """A hashable signature: equal keys, equal decisions."""
         return (self.writing, self.level, self.itemsize, self.total_bytes, self.rank_bytes, self.rank_regions,
-                self.rank_segments, self.rank_spans, self.order, repr(sorted(self.hints.items())))
+                self.rank_segments, self.rank_spans, self.order, self.kind, repr(sorted(self.hints.items())))
 
     @classmethod
     def from_stats(
@@ -183,6 +184,8 @@ class Planner:
         InvalidNameError
             The name is neither ``"auto"`` nor a registered method, or a hint is invalid.
         """
+        if requested == "exchange" and access is not None and access.kind != "map":
+            return Decision(get_method("collective"), "requested: exchange, which serves map arrays; collective here")
         if requested != "auto":
             return Decision(get_method(requested), f"requested: {requested}")
         key = access.key() if access is not None else None
@@ -197,6 +200,11 @@ class Planner:
 
     def _auto(self, access: Access | None) -> Decision:
         """The decision for ``"auto"`` (see :meth:`choose`)."""
+        if access is not None and access.kind == "map":
+            return Decision(
+                get_method("exchange"),
+                "auto: map-array view, rows exchanged to contiguous file blocks (plan built once per map)",
+            )
         hints = Hints.parse({**self.hints, **(access.hints if access is not None else {})})
         candidates = self._candidates(hints)
         said = f"; hints: {hints.describe()}" if hints.describe() else ""

@@ -1,0 +1,139 @@
+"""Map-array I/O by exchange: rows travel to the rank that owns their file block.
+
+For irregular (map-array) pieces, describing thousands of scattered rows to MPI-IO
+with indexed types makes the library flatten and sort them on every access. This
+method does the two-phase work itself, once per map and then with plain numpy:
+
+* **plan** (built once per map, communicator and row size, cached on the piece): the
+  global rows are split into ``size`` contiguous blocks; every rank tells each block
+  owner which of that block's rows it holds (one ``Alltoall`` + one ``Alltoallv`` of
+  indices).
+* **write**: the rank's rows go to the block owners (one ``Alltoallv`` of values),
+  which place them and write their block with one contiguous collective call.
+* **read**: every rank reads its block with one contiguous collective call and sends
+  each rank the rows it asked for (the reverse ``Alltoallv``), ghost rows included.
+
+A block whose rows are not all owned (a map with ``coverage=False``) is written as its
+runs of owned rows only, so unowned bytes are never touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from ..errors import SDMError
+from .base import IOMethod, Transfer, register
+
+__all__ = ["ExchangeIO", "ExchangePlan"]
+
+
+@dataclass
+class ExchangePlan:
+    """Who sends which rows where, for one map on one communicator."""
+
+    lo: int  # this rank's block of global rows [lo, hi)
+    hi: int
+    sendcounts: np.ndarray  # rows this rank sends to each block owner (its sorted rows, in order)
+    recvcounts: np.ndarray  # rows each rank sends to this block
+    slots: np.ndarray  # where each received row goes in the block (row - lo)
+    complete: bool  # every row of the block is received
+    runs: tuple[np.ndarray, np.ndarray]  # starts and lengths of received runs (block-relative)
+    rowtype: MPI.Datatype  # one row of the dataset
+
+    def free(self) -> None:
+        """Release the row datatype."""
+        if self.rowtype != MPI.DATATYPE_NULL:
+            self.rowtype.Free()
+
+
+def _displs(counts: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
+def _plan(t: Transfer) -> ExchangePlan:
+    piece, comm = t.piece, t.comm
+    rowelems = int(np.prod(piece.shape[1:], dtype=np.int64))
+    key = ("exchange", comm.py2f(), comm.Get_size(), t.etype.Get_extent()[1], rowelems)
+    plan = piece.cache.get(key)
+    if plan is not None:
+        return plan
+    size, rank = comm.Get_size(), comm.Get_rank()
+    n = piece.shape[0]
+    chunk = max(1, -(-n // size))
+    rows = piece.indices[0]  # sorted
+    sendcounts = np.bincount(rows // chunk, minlength=size).astype(np.int64) if rows.size else np.zeros(size, np.int64)
+    recvcounts = np.empty(size, dtype=np.int64)
+    comm.Alltoall(sendcounts, recvcounts)
+    got = np.empty(int(recvcounts.sum()), dtype=np.int64)
+    comm.Alltoallv([np.ascontiguousarray(rows), sendcounts, _displs(sendcounts), MPI.INT64_T],
+                   [got, recvcounts, _displs(recvcounts), MPI.INT64_T])
+    lo, hi = min(n, rank * chunk), min(n, (rank + 1) * chunk)
+    slots = got - lo
+    present = np.zeros(hi - lo, dtype=bool)
+    present[slots] = True
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], present, [False]]).astype(np.int8)))
+    starts, ends = edges[0::2], edges[1::2]
+    rowtype = t.etype.Create_contiguous(rowelems).Commit()
+    plan = ExchangePlan(lo, hi, sendcounts, recvcounts, slots, bool(present.all()), (starts, ends - starts), rowtype)
+    piece.cache[key] = plan
+    return plan
+
+
+class ExchangeIO(IOMethod):
+    """Two-phase I/O for map-array pieces with numpy and one exchange per access."""
+
+    name = "exchange"
+    collective = True
+
+    @staticmethod
+    def _check(t: Transfer) -> None:
+        if t.piece is None or t.piece.kind != "map":
+            raise SDMError("the exchange method serves map-array views only; use collective for other views")
+
+    def write(self, t: Transfer) -> None:
+        self._check(t)
+        plan = _plan(t)
+        rest = t.piece.shape[1:]
+        send = np.ascontiguousarray(t.array[t.piece.memory_rows])
+        recv = np.empty((int(plan.recvcounts.sum()), *rest), dtype=t.array.dtype)
+        t.comm.Alltoallv([send, plan.sendcounts, _displs(plan.sendcounts), plan.rowtype],
+                         [recv, plan.recvcounts, _displs(plan.recvcounts), plan.rowtype])
+        block = np.empty((plan.hi - plan.lo, *rest), dtype=t.array.dtype)
+        block[plan.slots] = recv
+        rowbytes = plan.rowtype.Get_extent()[1]
+        t.fh.Set_view(t.disp + plan.lo * rowbytes, MPI.BYTE, MPI.BYTE)
+        if plan.complete:
+            t.fh.Write_at_all(0, [block, block.shape[0], plan.rowtype])
+            return
+        starts, lengths = plan.runs  # write only the owned runs: holes keep their bytes
+        ftype = plan.rowtype.Create_indexed(lengths.tolist(), starts.tolist()).Commit() if starts.size else None
+        try:
+            if ftype is None:
+                t.fh.Write_at_all(0, [block, 0, plan.rowtype])
+            else:
+                packed = np.ascontiguousarray(np.concatenate([block[s:s + n] for s, n in zip(starts, lengths)]))
+                t.fh.Set_view(t.disp + plan.lo * rowbytes, plan.rowtype, ftype)
+                t.fh.Write_at_all(0, [packed, packed.shape[0], plan.rowtype])
+        finally:
+            if ftype is not None:
+                ftype.Free()
+
+    def read(self, t: Transfer) -> None:
+        self._check(t)
+        plan = _plan(t)
+        rest = t.piece.shape[1:]
+        block = np.empty((plan.hi - plan.lo, *rest), dtype=t.array.dtype)
+        rowbytes = plan.rowtype.Get_extent()[1]
+        t.fh.Set_view(t.disp + plan.lo * rowbytes, MPI.BYTE, MPI.BYTE)
+        t.fh.Read_at_all(0, [block, block.shape[0], plan.rowtype])
+        send = np.ascontiguousarray(block[plan.slots])
+        recv = np.empty((int(plan.sendcounts.sum()), *rest), dtype=t.array.dtype)
+        t.comm.Alltoallv([send, plan.recvcounts, _displs(plan.recvcounts), plan.rowtype],
+                         [recv, plan.sendcounts, _displs(plan.sendcounts), plan.rowtype])
+        t.array[t.piece.memory_rows] = recv
+
+
+register(ExchangeIO())
