@@ -23,34 +23,21 @@ Writes ``benchmarks/results/lbmpi.{json,md,png}`` (``--out`` to change).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shutil
 import sys
-import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
 from typing import Any, Sequence
 
 from mpi4py import MPI
 
+from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
 from sdm.examples import lbmpi
-from sdm._cli.bench import fs_type
 from sdm.planner.calibrate import calibrate, store
 
 CONFIGS = (("original", "-"), ("one-file", "datatype"), ("one-file", "collective"), ("four-files", "datatype"),
            ("four-files", "collective"), ("one-file", "auto"), ("four-files", "auto"))
-
-
-def _fresh(comm: MPI.Comm, base: Path, name: str) -> Path:
-    path = base / name
-    if comm.Get_rank() == 0:
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
-    comm.Barrier()
-    return path
 
 
 def measure(comm: MPI.Comm, base: Path, grid: lbmpi.Grid, steps: list[int], repeats: int, sync: bool,
@@ -63,7 +50,7 @@ def measure(comm: MPI.Comm, base: Path, grid: lbmpi.Grid, steps: list[int], repe
     order = list(CONFIGS)
     for rep in range(repeats):
         for variant, method in order[rep % len(order):] + order[:rep % len(order)]:
-            root = _fresh(comm, base, f"{variant}-{method}-{rep}")
+            root = fresh(comm, base, f"{variant}-{method}-{rep}")
             if comm.Get_rank() == 0:
                 store(f"sqlite:///{root}/catalog.db", root, model)
             comm.Barrier()
@@ -169,50 +156,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3, help="repeats (default 3)")
     p.add_argument("--no-sync", action="store_true", help="no sync (original and SDM alike)")
     p.add_argument("--root", default=None, help="scratch directory (default: a new temporary directory)")
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"), help="results directory")
+    p.add_argument("--out", default=str(RESULTS), help="results directory")
+    p.add_argument("--name", default="lbmpi", help="results file name (default lbmpi)")
     p.add_argument("--quick", action="store_true", help="a quick calibration (a smoke test)")
     a = p.parse_args(argv)
     comm = MPI.COMM_WORLD
-    rank0 = comm.Get_rank() == 0
-    base = Path(a.root or comm.bcast(tempfile.mkdtemp(prefix="sdm-lbmpi-") if rank0 else None, root=0)).resolve()
     load_before = os.getloadavg()[0]
     grid = lbmpi.Grid.of(a.n, comm.Get_size())
     steps = list(range(1, a.steps + 1))
     sync = not a.no_sync
-
-    def say(text: str) -> None:
-        if rank0:
-            print(text, flush=True)
-
-    try:
-        model, _, _ = calibrate(comm, _fresh(comm, base, "calibration"), quick=a.quick)
-        say(f"calibrated: {model.label}")
-        samples = measure(comm, base, grid, steps, a.repeats, sync, model, say)
-    finally:
-        comm.Barrier()
-        if rank0 and not a.root:
-            shutil.rmtree(base, ignore_errors=True)
-    if not rank0:
+    with scratch(comm, a.root, "sdm-lbmpi-") as base:
+        model, _, _ = calibrate(comm, fresh(comm, base, "calibration"), quick=a.quick)
+        say(comm)(f"calibrated: {model.label}")
+        samples = measure(comm, base, grid, steps, a.repeats, sync, model, say(comm))
+        info = meta(comm, base, load_before, grid="x".join(map(str, grid.shape)), procs="x".join(map(str, grid.procs)),
+                    steps=len(steps), mbytes=4 * grid.field_bytes * len(steps) / 1e6, sync=sync, repeats=a.repeats,
+                    model=model.label)
+    if comm.Get_rank() != 0:
         return 0
     rows = summarize(samples, model, grid, comm.Get_size(), len(steps), sync)
-    meta = dict(grid="x".join(map(str, grid.shape)), procs="x".join(map(str, grid.procs)), steps=len(steps),
-                mbytes=4 * grid.field_bytes * len(steps) / 1e6, nprocs=comm.Get_size(), cores=os.cpu_count(),
-                sync=sync, repeats=a.repeats, fs=fs_type(base) or "unknown", load_before=load_before,
-                load_after=os.getloadavg()[0],
-                date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), host=platform.node(),
-                mpi=MPI.Get_library_version().splitlines()[0].strip(), model=model.label)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    strip = ("catalog",)
-    (out / "lbmpi.json").write_text(json.dumps({
-        "meta": meta, "model": model.to_json(), "rows": rows,
-        "samples": {f"{v}/{m}": [{k: x for k, x in r.items() if k not in strip} for r in runs]
-                    for (v, m), runs in samples.items()},
-    }, indent=1))
-    md = markdown(rows, meta)
-    (out / "lbmpi.md").write_text(md)
-    plot(rows, meta, out / "lbmpi.png")
-    print(md)
+    runs = {f"{v}/{m}": [{k: x for k, x in r.items() if k != "catalog"} for r in rs] for (v, m), rs in samples.items()}
+    write_results(Path(a.out), a.name, {"meta": info, "model": model.to_json(), "rows": rows, "samples": runs},
+                  markdown(rows, info), lambda path: plot(rows, info, path))
     return 0
 
 

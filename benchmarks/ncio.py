@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
 from mpi4py import MPI
 
+from _io_bench import RESULTS, say, scratch
 from sdm._cli.bench import run_ncio
 
 
@@ -45,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per method and point (default 5)")
     p.add_argument("--root", default=None, help="scratch directory (default: a new temporary directory)")
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"), help="results directory")
+    p.add_argument("--out", default=str(RESULTS), help="results directory")
     p.add_argument("--quick", action="store_true", help="tiny sweeps (a smoke test)")
     p.add_argument("--quiet-load", type=float, default=None, help="wait for a load average below this first")
     p.add_argument("--wait", type=float, default=600, help="longest wait for --quiet-load (seconds)")
@@ -53,16 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     comm = MPI.COMM_WORLD
     if a.quiet_load is not None:
         wait_for_quiet(comm, a.quiet_load, a.wait)
-    base = a.root or comm.bcast(tempfile.mkdtemp(prefix="sdm-ncio-") if comm.Get_rank() == 0 else None, root=0)
-    try:
-        run_ncio(comm, Path(base), Path(a.out), quick=a.quick, repeats=a.repeats, calibrate=True,
-                 catalog=f"sqlite:///{Path(base).resolve()}/catalog.db")
-    finally:
-        comm.Barrier()
-        if comm.Get_rank() == 0 and not a.root:
-            shutil.rmtree(base, ignore_errors=True)
-    if comm.Get_rank() == 0:
-        print((Path(a.out) / "ncio.md").read_text())
+    with scratch(comm, a.root, "sdm-ncio-") as base:
+        run_ncio(comm, base, Path(a.out), quick=a.quick, repeats=a.repeats, calibrate=True,
+                 catalog=f"sqlite:///{base}/catalog.db")
+    say(comm)((Path(a.out) / "ncio.md").read_text())
     return 0
 
 

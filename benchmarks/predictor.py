@@ -23,8 +23,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
 from typing import Any, Sequence
@@ -33,6 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 import sdm
+from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
 from sdm.examples._template import Stopwatch, pattern
 from sdm.planner.calibrate import calibrate, store
 from sdm.planner.predict import Workload, distribution_of, predict
@@ -85,15 +84,6 @@ def run_workload(comm: MPI.Comm, w: Workload, level: int, method: str, root: Pat
     return {"write": tw.total(), "read": tr.total(), "used": comm.bcast(used, root=0)}
 
 
-def _fresh(comm: MPI.Comm, base: Path, name: str) -> Path:
-    path = base / name
-    if comm.Get_rank() == 0:
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
-    comm.Barrier()
-    return path
-
-
 def measure(comm: MPI.Comm, base: Path, model: Any, repeats: int, say: Any) -> list[dict[str, Any]]:
     rows = []
     for wi, w0 in enumerate(WORKLOADS):
@@ -104,7 +94,7 @@ def measure(comm: MPI.Comm, base: Path, model: Any, repeats: int, say: Any) -> l
             for method in METHODS:
                 times = []
                 for rep in range(repeats):
-                    root = _fresh(comm, base, f"w{wi}-l{level}-{method}-{rep}")
+                    root = fresh(comm, base, f"w{wi}-l{level}-{method}-{rep}")
                     times.append(run_workload(comm, w, level, method, root, model))
                     comm.Barrier()
                     if comm.Get_rank() == 0:
@@ -209,40 +199,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3, help="repeats per configuration (default 3)")
     p.add_argument("--root", default=None, help="scratch directory (default: a new temporary directory)")
-    p.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"), help="results directory")
+    p.add_argument("--out", default=str(RESULTS), help="results directory")
     p.add_argument("--quick", action="store_true", help="a quick calibration (a smoke test)")
     a = p.parse_args(argv)
     comm = MPI.COMM_WORLD
-    rank0 = comm.Get_rank() == 0
-    base = Path(a.root or comm.bcast(tempfile.mkdtemp(prefix="sdm-predictor-") if rank0 else None, root=0)).resolve()
     load_before = os.getloadavg()[0]
-
-    def say(text: str) -> None:
-        if rank0:
-            print(text, flush=True)
-
-    try:
-        model, _, _ = calibrate(comm, _fresh(comm, base, "calibration"), quick=a.quick)
-        say(f"calibrated: {model.label}")
-        rows = measure(comm, base, model, a.repeats, say)
-    finally:
-        comm.Barrier()
-        if rank0 and not a.root:
-            shutil.rmtree(base, ignore_errors=True)
-    if not rank0:
+    with scratch(comm, a.root, "sdm-predictor-") as base:
+        model, _, _ = calibrate(comm, fresh(comm, base, "calibration"), quick=a.quick)
+        say(comm)(f"calibrated: {model.label}")
+        rows = measure(comm, base, model, a.repeats, say(comm))
+        info = meta(comm, base, load_before, repeats=a.repeats, model=model.label)
+    if comm.Get_rank() != 0:
         return 0
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     points = other_points(out)
-    meta = dict(nprocs=comm.Get_size(), cores=os.cpu_count(), repeats=a.repeats, load_before=load_before,
-                load_after=os.getloadavg()[0], model=model.label,
-                date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
-    (out / "predictor.json").write_text(json.dumps({"meta": meta, "model": model.to_json(), "rows": rows,
-                                                    "other_points": points}, indent=1))
-    md = markdown(rows, points, meta)
-    (out / "predictor.md").write_text(md)
-    plot(rows, points, out / "predictor.png")
-    print(md)
+    write_results(out, "predictor", {"meta": info, "model": model.to_json(), "rows": rows, "other_points": points},
+                  markdown(rows, points, info), lambda path: plot(rows, points, path))
     return 0
 
 

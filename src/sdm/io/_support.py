@@ -15,9 +15,9 @@ from mpi4py import MPI
 
 from ..errors import InvalidNameError
 from ..layout.regions import Runs, runs
-from .base import Transfer
+from .base import SymmetricMethod, Transfer
 
-__all__ = ["set_view", "byte_view", "transfer_runs", "int_hint", "read_fully", "Deferred"]
+__all__ = ["set_view", "byte_view", "transfer_runs", "int_hint", "read_fully", "Deferred", "ThroughView"]
 
 #: ROMIO hints a method may set through its file view (others stay as opened).
 _VIEW_HINTS = ("romio_ds_read", "romio_ds_write", "romio_cb_read", "romio_cb_write", "cb_buffer_size",
@@ -122,3 +122,16 @@ class Deferred:
         """Raise the kept exception, if any."""
         if self.error is not None:
             raise self.error
+
+
+class ThroughView(SymmetricMethod):
+    """One call through the file view of the piece's derived datatype.
+
+    Subclasses name the ``MPI.File`` calls for writing and reading in ``calls``.
+    """
+
+    calls: tuple[str, str] = ("Write_at", "Read_at")
+
+    def move(self, t: Transfer, writing: bool) -> None:
+        set_view(t, t.etype, t.filetype)
+        getattr(t.fh, self.calls[0 if writing else 1])(0, t.memory)

@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 from ..errors import InvalidNameError
 
-__all__ = ["Transfer", "IOMethod", "register", "get_method", "method_names", "make_transfer"]
+__all__ = ["Transfer", "IOMethod", "SymmetricMethod", "register", "get_method", "method_names", "make_transfer"]
 
 
 @dataclass
@@ -100,6 +100,20 @@ class IOMethod(ABC):
     @abstractmethod
     def read(self, t: Transfer) -> None:
         """Read this rank's elements into the memory buffer."""
+
+
+class SymmetricMethod(IOMethod):
+    """A method whose write and read are the same steps in opposite directions."""
+
+    @abstractmethod
+    def move(self, t: Transfer, writing: bool) -> None:
+        """Write (``writing``) or read this rank's elements."""
+
+    def write(self, t: Transfer) -> None:
+        self.move(t, True)
+
+    def read(self, t: Transfer) -> None:
+        self.move(t, False)
 
 
 _REGISTRY: dict[str, IOMethod] = {}

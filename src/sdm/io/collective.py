@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ._support import set_view
-from .base import IOMethod, Transfer, register
+from ._support import ThroughView
+from .base import register
 
 __all__ = ["CollectiveIO"]
 
 
-class CollectiveIO(IOMethod):
+class CollectiveIO(ThroughView):
     """Set the file view from the derived file type, then one collective call.
 
     ROMIO aggregates the ranks' noncontiguous pieces into large contiguous requests
@@ -20,14 +20,7 @@ class CollectiveIO(IOMethod):
 
     name = "collective"
     collective = True
-
-    def write(self, t: Transfer) -> None:
-        set_view(t, t.etype, t.filetype)
-        t.fh.Write_at_all(0, t.memory)
-
-    def read(self, t: Transfer) -> None:
-        set_view(t, t.etype, t.filetype)
-        t.fh.Read_at_all(0, t.memory)
+    calls = ("Write_at_all", "Read_at_all")
 
 
 register(CollectiveIO())

@@ -10,25 +10,18 @@ with file locks around each read-modify-write of a write, unless the user's hint
 
 from __future__ import annotations
 
-from ._support import set_view
-from .base import IOMethod, Transfer, register
+from ._support import ThroughView
+from .base import register
 
 __all__ = ["DatatypeIO"]
 
 
-class DatatypeIO(IOMethod):
+class DatatypeIO(ThroughView):
     """Set the file view from the derived file type, then one independent call."""
 
     name = "datatype"
     collective = False
-
-    def write(self, t: Transfer) -> None:
-        set_view(t, t.etype, t.filetype)
-        t.fh.Write_at(0, t.memory)
-
-    def read(self, t: Transfer) -> None:
-        set_view(t, t.etype, t.filetype)
-        t.fh.Read_at(0, t.memory)
+    calls = ("Write_at", "Read_at")
 
 
 register(DatatypeIO())

@@ -14,24 +14,26 @@ from mpi4py import MPI
 
 from ..layout.regions import runs
 from ._support import set_view
-from .base import IOMethod, Transfer, register
+from .base import SymmetricMethod, Transfer, register
 
 __all__ = ["ListIO"]
 
 _OFF = {"romio_ds_read": "disable", "romio_ds_write": "disable"}
 
 
-class ListIO(IOMethod):
+class ListIO(SymmetricMethod):
     """One independent call per rank through an offset-length list file type."""
 
     name = "list"
     collective = False
 
-    def write(self, t: Transfer) -> None:
-        _listed(t, writing=True)
-
-    def read(self, t: Transfer) -> None:
-        _listed(t, writing=False)
+    def move(self, t: Transfer, writing: bool) -> None:
+        ftype = _list_type(t)
+        try:
+            set_view(t, MPI.BYTE, ftype, **_OFF)  # collective
+            (t.fh.Write_at if writing else t.fh.Read_at)(0, t.memory)
+        finally:
+            ftype.Free()
 
 
 def _list_type(t: Transfer) -> MPI.Datatype:
@@ -40,15 +42,6 @@ def _list_type(t: Transfer) -> MPI.Datatype:
         return MPI.BYTE.Create_contiguous(0).Commit()
     regions = runs(t.piece, t.order, t.array.itemsize, memory=False)
     return MPI.BYTE.Create_hindexed(regions.length, regions.file).Commit()
-
-
-def _listed(t: Transfer, *, writing: bool) -> None:
-    ftype = _list_type(t)
-    try:
-        set_view(t, MPI.BYTE, ftype, **_OFF)  # collective
-        (t.fh.Write_at if writing else t.fh.Read_at)(0, t.memory)
-    finally:
-        ftype.Free()
 
 
 register(ListIO())

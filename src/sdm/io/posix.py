@@ -12,33 +12,26 @@ from __future__ import annotations
 from mpi4py import MPI
 
 from ._support import byte_view, set_view, transfer_runs
-from .base import IOMethod, Transfer, register
+from .base import SymmetricMethod, Transfer, register
 
 __all__ = ["PosixIO"]
 
 
-class PosixIO(IOMethod):
+class PosixIO(SymmetricMethod):
     """One ``Write_at`` / ``Read_at`` per segment (independent)."""
 
     name = "posix"
     collective = False
 
-    def write(self, t: Transfer) -> None:
-        _per_segment(t, writing=True)
-
-    def read(self, t: Transfer) -> None:
-        _per_segment(t, writing=False)
-
-
-def _per_segment(t: Transfer, *, writing: bool) -> None:
-    set_view(t, MPI.BYTE, MPI.BYTE)  # collective: every rank, even with nothing to move
-    if t.piece.size == 0:
-        return
-    seg = transfer_runs(t)
-    mv = memoryview(byte_view(t.array))
-    call = t.fh.Write_at if writing else t.fh.Read_at
-    for f, m, n in zip(seg.file.tolist(), seg.memory.tolist(), seg.length.tolist()):  # the point: a call each
-        call(f, mv[m:m + n])
+    def move(self, t: Transfer, writing: bool) -> None:
+        set_view(t, MPI.BYTE, MPI.BYTE)  # collective: every rank, even with nothing to move
+        if t.piece.size == 0:
+            return
+        seg = transfer_runs(t)
+        mv = memoryview(byte_view(t.array))
+        call = t.fh.Write_at if writing else t.fh.Read_at
+        for f, m, n in zip(seg.file.tolist(), seg.memory.tolist(), seg.length.tolist()):  # the point: a call each
+            call(f, mv[m:m + n])
 
 
 register(PosixIO())

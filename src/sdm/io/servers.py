@@ -31,7 +31,7 @@ from mpi4py import MPI
 from ..layout.regions import file_strides, memory_positions, storage_dims
 from ._selection import selector
 from ._support import Deferred, int_hint, read_fully, set_view
-from .base import IOMethod, Transfer, register
+from .base import SymmetricMethod, Transfer, register
 
 __all__ = ["ServersIO", "BUFFER_SIZE", "chunk_rows", "server_ranks"]
 
@@ -90,17 +90,14 @@ class _Geometry:
         return a, min(a + self.rows_per_chunk, self.stop_row)
 
 
-class ServersIO(IOMethod):
+class ServersIO(SymmetricMethod):
     """Two-phase collective I/O with I/O servers and buffers, through ``Alltoallv``."""
 
     name = "servers"
     collective = True
 
-    def write(self, t: Transfer) -> None:
-        _serve(t, writing=True)
-
-    def read(self, t: Transfer) -> None:
-        _serve(t, writing=False)
+    def move(self, t: Transfer, writing: bool) -> None:
+        _serve(t, writing=writing)
 
 
 def _local(t: Transfer) -> tuple[int, int, tuple | None]:

@@ -1,0 +1,71 @@
+"""Helpers shared by the I/O-method benchmarks (ncio.py, lbmpi.py, predictor.py).
+
+Collective over the communicator: a scratch directory every rank sees (removed at the
+end unless the user gave it), a fresh subdirectory per measurement, the calibration of
+a directory stored in its own catalog, printing on rank 0, and the results triple
+(JSON, Markdown, PNG) written by rank 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from mpi4py import MPI
+
+from sdm._cli.bench import fs_type
+
+__all__ = ["scratch", "fresh", "say", "meta", "write_results", "RESULTS"]
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@contextmanager
+def scratch(comm: MPI.Comm, root: str | None, prefix: str) -> Iterator[Path]:
+    """*root*, or a new temporary directory removed afterwards (the same path on every rank)."""
+    base = root or comm.bcast(tempfile.mkdtemp(prefix=prefix) if comm.Get_rank() == 0 else None, root=0)
+    try:
+        yield Path(base).resolve()
+    finally:
+        comm.Barrier()
+        if comm.Get_rank() == 0 and not root:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def fresh(comm: MPI.Comm, base: Path, name: str) -> Path:
+    """An empty directory *base*/*name* (collective)."""
+    path = base / name
+    if comm.Get_rank() == 0:
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+    comm.Barrier()
+    return path
+
+
+def say(comm: MPI.Comm) -> Callable[[str], None]:
+    """A print function that prints on rank 0 only."""
+    return (lambda text: print(text, flush=True)) if comm.Get_rank() == 0 else (lambda text: None)
+
+
+def meta(comm: MPI.Comm, directory: Path, load_before: float, **extra: Any) -> dict[str, Any]:
+    """The measurement's circumstances: ranks, cores, file system, load, date, MPI."""
+    return {"nprocs": comm.Get_size(), "cores": os.cpu_count(), "fs": fs_type(directory) or "unknown",
+            "load_before": load_before, "load_after": os.getloadavg()[0],
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "mpi": MPI.Get_library_version().splitlines()[0].strip(), **extra}
+
+
+def write_results(out: Path, name: str, data: dict[str, Any], markdown: str,
+                  plot: Callable[[Path], None]) -> None:
+    """``<name>.json``, ``<name>.md`` and ``<name>.png`` in *out*; prints the Markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
+    (out / f"{name}.md").write_text(markdown)
+    plot(out / f"{name}.png")
+    print(markdown)
