@@ -14,7 +14,7 @@ from sdm.planner import Access
 from sdm.planner.model import CONSTANTS, CostModel, size_weights
 from sdm.planner.predict import Workload, predict
 
-ZERO = {k: 0.0 for k in (*CONSTANTS, "open", "fsync", "fsync_byte", "commit", "lookup")}
+ZERO = {k: 0.0 for k in (*CONSTANTS, "open", "fsync", "fsync_byte", "commit", "lookup", "pwrite", "checksum_byte")}
 
 
 def model(nprocs: int = 2, cores: int = 2, **constants: float) -> CostModel:
@@ -115,11 +115,12 @@ def test_constants_scale_with_cpu_contention_for_other_rank_counts():
 
 def test_predictor_totals_per_organization_level():
     m = model(nprocs=1, cores=1, base_posix=1e-4, call_w=1e-6, byte_w__4096=1e-9, commit=1e-3, fsync=2e-3,
-              fsync_byte=1e-8, open=5e-4)
+              fsync_byte=1e-8, open=5e-4, checksum_byte=1e-9)
     w = Workload(shape=(16,), dtype="f8", distribution="block", datasets=2, every=5, iterations=20, ranks=1)
     result = predict(w, m)
     row = next(r for r in result["rows"] if r["method"] == "posix")
-    per_write = (1e-4 + 1e-6 + 128e-9) + (1e-3 + 2e-3 + 128 * 1e-8)
+    # method: base + one call + 128 bytes; SDM: commit + checksum of 128 bytes + sync of 128 bytes
+    per_write = (1e-4 + 1e-6 + 128e-9) + (1e-3 + 128e-9 + 2e-3 + 128 * 1e-8)
     assert row["per_write"] == pytest.approx(per_write, rel=1e-12)
     assert w.writes == 8
     assert row["total"][1] == pytest.approx(8 * per_write + 8 * 5e-4, rel=1e-12)  # a file per write

@@ -271,7 +271,7 @@ def predicted(model: Any, grid: Grid, variant: str, method: str, nprocs: int, st
         a = access(grid.field_view, grid.shape, "C")
         writes, files, nbytes = FIELDS * steps, FIELDS, grid.field_bytes
     chosen = Planner(mpi_hints=hints, model=model).choose(method, a).method.name
-    per_write = model.predict(chosen, a, hints).seconds + model.overhead(nbytes, writing=True, sync=sync)
+    per_write = model.predict(chosen, a, hints).seconds + model.overhead(nbytes, nprocs, writing=True, sync=sync)
     return writes * per_write + files * c["open"], chosen
 
 

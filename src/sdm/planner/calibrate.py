@@ -4,8 +4,8 @@ A short micro-benchmark, run collectively by the ranks that will use the target:
 
 1. direct timings: collective open and close, ``MPI_File_sync`` of little and of many
    dirty bytes, the per-write overhead of SDM itself (a tiny dataset written and read
-   through a session with a scratch SQLite catalog), and a plain ``os.pwrite`` call
-   (what codes that write value by value pay per value);
+   through a session with a scratch SQLite catalog), the write-time checksum per byte,
+   and a plain ``os.pwrite`` call (what codes that write value by value pay per value);
 2. every I/O method on a set of small NCIO patterns chosen so that each constant of
    the model (:mod:`sdm.planner.model`) is exercised: tiny and large requests,
    sequential and jumping, holes, noncontiguous memory, interleaved ranks;
@@ -206,6 +206,15 @@ def _pwrite_call(comm: MPI.Comm, directory: Path, calls: int) -> float:
         path.unlink(missing_ok=True)
 
 
+def _checksum_byte(comm: MPI.Comm, nbytes: int) -> float:
+    """Seconds per byte of SDM's write-time checksum (``sum64``), all ranks at once."""
+    from ..integrity import partial_sum64
+
+    n = nbytes // 8
+    values = np.arange(n, dtype=np.float64)
+    return _median_time(comm, lambda: partial_sum64(values, [np.arange(n)], (n,), "C"), 3) / nbytes
+
+
 def _romio(fh: MPI.File) -> dict[str, int]:
     """The ROMIO buffer settings and aggregator count the target's files get by default."""
     info = fh.Get_info()
@@ -258,6 +267,7 @@ def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, rep
     direct["fsync"], direct["fsync_byte"] = _fsync(comm, directory, repeats)
     direct["commit"], direct["lookup"] = _sdm_overhead(comm, directory, 3 if quick else 8)
     direct["pwrite"] = _pwrite_call(comm, directory, 2000 if quick else 20000)
+    direct["checksum_byte"] = _checksum_byte(comm, (1 if quick else 8) * M)
     if progress is not None:
         progress("open, sync and SDM overhead measured")
     samples = measure_runs(comm, directory, QUICK_RUNS if quick else RUNS, repeats, romio, progress)

@@ -20,7 +20,8 @@ elem, copy          numpy strided copies: per element and per byte (sieving, ser
 exchange            per byte moved between ranks (servers, two-phase collective)
 coll_region         per file region through ROMIO's two-phase collective I/O
 fsync, fsync_byte   per ``MPI_File_sync`` and per byte it flushes
-commit, lookup      per SDM write / read beyond the method (allgathers, checksum, catalog)
+commit, lookup      per SDM write / read beyond the method (allgathers, catalog)
+checksum_byte       per byte of a rank's share of the write-time checksum
 pwrite              per plain ``os.pwrite`` from Python (codes that write value by value)
 ==================  ========================================================================
 
@@ -74,7 +75,7 @@ DEFAULTS: dict[str, float] = {
     "base_servers": 1e-3, "base_collective": 3e-4, "sync": 1e-4,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
     "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "coll_region": 1.5e-7,
-    "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "pwrite": 1.5e-6,
+    "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
     **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},
 }
 
@@ -459,12 +460,19 @@ class CostModel:
         preds = [self.predict(m, access, hints) for m in methods]
         return sorted(preds, key=lambda p: p.seconds)
 
-    def overhead(self, nbytes: int, *, writing: bool, sync: bool = True, opened: bool = False) -> float:
-        """Seconds an SDM write or read adds around the method: open, sync, commit."""
+    def overhead(self, nbytes: int, nprocs: int = 1, *, writing: bool, sync: bool = True, checksum: bool = True,
+                 opened: bool = False) -> float:
+        """Seconds an SDM write or read of *nbytes* on *nprocs* ranks adds around the method.
+
+        Writes: the commit, the checksum (each rank its share), the sync of the dirty
+        bytes; reads: the lookup.  ``opened`` adds one file open.
+        """
         c = self.constants
         t = c["open"] if opened else 0.0
         if writing:
-            t += c["commit"] + (c["fsync"] + c["fsync_byte"] * nbytes if sync else 0.0)
+            share = nbytes / max(nprocs, 1)
+            t += c["commit"] + (self.scaled(nprocs)["checksum_byte"] * share if checksum else 0.0)
+            t += c["fsync"] + c["fsync_byte"] * nbytes if sync else 0.0
         else:
             t += c["lookup"]
         return t

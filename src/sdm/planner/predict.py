@@ -8,7 +8,7 @@ workload is a group of equally shaped datasets written every ``every`` iteration
 ``ranks`` ranks with a distribution such as ``(Block, Block, *)``; for every method
 (and ``auto``) and every file organization level the predicted seconds are:
 
-``writes * (T_method + T_commit + T_sync) + files_opened(level) * T_open``
+``writes * (T_method + T_commit + T_checksum + T_sync) + files_opened(level) * T_open``
 
 plus, when the data will be read back (``reads`` per written step), the same for the
 reads.  Levels differ in the files opened: one per dataset and step (level 1), one per
@@ -186,8 +186,8 @@ def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
     for m in [*METHODS, "auto"]:
         wm = wdec.method.name if m == "auto" else m
         rm = (rdec.method.name if rdec is not None else None) if m == "auto" else m
-        per_write = wpred[wm].seconds + model.overhead(w.nbytes, writing=True, sync=w.sync)
-        per_read = (rpred[rm].seconds + model.overhead(w.nbytes, writing=False)) if rpred else 0.0
+        per_write = wpred[wm].seconds + model.overhead(w.nbytes, w.ranks, writing=True, sync=w.sync)
+        per_read = (rpred[rm].seconds + model.overhead(w.nbytes, w.ranks, writing=False)) if rpred else 0.0
         totals = {}
         for level in (1, 2, 3):
             opens = _files(level, w) * model.constants["open"] * (2 if nreads else 1)
