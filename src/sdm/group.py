@@ -14,7 +14,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 from mpi4py import MPI
@@ -252,37 +252,81 @@ class Group:
         ReadOnlyError, DatasetNotFoundError, LocalArrayError, StepExistsError,
         CollectiveMismatchError, StorageError, CatalogError
         """
+        self.write_step(step, {name: array}, overwrite=overwrite, method=method)
+
+    def write_step(
+        self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False, method: str | None = None
+    ) -> None:
+        """Write several datasets of one time step as one dump (collective).
+
+        Like ADIOS2's ``BeginStep``/``EndStep`` or PnetCDF's ``iput`` + ``wait_all``:
+        one exchange checks the arguments of every rank and plans every file and
+        offset, the data of each dataset is moved, then one sync per file, one
+        exchange of errors, timings and checksums, and one catalog transaction that
+        records all the datasets or none. Every rank passes the same names in the
+        same order.
+
+        Parameters
+        ----------
+        step : int
+        arrays : mapping of str to numpy.ndarray
+            Local arrays by dataset name (see :meth:`write`).
+        overwrite, method
+            As for :meth:`write`.
+
+        Raises
+        ------
+        As for :meth:`write`.
+        """
         s = self.session
         s._check_writable("write")
+        names = list(arrays)
 
-        def local() -> tuple[ResolvedView, np.ndarray]:
+        def local() -> list[tuple[ResolvedView, np.ndarray]]:
             _check_step(step)
+            if not names or len(set(names)) != len(names):
+                raise InvalidNameError(f"write_step needs distinct dataset names, got {names}")
             choose_method(method or s.method)  # validates the name
-            view = self._view(name)
-            return view, _check_array(array, view, name, s.rank, for_read=False)
+            return [(self._view(n), _check_array(arrays[n], self._view(n), n, s.rank, for_read=False)) for n in names]
 
         prepared, failure = capture(local, rank=s.rank)
         plan = None
         if s.rank == 0 and failure is None:
-            plan, failure = capture(self._plan_write, name, int(step), overwrite, rank=0)
-        stats = (prepared[0].nbytes, prepared[0].regions) if prepared else None
-        payloads = agree(s.comm, failure, ((name, _key(step), bool(overwrite), method), plan, stats))
+            plan, failure = capture(self._plan_write, names, int(step), overwrite, rank=0)
+        stats = [(v.nbytes, v.regions) for v, _ in prepared] if prepared else None
+        payloads = agree(s.comm, failure, ((tuple(names), _key(step), bool(overwrite), method), plan, stats))
         _check_same_call(payloads, "write")
-        rel, offset = payloads[0][1]
-        view, arr = prepared  # type: ignore[misc]
-        decision = s.planner.choose(method or s.method, self._access(name, True, payloads))
-        path = self._absolute(rel)
-        rec = self.dataset(name)
-
-        seconds, failure = capture(self._transfer, path, offset, view, arr, decision.method, True, rank=s.rank)
-        partial = 0
-        if failure is None and s.checksum:
-            partial, failure = capture(self._partial_checksum, name, view, arr, rank=s.rank)
-        shares = agree(s.comm, failure, (seconds, partial))
-        checksum = integrity.to_hex(integrity.combine([p for _, p in shares])) if s.checksum else ""
-        elapsed = max(t for t, _ in shares)
-        root_call(s.comm, self._commit, rec, int(step), rel, offset, checksum, decision, elapsed, overwrite)
-        self._steps[name].add(int(step))
+        places = payloads[0][1]
+        decisions = [s.planner.choose(method or s.method, self._access(n, True, payloads, i)) for i, n in enumerate(names)]
+        shares: list[tuple[float, int]] = []
+        failure = None
+        deferred: dict[Path, None] = {}  # open files synced once, after every transfer
+        for (view, arr), decision, (rel, offset), n in zip(prepared, decisions, places, names):  # type: ignore[arg-type]
+            path = self._absolute(rel)
+            sync_now = s.sync and not appends(self.level)
+            seconds, f = capture(self._transfer, path, offset, view, arr, decision.method, True, sync_now, rank=s.rank)
+            if appends(self.level):
+                deferred[path] = None
+            partial = 0
+            if f is None and s.checksum:
+                partial, f = capture(self._partial_checksum, n, view, arr, rank=s.rank)
+            failure = failure or f
+            shares.append((seconds or 0.0, partial or 0))
+        if s.sync and deferred:
+            t0 = time.perf_counter()
+            for path in deferred:  # every rank holds the same files, in the same order
+                f = capture(s.files.sync, path, rank=s.rank)[1]
+                failure = failure or f
+            per = (time.perf_counter() - t0) / len(shares)
+            shares = [(t + per, p) for t, p in shares]
+        gathered = agree(s.comm, failure, shares)
+        checksums = [
+            integrity.to_hex(integrity.combine([g[i][1] for g in gathered])) if s.checksum else "" for i in range(len(names))
+        ]
+        seconds = [max(g[i][0] for g in gathered) for i in range(len(names))]
+        root_call(s.comm, self._commit, names, int(step), places, checksums, decisions, seconds, overwrite)
+        for n in names:
+            self._steps[n].add(int(step))
 
     def _partial_checksum(self, name: str, view: ResolvedView, arr: np.ndarray) -> int:
         """This rank's share of the sum64 checksum of its interior elements."""
@@ -296,70 +340,78 @@ class Group:
             path = self._paths[rel] = inside(self.session.root, Path(rel))
         return path
 
-    def _plan_write(self, name: str, step: int, overwrite: bool) -> tuple[str, int]:
-        """Rank 0: where the bytes go (relative path, offset) or why they cannot."""
+    def _plan_write(self, names: Sequence[str], step: int, overwrite: bool) -> list[tuple[str, int]]:
+        """Rank 0: where the bytes of each dataset go (relative path, offset), or why they cannot."""
         s = self.session
-        rec = self.dataset(name)
-        # steps this session has not seen need no lookup: the commit still refuses duplicates
-        existing = s.catalog_call("lookup_write", rec.id, step) if step in self._steps[name] or s.mode == "a" else None
-        if existing is not None and not overwrite:
-            raise StepExistsError(
-                f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "
-                "pass overwrite=True to replace it"
-            )
-        rel = str(relative_path(s.application, s.run_id, self.level, self.name, name, step))
-        if existing is not None:
-            offset = existing.offset
-        elif not appends(self.level):
-            offset = 0
-        else:
-            if rel not in self._file_end:
-                self._file_end[rel] = s.catalog_call("file_end", s.run_id, rel)
-            offset = self._file_end[rel]
-        extend_file(self._absolute(rel), offset + rec.nbytes)
-        return rel, offset
+        out: list[tuple[str, int]] = []
+        ends: dict[str, int] = {}  # appends planned in this step
+        for name in names:
+            rec = self.dataset(name)
+            # steps this session has not seen need no lookup: the commit still refuses duplicates
+            known = step in self._steps[name] or s.mode == "a"
+            existing = s.catalog_call("lookup_write", rec.id, step) if known else None
+            if existing is not None and not overwrite:
+                raise StepExistsError(
+                    f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "
+                    "pass overwrite=True to replace it"
+                )
+            rel = str(relative_path(s.application, s.run_id, self.level, self.name, name, step))
+            if existing is not None:
+                offset = existing.offset
+            elif not appends(self.level):
+                offset = 0
+            else:
+                if rel not in self._file_end:
+                    self._file_end[rel] = s.catalog_call("file_end", s.run_id, rel)
+                offset = ends.get(rel, self._file_end[rel])
+                ends[rel] = offset + rec.nbytes
+            extend_file(self._absolute(rel), offset + rec.nbytes)
+            out.append((rel, offset))
+        return out
 
-    def _access(self, name: str, writing: bool, payloads: list) -> Access:
-        """The planner's view of this access, built from what every rank sent."""
+    def _access(self, name: str, writing: bool, payloads: list, index: int = 0) -> Access:
+        """The planner's view of access *index* of a call, built from what every rank sent."""
         rec = self.dataset(name)
         return Access(
             writing=writing,
             level=self.level,
             itemsize=np.dtype(rec.dtype).itemsize,
             total_bytes=rec.nbytes,
-            rank_bytes=tuple(p[2][0] for p in payloads),
-            rank_regions=tuple(p[2][1] for p in payloads),
+            rank_bytes=tuple(p[2][index][0] for p in payloads),
+            rank_regions=tuple(p[2][index][1] for p in payloads),
             hints=self.session.planner.hints,
             order=rec.order,
             kind=self._view(name).piece.kind,
         )
 
     def _commit(
-        self, rec: DatasetRecord, step: int, rel: str, offset: int, checksum: str, decision, seconds: float, overwrite: bool
+        self,
+        names: Sequence[str],
+        step: int,
+        places: Sequence[tuple[str, int]],
+        checksums: Sequence[str],
+        decisions: Sequence[Any],
+        seconds: Sequence[float],
+        overwrite: bool,
     ) -> None:
+        """Rank 0: record the writes of one step in one catalog transaction."""
         s = self.session
-        end = offset + rec.nbytes
-        s.catalog_call(
-            "record_write",
-            run_id=s.run_id,
-            dataset_id=rec.id,
-            step=step,
-            path=rel,
-            level=self.level,
-            offset=offset,
-            nbytes=rec.nbytes,
-            checksum=checksum,
-            checksum_algo=integrity.ALGORITHM if checksum else "none",
-            method=decision.method.name,
-            reason=decision.reason,
-            seconds=seconds,
-            nprocs=s.size,
-            overwrite=overwrite,
-        )
+        rows = []
+        for name, (rel, offset), checksum, decision, secs in zip(names, places, checksums, decisions, seconds):
+            rec = self.dataset(name)
+            rows.append(dict(
+                dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=rec.nbytes,
+                checksum=checksum, checksum_algo=integrity.ALGORITHM if checksum else "none",
+                method=decision.method.name, reason=decision.reason, seconds=secs, nprocs=s.size, overwrite=overwrite,
+            ))
+        s.catalog_call("record_writes", s.run_id, rows)
         if appends(self.level):
-            self._file_end[rel] = max(self._file_end.get(rel, 0), end)
+            for row in rows:
+                self._file_end[row["path"]] = max(self._file_end.get(row["path"], 0), row["offset"] + row["nbytes"])
 
-    def _transfer(self, path: Path, offset: int, view: ResolvedView, arr: np.ndarray, method, writing: bool) -> float:
+    def _transfer(
+        self, path: Path, offset: int, view: ResolvedView, arr: np.ndarray, method, writing: bool, sync: bool = False
+    ) -> float:
         """Move this rank's bytes; returns seconds (open excluded, sync included).
 
         The collective calls (the method's I/O, ``Sync``, the close of a level-1 file)
@@ -380,7 +432,7 @@ class Group:
                     error = StorageError(
                         f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}"
                     )
-                if writing and s.sync:
+                if writing and sync:
                     try:
                         fh.Sync()
                     except MPI.Exception as exc:
@@ -434,7 +486,7 @@ class Group:
         plan = None
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_read, name, int(step), rank=0)
-        stats = (prepared[0].nbytes, prepared[0].regions) if prepared else None
+        stats = [(prepared[0].nbytes, prepared[0].regions)] if prepared else None
         payloads = agree(s.comm, failure, ((name, _key(step), method), plan, stats))
         _check_same_call(payloads, "read")
         rel, offset, expected = payloads[0][1]

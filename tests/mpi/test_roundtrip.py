@@ -233,3 +233,49 @@ def test_method_and_reason_recorded(comm, mpi_tmp):
         assert ws["a"].method == "collective" and ws["a"].reason.startswith("auto: ")
         assert ws["b"].reason == "requested: collective"
         cat.close()
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_write_step_several_datasets(comm, mpi_tmp, level):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    idx = block_indices(SHAPE, _grid(size), rank)
+    G = {d: global_array(SHAPE, "f8", seed=i) for i, d in enumerate("uvw")}
+    with sdm.open("dump", root=mpi_tmp, catalog=url) as s:
+        g = s.make_group("g", list("uvw"), dtype="f8", shape=SHAPE, level=level)
+        for step in (0, 5):
+            g.write_step(step, {d: local_from_global(G[d] + step, idx)[0] for d in "uvw"})
+        for d in "uvw":
+            np.testing.assert_array_equal(g.read(d, 5, verify=True), local_from_global(G[d] + 5, idx)[0])
+        run_id = s.run_id
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        writes = cat.writes(run_id)
+        assert len(writes) == 6
+        for _, d, w in writes:
+            np.testing.assert_array_equal(_file_bytes(Path(mpi_tmp), w, SHAPE, "f8", "C"), G[d] + w.step)
+        if level == 3:  # appended in the order given, step after step
+            assert [(d, w.step, w.offset) for _, d, w in writes] == [
+                (d, st, (i + 3 * k) * G["u"].nbytes) for k, st in enumerate((0, 5)) for i, d in enumerate("uvw")]
+        cat.close()
+
+
+def test_write_step_is_all_or_nothing(comm, mpi_tmp):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    from _reference import catalog_counts
+
+    with sdm.open("dump", root=mpi_tmp, catalog=url) as s:
+        g = s.make_group("g", ["u", "v"], dtype="f8", shape=SHAPE)
+        good = np.zeros(g.local_shape("u"))
+        bad = good.astype("f4") if rank == size - 1 else good
+        before = catalog_counts(comm, url)
+        with pytest.raises(sdm.LocalArrayError, match="dataset 'v' stores float64"):
+            g.write_step(0, {"u": good, "v": bad})
+        assert catalog_counts(comm, url) == before and g.steps("u") == []
+        g.write("v", 1, good)
+        with pytest.raises(sdm.StepExistsError, match="step 1 of dataset 'v'"):
+            g.write_step(1, {"u": good, "v": good})
+        assert catalog_counts(comm, url) == {**before, "writes": before["writes"] + 1, "files": before["files"] + 1}
+        with pytest.raises(sdm.InvalidNameError, match=r"write_step needs distinct dataset names, got \[\]"):
+            g.write_step(2, {})

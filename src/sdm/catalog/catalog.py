@@ -556,70 +556,63 @@ class Catalog:
             ).scalar()
         return int(end or 0)
 
-    def record_write(
-        self,
-        *,
-        run_id: int,
-        dataset_id: int,
-        step: int,
-        path: str,
-        level: int,
-        offset: int,
-        nbytes: int,
-        checksum: str,
-        checksum_algo: str,
-        method: str,
-        seconds: float,
-        nprocs: int,
-        overwrite: bool,
-        reason: str | None = None,
-    ) -> None:
-        """Commit one write (file row created on first use) in one transaction.
+    def record_write(self, *, run_id: int, **write: Any) -> None:
+        """Commit one write; see :meth:`record_writes` for the fields."""
+        self.record_writes(run_id, [write])
 
-        The hot path of every write: statements are prebuilt, file ids are cached,
-        and a duplicate step is caught by the unique constraint rather than a query.
+    def record_writes(self, run_id: int, writes: Sequence[dict[str, Any]]) -> None:
+        """Commit the writes of one step (file rows created on first use) in one transaction.
+
+        Each write is a dict with ``dataset_id, step, path, level, offset, nbytes,
+        checksum, checksum_algo, method, seconds, nprocs, overwrite`` and optionally
+        ``reason``. The hot path of every write: statements are prebuilt, file ids are
+        cached, and a duplicate step is caught by the unique constraint, not a query.
 
         Raises
         ------
         StepExistsError
-            The step exists and *overwrite* is false (another writer got there first).
+            A step exists and its write does not say overwrite (another writer got there first).
         """
-        params = dict(
-            dataset_id=dataset_id,
-            step=int(step),
-            offset=int(offset),
-            nbytes=int(nbytes),
-            checksum=checksum,
-            checksum_algo=checksum_algo,
-            method=method,
-            reason=reason,
-            seconds=float(seconds),
-            nprocs=int(nprocs),
-            written_at=_now(),
-        )
-        key = (int(run_id), path)
+        now = _now()
+        new_ids: dict[tuple[int, str], int] = {}
         try:
             with self._tx() as con:
-                file_id = self._file_ids.get(key)
-                if file_id is None:
-                    file_id = con.execute(_FILE_ID, {"run_id": run_id, "path": path}).scalar()
-                if file_id is None:
-                    file_id = con.execute(
-                        S.files.insert(), {"run_id": run_id, "path": path, "level": int(level), "created_at": _now()}
-                    ).inserted_primary_key[0]
-                params["file_id"] = file_id
-                where = {"w_dataset": dataset_id, "w_step": int(step)}
-                replaced = overwrite and con.execute(_UPDATE_WRITE, {**params, **where}).rowcount > 0
-                if not replaced:
-                    con.execute(S.writes.insert(), params)
+                for w in writes:
+                    key = (int(run_id), w["path"])
+                    file_id = self._file_ids.get(key) or new_ids.get(key)
+                    if file_id is None:
+                        file_id = con.execute(_FILE_ID, {"run_id": run_id, "path": w["path"]}).scalar()
+                    if file_id is None:
+                        file_id = con.execute(
+                            S.files.insert(),
+                            {"run_id": run_id, "path": w["path"], "level": int(w["level"]), "created_at": now},
+                        ).inserted_primary_key[0]
+                    new_ids[key] = file_id
+                    params = dict(
+                        dataset_id=w["dataset_id"],
+                        step=int(w["step"]),
+                        file_id=file_id,
+                        offset=int(w["offset"]),
+                        nbytes=int(w["nbytes"]),
+                        checksum=w["checksum"],
+                        checksum_algo=w["checksum_algo"],
+                        method=w["method"],
+                        reason=w.get("reason"),
+                        seconds=float(w["seconds"]),
+                        nprocs=int(w["nprocs"]),
+                        written_at=now,
+                    )
+                    where = {"w_dataset": w["dataset_id"], "w_step": int(w["step"])}
+                    replaced = w["overwrite"] and con.execute(_UPDATE_WRITE, {**params, **where}).rowcount > 0
+                    if not replaced:
+                        con.execute(S.writes.insert(), params)
         except SAIntegrityError as exc:
             text = str(exc.orig)
             if "uq_writes_dataset_step" in text or "writes.dataset_id, writes.step" in text:
-                raise StepExistsError(
-                    f"step {step} of dataset id {dataset_id} is already recorded; pass overwrite=True to replace it"
-                ) from None
+                which = ", ".join(f"step {w['step']} of dataset id {w['dataset_id']}" for w in writes)
+                raise StepExistsError(f"{which} is already recorded; pass overwrite=True to replace it") from None
             raise CatalogError(f"catalog {self.url!r} refused the write record: {_short(exc)}") from None
-        self._file_ids[key] = file_id
+        self._file_ids.update(new_ids)
 
     def writes(self, run_id: int) -> list[tuple[str, str, WriteRecord]]:
         """Every write of a run as ``(group, dataset, record)``, by file then offset."""

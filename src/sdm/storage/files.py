@@ -88,6 +88,21 @@ class FileCache:
         except MPI.Exception as exc:
             raise StorageError(f"cannot open {path} ({'read-write' if self.writable else 'read-only'}): {exc.Get_error_string()}") from None
 
+    def sync(self, path: Path) -> None:
+        """Sync an open (cached) file to storage (collective).
+
+        Raises
+        ------
+        StorageError
+        """
+        fh = self._open.get(path)
+        if fh is None:
+            return
+        try:
+            fh.Sync()
+        except MPI.Exception as exc:
+            raise StorageError(f"sync of {path} failed: {exc.Get_error_string()}") from None
+
     def release(self, path: Path, fh: MPI.File) -> None:
         """Close *fh* unless it is cached (collective)."""
         if self._open.get(path) is not fh:
