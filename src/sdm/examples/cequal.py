@@ -344,8 +344,7 @@ def run(
                                  view=sdm.MapArray(mine.cells, ghost=~mine.resident))
                 for month in range(1, months + 1):
                     local = monthly_values(mine, month)  # the computation (inside: both ways pay it)
-                    for k, name in enumerate(ARRAYS):
-                        g.write(name, month, local[k])
+                    g.write_step(month, {name: local[k] for k, name in enumerate(ARRAYS)})  # one dump
                     if progress and rank == 0:
                         print(f"month {month}: appended {len(ARRAYS)} arrays through SDM", flush=True)
             finally:

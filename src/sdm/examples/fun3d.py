@@ -253,8 +253,7 @@ def _write(s: sdm.Session, p: irregular.Partition, local: LocalMesh, inputs: Fun
     for step in range(1, steps + 1):
         pres, q = sweep(step, local.local_edges, local.x, local.y)
         with phases("write", 8 * (len(NODE_RESULTS) * N + E)):
-            for k, name in enumerate(NODE_RESULTS):
-                gn.write(name, step, pres[k])
+            gn.write_step(step, {name: pres[k] for k, name in enumerate(NODE_RESULTS)})
             ge.write(EDGE_RESULTS[0], step, q)
         if progress and s.rank == 0:
             print(f"step {step}: wrote {', '.join(NODE_RESULTS + EDGE_RESULTS)}", flush=True)
