@@ -55,21 +55,21 @@ def test_list_io_is_one_call_and_a_region_walk():
 
 
 def test_sieving_write_takes_turns_when_windows_with_holes_overlap():
-    m = model(base_sieving=1e-4, sync=2e-5, elem=1e-8, copy=1e-10, call_w=1e-6, call_r=5e-7,
+    m = model(base_sieving=1e-4, sync=2e-5, elem=1e-8, copy=1e-10, call_w=1e-6, call_r=5e-7, window=3e-6,
               byte_w__4096=1e-9, byte_r__4096=5e-10)
     a = access(True, (64, 64), (8, 8), (8, 8), ((0, 120), (8, 128)))
     # per rank: one 120-byte window read and written whole, 8 elements copied
-    per_rank = 8 * 1e-8 + 64 * 1e-10 + 1e-6 + 120 * 1e-9 + 5e-7 + 120 * 5e-10
-    assert per_rank == pytest.approx(1.7664e-6, rel=1e-12)
+    per_rank = 3e-6 + 8 * 1e-8 + 64 * 1e-10 + 1e-6 + 120 * 1e-9 + 5e-7 + 120 * 5e-10
+    assert per_rank == pytest.approx(4.7664e-6, rel=1e-12)
     pred = m.predict("sieving", a)
     assert pred.seconds == pytest.approx(2 * per_rank + 1e-4 + 2 * 2e-5, rel=1e-12)  # two turns
 
 
 def test_sieving_read_of_far_apart_regions_skips_the_holes():
-    m = model(call_r=1e-6, byte_r__4096=1e-9)
-    # 4 regions of 64 B spread over 3 MiB: holes of ~1 MiB, larger than the 32 KiB gap
+    m = model(call_r=1e-6, window=2e-6, byte_r__4096=1e-9)
+    # 4 regions of 64 B spread over 3 MiB: holes of ~1 MiB, larger than the 32 KiB gap: a window each
     a = access(False, (256,), (4,), (4,), ((0, 3 << 20),), total=3 << 20)
-    assert m.predict("sieving", a).seconds == pytest.approx(4e-6 + 256e-9, rel=1e-12)
+    assert m.predict("sieving", a).seconds == pytest.approx(4e-6 + 8e-6 + 256e-9, rel=1e-12)
 
 
 def test_datatype_writes_queue_on_locks_and_the_active_rank_runs_faster():

@@ -23,7 +23,7 @@ from ..io.base import make_transfer
 from . import Access, Planner
 from .patterns import ITEM, Pattern
 
-__all__ = ["scratch_file", "timed", "pattern_access", "run_method", "poison", "check_file"]
+__all__ = ["scratch_file", "timed", "pattern_access", "run_method", "calls_for", "poison", "check_file"]
 
 
 @contextmanager
@@ -69,11 +69,13 @@ def pattern_access(comm: MPI.Comm, pattern: Pattern, writing: bool, hints: dict 
 
 def run_method(comm: MPI.Comm, fh: MPI.File, pattern: Pattern, method: str, writing: bool, repeats: int,
                *, planner: Planner | None = None, access: Access | None = None,
-               hints: dict | None = None) -> tuple[list[float], str]:
+               hints: dict | None = None, inner: int = 1) -> tuple[list[float], str]:
     """Time *method* (or ``"auto"`` through *planner*) on *pattern*, *repeats* times.
 
-    Returns the seconds of each repeat and the method that ran.  For ``auto`` the
-    planner's decision is part of the timed call, as in an SDM write.
+    Each sample is the mean of *inner* back-to-back calls between two barriers (more
+    than one for calls too short to time alone).  Returns the seconds of each sample
+    and the method that ran.  For ``auto`` the planner's decision is part of every
+    call, as in an SDM write.
     """
     nprocs, rank = comm.Get_size(), comm.Get_rank()
     piece = pattern.piece(nprocs, rank)
@@ -83,16 +85,22 @@ def run_method(comm: MPI.Comm, fh: MPI.File, pattern: Pattern, method: str, writ
     with make_transfer(fh, 0, piece, array, "C", comm, hints) as t:
         def once() -> None:
             nonlocal chosen
-            if method == "auto":
-                chosen = planner.choose("auto", access).method.name  # type: ignore[union-attr]
-            m = get_method(chosen)
-            (m.write if writing else m.read)(t)
+            for _ in range(inner):
+                if method == "auto":
+                    chosen = planner.choose("auto", access).method.name  # type: ignore[union-attr]
+                m = get_method(chosen)
+                (m.write if writing else m.read)(t)
 
         for _ in range(repeats):
-            times.append(timed(comm, once))
+            times.append(timed(comm, once) / inner)
     if not writing and not np.array_equal(array[piece.interior], pattern.values(piece)):
         raise AssertionError(f"{chosen} read wrong values for {pattern.label}")
     return times, chosen
+
+
+def calls_for(comm: MPI.Comm, seconds: float, target: float = 0.01, most: int = 50) -> int:
+    """Back-to-back calls per sample so that a sample lasts about *target* seconds (rank 0 decides)."""
+    return int(comm.bcast(max(1, min(most, int(target / max(seconds, 1e-9)))), root=0))
 
 
 def poison(comm: MPI.Comm, fh: MPI.File, path: Path, pattern: Pattern) -> None:

@@ -16,6 +16,7 @@ byte_w@S, byte_r@S  per byte, for requests of size S (4 KiB, 512 KiB, 16 MiB; lo
 list_w, list_r      per region walked inside one list-I/O call (MPI library, in C)
 ds_w, ds_r          per region copied by ROMIO's data sieving
 lock                per read-modify-write window of ROMIO's data sieving (file lock)
+window              per window of SDM's sieving (its Python bookkeeping)
 elem, copy          numpy strided copies: per element and per byte (sieving, servers)
 exchange            per byte moved between ranks (servers, two-phase collective)
 coll_region         per file region through ROMIO's two-phase collective I/O
@@ -64,7 +65,7 @@ SIZES = (4096, 524288, 16777216)  #: request sizes of the byte-cost table
 METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 
 _PER = tuple(f"base_{m}" for m in METHODS) + ("sync", "call_w", "call_r", "seek_w", "seek_r", "list_w", "list_r",
-                                             "ds_w", "ds_r", "lock",
+                                             "ds_w", "ds_r", "lock", "window",
         "elem", "copy", "exchange", "coll_region")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
 _FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup")  # not CPU-bound per rank: not scaled
@@ -74,7 +75,7 @@ DEFAULTS: dict[str, float] = {
     "open": 5e-4, "base_posix": 5e-5, "base_list": 5e-5, "base_datatype": 5e-5, "base_sieving": 3e-4,
     "base_servers": 1e-3, "base_collective": 3e-4, "sync": 1e-4,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
-    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "coll_region": 1.5e-7,
+    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "coll_region": 1.5e-7,
     "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
     **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},
 }
@@ -310,14 +311,14 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
         span = hi - lo
         gap = (span - b) / max(reg - 1, 1)
         if reg > 1 and gap > p.sieve_gap:  # region windows, holes skipped
-            _add(t, **{f"call_{rw}": reg})
+            _add(t, window=reg, **{f"call_{rw}": reg})
             _bytes(t, rw, b, b / reg)
             if seg > reg:
                 _add(t, elem=b / a.itemsize, copy=b)
         else:  # slab windows, holes read through
             n = max(1, math.ceil(span / p.sieve_buffer))
             size = span / n
-            _add(t, elem=b / a.itemsize, copy=b, **{f"call_{rw}": n})
+            _add(t, elem=b / a.itemsize, copy=b, window=n, **{f"call_{rw}": n})
             _bytes(t, rw, span, size)
             if rw == "w" and span > b:
                 _add(t, call_r=n)
