@@ -77,8 +77,8 @@ def test_schema_created_then_reopened(catalog_url: str) -> None:
     tables = set(sa.inspect(c.engine).get_table_names())
     assert {"sdm_schema", "applications", "runs", "groups", "datasets", "attributes", "files", "writes"} <= tables
     with c.engine.connect() as con:
-        assert [tuple(r) for r in con.execute(sa.select(S.schema_info.c.version))] == [(2,)]
-    assert c.schema_version == 2 == S.SCHEMA_VERSION
+        assert [tuple(r) for r in con.execute(sa.select(S.schema_info.c.version))] == [(3,)]
+    assert c.schema_version == 3 == S.SCHEMA_VERSION
     assert c.counts() == dict(applications=0, runs=0, groups=0, datasets=0, attributes=0, files=0, writes=0)
     run = c.create_run("astro", nprocs=4, root="/data", attributes={"res": 64})
     c.close()
@@ -101,7 +101,7 @@ def test_other_schema_version_is_refused(catalog_url: str) -> None:
     with pytest.raises(CatalogVersionError) as info:
         Catalog(catalog_url)
     assert str(info.value) == (
-        f"catalog {catalog_url!r} has schema version 99; this SDM uses version 2. "
+        f"catalog {catalog_url!r} has schema version 99; this SDM uses version 3. "
         "Open it with a matching SDM release."
     )
     assert isinstance(info.value, SDMError)
@@ -479,7 +479,7 @@ def test_bad_catalog_urls(url: str, message: str) -> None:
 
 
 def test_version_1_catalog_is_migrated_in_place(catalog_url: str) -> None:
-    """A catalog written by schema version 1 opens as version 2 with its data intact."""
+    """A catalog written by schema version 1 opens as the current version with its data intact."""
     cat = Catalog(catalog_url)
     run = cat.create_run("old", nprocs=2, root="/r", attributes={"k": 1})
     g = cat.define_group(run, "g", 2, _specs())
@@ -495,7 +495,10 @@ def test_version_1_catalog_is_migrated_in_place(catalog_url: str) -> None:
         con.execute(S.schema_info.insert().values(version=1, created_at=datetime.now(timezone.utc)))
     engine.dispose()
     cat = Catalog(catalog_url, create=False)
-    assert cat.schema_version == 2
+    assert cat.schema_version == 3
+    with cat.engine.connect() as con:
+        assert sorted(v for (v,) in con.execute(sa.select(S.schema_info.c.version))) == [1, 2, 3]
+        assert "sources" in {c["name"] for c in sa.inspect(con).get_columns("index_histories")}
     assert cat.find(attributes={"k": 1})[0].id == run
     (w,) = [w for _, _, w in cat.writes(run)]
     assert (w.path, w.step, w.reason) == ("old/run/g.rho.sdm", 0, None)

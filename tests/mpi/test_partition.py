@@ -160,3 +160,49 @@ def test_bad_partition_inputs(comm, mpi_tmp, case, match):
             irregular.partition(s, "grid", part, _blocks(comm, edges, n))
         assert len(set(comm.allgather(str(info.value)))) == 1
         assert _histories(comm, s) == []
+
+
+def _edge_file(comm, mpi_tmp, edges, name="mesh.bin"):
+    path = f"{mpi_tmp}/{name}"
+    if comm.Get_rank() == 0:
+        with open(path, "wb") as f:
+            f.write(edges[:, 0].astype("<i4").tobytes() + edges[:, 1].astype("<i4").tobytes())
+    comm.Barrier()
+    return path
+
+
+def test_unchanged_edge_file_is_not_read_again(comm, mpi_tmp):
+    import os
+
+    edges, n = _mesh()
+    part = _partvec(n, comm.Get_size())
+    path = _edge_file(comm, mpi_tmp, edges)
+    mesh = irregular.EdgeFile(path, n_edges=len(edges), n_nodes=n)
+    with _session(mpi_tmp) as s:
+        first = irregular.partition(s, "grid", part, mesh)
+        assert first.source == "computed"
+    with _session(mpi_tmp) as s:
+        p = irregular.partition(s, "grid", part, mesh)
+        assert p.source == "history" and p.note.endswith("edges not read")
+        assert comm.bcast(records.imports(s.catalog, run_id=s.run_id) if comm.Get_rank() == 0 else None) == []
+        _check(p, edges, part, comm.Get_rank())
+    if comm.Get_rank() == 0:  # same bytes rewritten: new identity, same content hash
+        os.utime(path, ns=(1, 1))
+    comm.Barrier()
+    with _session(mpi_tmp) as s:
+        p = irregular.partition(s, "grid", part, mesh)
+        assert p.source == "history" and not p.note.endswith("edges not read")  # checked by content hash
+        assert len(comm.bcast(records.imports(s.catalog, run_id=s.run_id) if comm.Get_rank() == 0 else None)) == 2
+    changed = edges.copy()
+    changed[[0, 1]] = changed[[1, 0]]  # same size, same mtime, other content
+    if comm.Get_rank() == 0:
+        st = os.stat(path)
+        _edge_file(comm.Split(0, 0), mpi_tmp, changed)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # even with the old mtime restored
+    else:
+        comm.Split(MPI.UNDEFINED, 0)
+    comm.Barrier()
+    with _session(mpi_tmp) as s:
+        p = irregular.partition(s, "grid", part, mesh)
+        assert p.source == "computed" and "was made for other inputs" in p.note
+        _check(p, changed, part, comm.Get_rank())

@@ -160,8 +160,9 @@ class Catalog:
             return
         with self.engine.connect() as con:
             version = con.execute(sa.select(sa.func.max(S.schema_info.c.version))).scalar()
-        if version == 1:  # additive migration, safe for readers too
-            self._migrate_from_1()
+        if version in self._MIGRATIONS:  # additive migrations, safe for readers too
+            for step in range(version, S.SCHEMA_VERSION):
+                self._MIGRATIONS[step](self)
             version = S.SCHEMA_VERSION
         if version != S.SCHEMA_VERSION:
             raise CatalogVersionError(
@@ -171,10 +172,21 @@ class Catalog:
 
     def _migrate_from_1(self) -> None:
         """Version 1 -> 2: the irregular/planner tables and ``writes.reason``, in place."""
-        S.metadata.create_all(self.engine, tables=list(S.V2_TABLES))
+        tables = [t for t in S.V2_TABLES if t is not S.index_histories] + [S.index_histories]
+        S.metadata.create_all(self.engine, tables=tables)  # index_histories created as v3 already
         with self.engine.begin() as con:
             con.execute(sa.text("ALTER TABLE writes ADD COLUMN reason TEXT"))
             con.execute(S.schema_info.insert().values(version=2, created_at=_now()))
+
+    def _migrate_from_2(self) -> None:
+        """Version 2 -> 3: ``index_histories.sources``."""
+        with self.engine.begin() as con:
+            cols = {c["name"] for c in sa.inspect(con).get_columns("index_histories")}
+            if "sources" not in cols:
+                con.execute(sa.text("ALTER TABLE index_histories ADD COLUMN sources TEXT"))
+            con.execute(S.schema_info.insert().values(version=3, created_at=_now()))
+
+    _MIGRATIONS = {1: _migrate_from_1, 2: _migrate_from_2}
 
     @property
     def schema_version(self) -> int:

@@ -23,6 +23,7 @@ __all__ = [
     "record_import",
     "imports",
     "find_history",
+    "find_history_by_sources",
     "histories",
     "register_history",
     "record_history_use",
@@ -80,6 +81,7 @@ class HistoryRecord:
     created_at: datetime
     run_id: int | None
     parts: tuple[HistoryPart, ...] = ()
+    sources: dict[str, Any] | None = None
 
     def part(self, name: str, rank: int) -> HistoryPart:
         """The part *name* of *rank* (KeyError when absent)."""
@@ -135,6 +137,7 @@ def _history(con, row, application: str) -> HistoryRecord:
         created_at=_utc(row["created_at"]),
         run_id=row["run_id"],
         parts=tuple(HistoryPart(n, int(r), int(o), int(c), d) for n, r, o, c, d in parts),
+        sources=json.loads(row["sources"]) if row["sources"] else None,
     )
 
 
@@ -152,6 +155,23 @@ def find_history(cat: Catalog, application: str, problem: str, content_hash: str
                 h.c.content_hash == content_hash,
                 h.c.nprocs == int(nprocs),
             )
+        ).mappings().first()
+        return None if row is None else _history(con, row, application)
+
+
+def find_history_by_sources(cat: Catalog, application: str, problem: str, nprocs: int, sources: dict[str, Any]) -> HistoryRecord | None:
+    """The newest history of *problem* on *nprocs* ranks made from exactly these sources."""
+    h = S.index_histories
+    text = json.dumps(sources, sort_keys=True)
+    with cat.engine.connect() as con:
+        app = _app_id(con, application)
+        if app is None:
+            return None
+        row = con.execute(
+            sa.select(h)
+            .where(h.c.application_id == app, h.c.problem == problem, h.c.nprocs == int(nprocs), h.c.sources == text)
+            .order_by(h.c.created_at.desc(), h.c.id.desc())
+            .limit(1)
         ).mappings().first()
         return None if row is None else _history(con, row, application)
 
@@ -181,8 +201,13 @@ def register_history(
     nbytes: int,
     run_id: int | None,
     parts: Sequence[HistoryPart],
+    sources: dict[str, Any] | None = None,
 ) -> int:
-    """Record a history file and where every rank's index sets are in it."""
+    """Record a history file and where every rank's index sets are in it.
+
+    ``sources`` (optional) identifies the input files and the partitioning vector
+    exactly as they were hashed, so an unchanged input need not be read again.
+    """
     with cat.engine.begin() as con:
         app = cat._app_id(con, application, create=True)
         hid = con.execute(
@@ -196,6 +221,7 @@ def register_history(
                 nbytes=int(nbytes),
                 created_at=_now(),
                 run_id=run_id,
+                sources=None if sources is None else json.dumps(sources, sort_keys=True),
             )
         ).inserted_primary_key[0]
         con.execute(

@@ -23,7 +23,9 @@ every reuse.  The planner: ``io_calibrations`` holds measured cost-model constan
 storage target, and ``writes.reason`` says why a method was chosen.
 
 Version history: 1 = the core tables; 2 = imports, index histories, calibrations and
-``writes.reason`` (a version-1 catalog is migrated in place on open).
+``writes.reason``; 3 = ``index_histories.sources`` (identity of the input files and hash
+of the partitioning vector, so an unchanged mesh is not read again). Older catalogs are
+migrated in place on open.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import Table
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -182,6 +184,7 @@ index_histories = Table(
     Column("nbytes", BigInteger, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("run_id", ForeignKey("runs.id", ondelete="SET NULL"), nullable=True),  # creating run
+    Column("sources", Text, nullable=True),  # JSON: input file identities + partvec hash (v3)
     UniqueConstraint("application_id", "problem", "content_hash", "nprocs", name="uq_index_history"),
 )
 

@@ -82,8 +82,18 @@ def partition(
     """
     s = session
     t0 = time.perf_counter()
-    blocks = _blocks(s, edges)
     pv = np.ascontiguousarray(partvec, dtype=np.int64)
+    sources = None
+    if history and isinstance(edges, EdgeFile):  # unchanged inputs need not be read at all
+        sources, found = root_call(s.comm, _lookup_sources, s, problem, edges, pv)
+        if found is not None:
+            p = load_history(s, found)
+            p.note = (f"loaded from index history {found.id} ({found.path}) for {found.nprocs} ranks; "
+                      "edge file and partitioning vector unchanged since it was made, edges not read")
+            p.stats["seconds"] = s.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+            _say(s, p.note)
+            return p
+    blocks = _blocks(s, edges)
     digest = content_hash(blocks, pv, s.comm)
     note = ""
     if history:
@@ -106,7 +116,7 @@ def partition(
             note = f"no index history of {problem!r} for {s.size} ranks" + (f" (histories exist for {have} ranks)" if have else "") + "; computing the partition"
     (p,) = compute_partition(s.comm, pv, blocks, method=method)
     if history:
-        p.stats["history_id"] = save_history(s, problem, digest, [p], s.size)
+        p.stats["history_id"] = save_history(s, problem, digest, [p], s.size, sources)
     p.note = note or "computed (history not requested)"
     p.stats["seconds"] = s.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
     _say(s, p.note)
@@ -122,11 +132,12 @@ def prepare_history(
     (``partvec`` must name ranks ``0..nparts-1``). Collective; returns the history id.
     """
     s = session
-    blocks = _blocks(s, edges)
     pv = np.ascontiguousarray(partvec, dtype=np.int64)
+    sources = root_call(s.comm, _identity, edges, pv)
+    blocks = _blocks(s, edges)
     digest = content_hash(blocks, pv, s.comm)
     parts = compute_partition(s.comm, pv, blocks, nparts=nparts, method=method)
-    hid = save_history(s, problem, digest, parts, nparts)
+    hid = save_history(s, problem, digest, parts, nparts, sources)
     _say(s, f"index history {hid} of {problem!r} prepared for {nparts} ranks")
     return hid
 
@@ -134,7 +145,24 @@ def prepare_history(
 def _lookup(s: "Session", problem: str, digest: str):
     assert s.catalog is not None
     found = records.find_history(s.catalog, s.application, problem, digest, s.size)
-    return found, records.histories(s.catalog, s.application, problem)
+    return found, ([] if found is not None else records.histories(s.catalog, s.application, problem))
+
+
+def _identity(edges: EdgeFile | EdgeBlocks, pv: np.ndarray) -> dict | None:
+    """Rank 0: the identity of file inputs (None for in-memory blocks or an unreadable file)."""
+    try:
+        return edges.identity(pv) if isinstance(edges, EdgeFile) else None
+    except OSError:
+        return None  # the import reports the missing file
+
+
+def _lookup_sources(s: "Session", problem: str, edges: EdgeFile, pv: np.ndarray):
+    """Rank 0: the inputs' identity (taken before any read) and a history made from it."""
+    assert s.catalog is not None
+    sources = _identity(edges, pv)
+    if sources is None:
+        return None, None
+    return sources, records.find_history_by_sources(s.catalog, s.application, problem, s.size, sources)
 
 
 def _say(s: "Session", text: str) -> None:

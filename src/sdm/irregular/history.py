@@ -42,10 +42,13 @@ def history_path(session: "Session", problem: str, content_hash: str, nparts: in
     return str(Path(component(session.application)) / "histories" / f"{component(problem)}.{content_hash[:16]}.p{nparts}.idx")
 
 
-def save_history(session: "Session", problem: str, content_hash: str, parts: list[Partition], nparts: int) -> int:
+def save_history(
+    session: "Session", problem: str, content_hash: str, parts: list[Partition], nparts: int, sources: dict | None = None
+) -> int:
     """Write the partitions of all (virtual) ranks to a history file and register it.
 
-    Collective. Returns the history id.
+    Collective. ``sources`` identifies unchanged inputs (see ``EdgeFile.identity``).
+    Returns the history id.
     """
     s = session
     mine = [(p.rank, {k: int(a.size) for k, a in _arrays(p).items()}, p.n_owned_nodes, p.n_owned_edges) for p in parts]
@@ -93,6 +96,7 @@ def save_history(session: "Session", problem: str, content_hash: str, parts: lis
             nbytes=pos,
             run_id=s.run_id if s.mode != "r" else None,
             parts=parts_rows,
+            sources=sources,
         ),
     )
 

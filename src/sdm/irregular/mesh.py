@@ -39,6 +39,24 @@ class EdgeFile:
     edge2_offset: int | None = None
     dtype: str = "<i4"
 
+    def identity(self, partvec: np.ndarray) -> dict[str, Any]:
+        """What the inputs are, without reading them: the edge file's identity and layout
+        (size, inode, modification and change times in ns) and sha256 of the vector.
+
+        The change time (ctime) is set by the kernel on every modification and cannot
+        be set from user space, so equal identities mean unchanged contents.
+        """
+        st = Path(self.path).resolve().stat()
+        return {
+            "edges": {
+                "path": str(Path(self.path).resolve()), "size": st.st_size, "ino": st.st_ino, "dev": st.st_dev,
+                "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "n_edges": int(self.n_edges),
+                "n_nodes": int(self.n_nodes), "edge1_offset": int(self.edge1_offset),
+                "edge2_offset": None if self.edge2_offset is None else int(self.edge2_offset), "dtype": self.dtype,
+            },
+            "partvec": hashlib.sha256(np.ascontiguousarray(partvec, dtype=np.int64).tobytes()).hexdigest(),
+        }
+
     def read(self, session: "Session") -> "EdgeBlocks":
         """Import both arrays in contiguous blocks, in parallel (recorded as imports)."""
         off2 = self.edge2_offset
