@@ -137,7 +137,7 @@ def test_sieving_writes_never_lose_a_neighbours_bytes(comm, mpi_tmp, buffer, gap
             comm.Barrier()
             if rank == 0:
                 got = np.fromfile(path).reshape(pattern.shape(size))
-                want = np.arange(got.size, dtype=np.float64).reshape(got.shape) + 1000 * round_
+                want = np.arange(1, got.size + 1, dtype=np.float64).reshape(got.shape) + 1000 * round_
                 np.testing.assert_array_equal(got[owner], want[owner])
                 assert (got[~owner] == -7.0).all()
             comm.Barrier()

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 from mpi4py import MPI
 
-from .measure import calls_for, pattern_access, run_method, scratch_file, timed
+from .measure import calls_for, data_file, pattern_access, run_method, scratch_file, timed
 from .model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
 
@@ -234,11 +234,12 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
     model = CostModel(nprocs=nprocs, cores=os.cpu_count() or 1, romio=romio)
     out = []
     for i, (method, pattern) in enumerate(runs):
-        with scratch_file(comm, directory, pattern.file_bytes(nprocs), name="sdm-calibrate") as (fh, _):
+        with data_file(comm, directory, pattern) as (data, _):
             for writing in (True, False):
                 access = pattern_access(comm, pattern, writing)
-                first, _ = run_method(comm, fh, pattern, method, writing, 1)  # warm-up
-                times, _ = run_method(comm, fh, pattern, method, writing, repeats, inner=calls_for(comm, first[0]))
+                first, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data)  # warm-up
+                times, _, _ = run_method(comm, directory, pattern, method, writing, repeats, data=data,
+                                         inner=calls_for(comm, first[0]))
                 counts = structure(method, access, model.params()).counts(model.contention(nprocs))
                 out.append(Sample(method, pattern, writing, counts, statistics.median(times)))
         if progress is not None:

@@ -23,31 +23,54 @@ from ..io.base import make_transfer
 from . import Access, Planner
 from .patterns import ITEM, Pattern
 
-__all__ = ["scratch_file", "timed", "pattern_access", "run_method", "calls_for", "poison", "check_file"]
+__all__ = ["scratch_file", "scratch_files", "data_file", "timed", "pattern_access", "run_method", "calls_for",
+           "check_file"]
+
+
+_COUNTER = iter(range(1 << 62))
 
 
 @contextmanager
 def scratch_file(comm: MPI.Comm, directory: str | Path, nbytes: int, hints: dict[str, str] | None = None,
                  name: str = "sdm-bench") -> Iterator[tuple[MPI.File, Path]]:
-    """A file of *nbytes* zero bytes in *directory*, open on every rank, and its path; removed afterwards."""
-    path = Path(directory) / f".{name}-{os.getpid() if comm.Get_rank() == 0 else 0}.dat"
-    path = Path(comm.bcast(str(path), root=0))
+    """A new file of *nbytes* zero bytes in *directory*, open on every rank, and its path; removed afterwards."""
+    with scratch_files(comm, directory, nbytes, 1, hints, name) as files:
+        yield files[0]
+
+
+@contextmanager
+def scratch_files(comm: MPI.Comm, directory: str | Path, nbytes: int, count: int,
+                  hints: dict[str, str] | None = None, name: str = "sdm-bench") -> Iterator[list[tuple[MPI.File, Path]]]:
+    """*count* new sparse files of *nbytes* bytes, open on every rank; closed and removed afterwards.
+
+    Every timed write goes to a file of its own, as a new time step does: rewriting one
+    file with every method would make each method's time depend on the one before it
+    (e.g. after one large write the page cache holds large folios, and small writes of
+    several ranks then contend for their locks).
+    """
+    stem = comm.bcast(f".{name}-{os.getpid()}-{next(_COUNTER)}" if comm.Get_rank() == 0 else None, root=0)
+    paths = [Path(directory) / f"{stem}-{k}.dat" for k in range(count)]
     if comm.Get_rank() == 0:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as f:
-            f.truncate(nbytes)
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "wb") as f:
+                f.truncate(nbytes)
     comm.Barrier()
     info = MPI.Info.Create()
     for k, v in (hints or {}).items():
         info.Set(str(k), str(v))
-    fh = MPI.File.Open(comm, str(path), MPI.MODE_RDWR, info)
-    info.Free()
+    files = []
     try:
-        yield fh, path
+        for path in paths:
+            files.append((MPI.File.Open(comm, str(path), MPI.MODE_RDWR, info), path))
+        yield files
     finally:
-        fh.Close()
+        info.Free()
+        for fh, _ in files:
+            fh.Close()
         if comm.Get_rank() == 0:
-            path.unlink(missing_ok=True)
+            for path in paths:
+                path.unlink(missing_ok=True)
 
 
 def timed(comm: MPI.Comm, fn: Callable[[], Any]) -> float:
@@ -67,51 +90,71 @@ def pattern_access(comm: MPI.Comm, pattern: Pattern, writing: bool, hints: dict 
                              hints=hints)
 
 
-def run_method(comm: MPI.Comm, fh: MPI.File, pattern: Pattern, method: str, writing: bool, repeats: int,
-               *, planner: Planner | None = None, access: Access | None = None,
-               hints: dict | None = None, inner: int = 1) -> tuple[list[float], str]:
+@contextmanager
+def data_file(comm: MPI.Comm, directory: str | Path, pattern: Pattern,
+              hints: dict[str, str] | None = None) -> Iterator[tuple[MPI.File, Path]]:
+    """A scratch file holding the pattern's data (written collectively), for reads."""
+    nprocs, rank = comm.Get_size(), comm.Get_rank()
+    with scratch_file(comm, directory, pattern.file_bytes(nprocs), hints, "sdm-data") as (fh, path):
+        piece = pattern.piece(nprocs, rank)
+        with make_transfer(fh, 0, piece, pattern.local(nprocs, rank), "C", comm) as t:
+            get_method("collective").write(t)
+        fh.Sync()
+        yield fh, path
+
+
+def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: str, writing: bool, repeats: int,
+               *, data: MPI.File | None = None, planner: Planner | None = None, access: Access | None = None,
+               hints: dict | None = None, inner: int = 1, check: bool = False) -> tuple[list[float], str, bool]:
     """Time *method* (or ``"auto"`` through *planner*) on *pattern*, *repeats* times.
 
-    Each sample is the mean of *inner* back-to-back calls between two barriers (more
-    than one for calls too short to time alone).  Returns the seconds of each sample
-    and the method that ran.  For ``auto`` the planner's decision is part of every
-    call, as in an SDM write.
+    Writes go to new files in *directory* (one per call); reads read *data* (see
+    :func:`data_file`).  Each sample is the mean of *inner* calls, each between two
+    barriers (more than one for calls too short to time alone).  For ``auto`` the
+    planner's decision is part of every call, as in an SDM write.
+
+    Returns
+    -------
+    (seconds, method, ok)
+        The seconds of each sample, the method that ran, and -- with *check* -- whether
+        every written file (or every read) was byte-for-byte right (numpy reference).
     """
     nprocs, rank = comm.Get_size(), comm.Get_rank()
     piece = pattern.piece(nprocs, rank)
     array = pattern.local(nprocs, rank) if writing else np.zeros(piece.memory_shape)
-    chosen = method
-    times = []
-    with make_transfer(fh, 0, piece, array, "C", comm, hints) as t:
-        def once() -> None:
-            nonlocal chosen
-            for _ in range(inner):
+    chosen, ok, times = method, True, []
+
+    def call(fh: MPI.File) -> None:
+        with make_transfer(fh, 0, piece, array, "C", comm, hints) as t:
+            def once() -> None:
+                nonlocal chosen
                 if method == "auto":
                     chosen = planner.choose("auto", access).method.name  # type: ignore[union-attr]
                 m = get_method(chosen)
                 (m.write if writing else m.read)(t)
 
-        for _ in range(repeats):
-            times.append(timed(comm, once) / inner)
-    if not writing and not np.array_equal(array[piece.interior], pattern.values(piece)):
-        raise AssertionError(f"{chosen} read wrong values for {pattern.label}")
-    return times, chosen
+            times[-1] += timed(comm, once)
+
+    for _ in range(repeats):
+        times.append(0.0)
+        if writing:
+            with scratch_files(comm, directory, pattern.file_bytes(nprocs), inner, hints, "sdm-write") as files:
+                for fh, path in files:
+                    call(fh)
+                    if check:
+                        ok &= check_file(comm, fh, path, pattern)
+        else:
+            for _ in range(inner):
+                call(data)  # type: ignore[arg-type]
+            if check:
+                ok &= bool(comm.allreduce(np.array_equal(array[piece.interior], pattern.values(piece)), op=MPI.LAND))
+        times[-1] /= inner
+    return times, chosen, ok
 
 
-def calls_for(comm: MPI.Comm, seconds: float, target: float = 0.01, most: int = 50) -> int:
-    """Back-to-back calls per sample so that a sample lasts about *target* seconds (rank 0 decides)."""
+def calls_for(comm: MPI.Comm, seconds: float, target: float = 0.01, most: int = 16) -> int:
+    """Calls per sample so that a sample lasts about *target* seconds (rank 0 decides)."""
     return int(comm.bcast(max(1, min(most, int(target / max(seconds, 1e-9)))), root=0))
-
-
-def poison(comm: MPI.Comm, fh: MPI.File, path: Path, pattern: Pattern) -> None:
-    """Overwrite every owned byte with -1 (holes stay 0), so a later check proves a write (collective)."""
-    fh.Sync()
-    comm.Barrier()
-    if comm.Get_rank() == 0:
-        ref = pattern.reference(comm.Get_size())
-        np.where(ref != 0, -1.0, 0.0).tofile(path)
-    comm.Barrier()
-    fh.Sync()
 
 
 def check_file(comm: MPI.Comm, fh: MPI.File, path: Path, pattern: Pattern) -> bool:

@@ -6,8 +6,9 @@ decides the speed of each I/O method.  :func:`run` sweeps those parameters one a
 time around a base point (:func:`sweeps`), timing every method for writes and reads,
 ``auto`` included, side by side: for each repeat the methods run in a rotated order,
 and medians over the repeats are reported.  Each point also carries the cost model's
-prediction for every method, and every written file is checked byte for byte against
-a numpy-built reference.
+prediction for every method.  Every timed write goes to a new file (as a new time step
+does); every method's first write is checked byte for byte against a numpy-built
+reference, and its first read against the values written.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from . import Planner
-from .measure import calls_for, check_file, pattern_access, poison, run_method, scratch_file
+from .measure import calls_for, data_file, pattern_access, run_method
 from .model import METHODS, CostModel
 from .patterns import Pattern
 
@@ -108,7 +109,8 @@ def run(
         One row per (point, direction, method): sweep, pattern, direction, method,
         times, median, predicted, chosen (auto), verified; the same on every rank.
     """
-    planner = Planner(mpi_hints=hints, model=model or CostModel())
+    only = {"methods": ",".join(methods)} if set(methods) != set(METHODS) else None  # auto picks among these
+    planner = Planner(hints=only, mpi_hints=hints, model=model or CostModel())
     names = [*methods, "auto"]
     rows: list[dict[str, Any]] = []
     done: dict[Pattern, list[dict[str, Any]]] = {}
@@ -125,25 +127,20 @@ def run(
 def _point(comm: MPI.Comm, directory: str | Path, pattern: Pattern, names: list[str], repeats: int,
            planner: Planner, hints: dict[str, str]) -> list[dict[str, Any]]:
     """All methods, writes then reads, at one pattern."""
-    nprocs = comm.Get_size()
     out = []
-    with scratch_file(comm, directory, pattern.file_bytes(nprocs), hints, name="sdm-ncio") as (fh, path):
+    with data_file(comm, directory, pattern, hints) as (data, _):
         for writing in (True, False):
             access = pattern_access(comm, pattern, writing)
+            kwargs = dict(data=data, planner=planner, access=access, hints=hints)
             verified, chosen, inner = {}, {}, {}
-            for m in names:  # warm-up, and proof that each method writes every byte right
-                if writing:
-                    poison(comm, fh, path, pattern)
-                first, chosen[m] = run_method(comm, fh, pattern, m, writing, 1, planner=planner, access=access,
-                                              hints=hints)
-                verified[m] = check_file(comm, fh, path, pattern) if writing else True
+            for m in names:  # warm-up, and proof that each method moves every byte right
+                first, chosen[m], verified[m] = run_method(comm, directory, pattern, m, writing, 1, check=True,
+                                                           **kwargs)
                 inner[m] = calls_for(comm, first[0])
             times: dict[str, list[float]] = {m: [] for m in names}
             for rep in range(repeats):
                 for m in _rotated(names, rep):
-                    t, _ = run_method(comm, fh, pattern, m, writing, 1, planner=planner, access=access, hints=hints,
-                                      inner=inner[m])
-                    times[m].extend(t)
+                    times[m].extend(run_method(comm, directory, pattern, m, writing, 1, inner=inner[m], **kwargs)[0])
             preds = {p.method: p for p in planner.model.predict_all(access, hints)}
             for m in names:
                 run_as = chosen[m]
@@ -151,8 +148,8 @@ def _point(comm: MPI.Comm, directory: str | Path, pattern: Pattern, names: list[
                     "pattern": pattern.as_dict(), "label": pattern.label, "direction": "write" if writing else "read",
                     "method": m, "chosen": run_as, "times": times[m], "median": statistics.median(times[m]),
                     "predicted": preds[run_as].seconds, "terms": preds[run_as].top(3), "verified": verified[m],
-                    "calls_per_sample": inner[m],
-                    "nbytes": sum(access.rank_bytes), "regions": sum(access.rank_regions),
+                    "calls_per_sample": inner[m], "nbytes": sum(access.rank_bytes),
+                    "regions": sum(access.rank_regions),
                 })
     return out
 
@@ -258,27 +255,33 @@ def goals_markdown(summary: list[dict[str, Any]]) -> str:
 
 
 def plot(summary: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
-    """Bandwidth against the swept parameter, one line per method, write and read panels."""
+    """MB/s against the swept parameter, one line per method (write and read panels); bars for contiguity."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sweeps_ = [s for s in dict.fromkeys(x["sweep"] for x in summary) if s != "contiguity"]
-    fig, axes = plt.subplots(len(sweeps_), 2, figsize=(11, 3.6 * len(sweeps_)), squeeze=False)
-    key = {"size": "size", "count": "count", "spacing": "spacing"}
-    for i, sweep in enumerate(sweeps_):
+    names = list(dict.fromkeys(x["sweep"] for x in summary))
+    methods = [*meta["methods"], "auto"]
+    fig, axes = plt.subplots(len(names), 2, figsize=(11, 3.6 * len(names)), squeeze=False)
+    for i, sweep in enumerate(names):
         for j, direction in enumerate(("write", "read")):
             ax = axes[i][j]
             lines = [s for s in summary if s["sweep"] == sweep and s["direction"] == direction]
-            x = [max(s["pattern"][key[sweep]], 0.5 if sweep == "spacing" else 1) for s in lines]
-            for m in [*meta["methods"], "auto"]:
+            for k, m in enumerate(methods):
                 y = [s["nbytes"] / s["median"][m] / 1e6 for s in lines]
-                ax.plot(x, y, marker="o" if m != "auto" else "x", ls="-" if m != "auto" else "--", label=m)
-            ax.set_xscale("log", base=2)
+                if sweep == "contiguity":
+                    ax.bar([n + (k - len(methods) / 2) * 0.11 for n in range(len(lines))], y, 0.11, label=m)
+                else:
+                    x = [max(s["pattern"][sweep], 0.5 if sweep == "spacing" else 1) for s in lines]
+                    ax.plot(x, y, marker="o" if m != "auto" else "x", ls="-" if m != "auto" else "--", label=m)
+            if sweep == "contiguity":
+                ax.set_xticks(range(len(lines)), [s["label"].split(" ", 2)[-1] for s in lines])
+            else:
+                ax.set_xscale("log", base=2)
+                ax.set_xlabel({"size": "region size (bytes)", "count": "regions per rank",
+                               "spacing": "region spacing (bytes; 0 plotted at 0.5)"}[sweep])
             ax.set_yscale("log")
-            ax.set_xlabel({"size": "region size (bytes)", "count": "regions per rank",
-                           "spacing": "region spacing (bytes; 0 plotted at 0.5)"}[sweep])
             ax.set_ylabel("MB/s (all ranks)")
             ax.set_title(f"{sweep} sweep, {direction}")
             ax.grid(True, which="both", alpha=0.3)

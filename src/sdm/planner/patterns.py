@@ -13,7 +13,8 @@ dataset, and a local array holding the rank's values:
 * memory noncontiguous: each region is followed in the local array by a gap of its own
   size (a ghost layer on the fastest dimension), so no two regions touch in memory.
 
-Values are the element's index in the global array, so references are one ``arange``.
+Values are the element's index in the global array plus one (so that no written value
+is zero, like the bytes nobody writes), so references are one ``arange``.
 """
 
 from __future__ import annotations
@@ -107,15 +108,15 @@ class Pattern:
         return out
 
     def values(self, piece: Piece) -> np.ndarray:
-        """Values of the piece's elements: their index in the global array."""
+        """Values of the piece's elements: their index in the global array plus one."""
         s = piece.shape
         i, j, k = (np.asarray(x, dtype=np.float64) for x in piece.indices)
-        return (i[:, None, None] * s[1] + j[None, :, None]) * s[2] + k[None, None, :]
+        return (i[:, None, None] * s[1] + j[None, :, None]) * s[2] + k[None, None, :] + 1.0
 
     def reference(self, nprocs: int) -> np.ndarray:
         """The whole file as it must be (0 where nobody writes), float64."""
         shape = self.shape(nprocs)
-        ref = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+        ref = np.arange(1, int(np.prod(shape)) + 1, dtype=np.float64).reshape(shape)
         if not self.file_contig and self.spacing:
             ref[:, :, self.size // ITEM:] = 0.0
         return ref
