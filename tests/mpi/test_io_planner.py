@@ -30,7 +30,7 @@ def test_auto_decisions_use_the_stored_calibration_and_are_recorded(comm, mpi_tm
     url = f"sqlite:///{mpi_tmp}/cat.db"
     root = Path(mpi_tmp).resolve()
     # make independent calls nearly free: auto must then prefer posix or list for a cyclic write
-    cheap = {**DEFAULTS, "call_w": 1e-12, "call_r": 1e-12, "base_posix": 1e-12, "seek_w": 0.0, "seek_r": 0.0}
+    cheap = {**DEFAULTS, "call_w": 1e-12, "call_r": 1e-12, "base_posix_w": 1e-12, "seek_w": 0.0, "seek_r": 0.0}
     if rank == 0:
         cat = sdm.Catalog(url)
         cat.save_calibration(str(root), size, CostModel(cheap, nprocs=size, calibrated=True).to_json())

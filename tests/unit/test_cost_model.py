@@ -35,7 +35,7 @@ def test_size_weights_interpolate_in_log_size():
 
 
 def test_posix_write_is_calls_seeks_and_bytes_of_the_slowest_rank():
-    m = model(base_posix=1e-3, call_w=1e-6, seek_w=2e-6, byte_w__4096=1e-9)
+    m = model(base_posix_w=1e-3, call_w=1e-6, seek_w=2e-6, byte_w__4096=1e-9)
     a = access(True, (64, 128), (8, 4), (8, 16), ((0, 1024), (8, 1016)))
     # rank 0: 8 calls, 8 seeks, 64 B = 24.064 us; rank 1: 16 calls, 4 seeks, 128 B = 24.128 us
     assert m.predict("posix", a).seconds == pytest.approx(1e-3 + 24.128e-6, rel=1e-12)
@@ -49,13 +49,13 @@ def test_byte_cost_depends_on_request_size():
 
 
 def test_list_io_is_one_call_and_a_region_walk():
-    m = model(base_list=1e-4, call_w=1e-5, list_w=1e-6, byte_w__4096=1e-9)
+    m = model(base_list_w=1e-4, call_w=1e-5, list_w=1e-6, byte_w__4096=1e-9)
     a = access(True, (64, 64), (8, 8), (8, 8), ((0, 1016), (8, 1024)))
     assert m.predict("list", a).seconds == pytest.approx(1e-4 + 1e-5 + 8e-6 + 64e-9, rel=1e-12)
 
 
 def test_sieving_write_takes_turns_when_windows_with_holes_overlap():
-    m = model(base_sieving=1e-4, sync=2e-5, elem=1e-8, copy=1e-10, call_w=1e-6, call_r=5e-7, window=3e-6,
+    m = model(base_sieving_w=1e-4, sync=2e-5, elem=1e-8, copy=1e-10, call_w=1e-6, call_r=5e-7, window=3e-6,
               byte_w__4096=1e-9, byte_r__4096=5e-10)
     a = access(True, (64, 64), (8, 8), (8, 8), ((0, 120), (8, 128)))
     # per rank: one 120-byte window read and written whole, 8 elements copied
@@ -73,7 +73,7 @@ def test_sieving_read_of_far_apart_regions_skips_the_holes():
 
 
 def test_datatype_writes_queue_on_locks_and_the_active_rank_runs_faster():
-    m = model(nprocs=4, cores=2, base_datatype=3e-4, call_r=1e-6, call_w=2e-6, copy=1e-10, ds_w=1e-7, lock=1e-5,
+    m = model(nprocs=4, cores=2, base_datatype_w=3e-4, call_r=1e-6, call_w=2e-6, copy=1e-10, ds_w=1e-7, lock=1e-5,
               byte_r__4096=1e-9, byte_w__4096=2e-9)
     a = access(True, (64,) * 4, (8,) * 4, (8,) * 4, tuple((8 * r, 8 * r + 232) for r in range(4)))
     per_rank = 1e-6 + 2e-6 + 64 * 1e-10 + 8 * 1e-7 + 1e-5 + 232 * 1e-9 + 232 * 2e-9
@@ -83,7 +83,7 @@ def test_datatype_writes_queue_on_locks_and_the_active_rank_runs_faster():
 
 
 def test_servers_read_packs_exchanges_and_serves_a_chunk_each():
-    m = model(base_servers=1e-3, sync=1e-4, elem=2e-9, copy=1e-10, exchange=3e-10, call_r=1e-6,
+    m = model(base_servers_r=1e-3, sync=1e-4, elem=2e-9, copy=1e-10, exchange=3e-10, call_r=1e-6,
               byte_r__4096=5e-10)
     a = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 8192), (0, 8192)), total=8192)
     # each rank: its 512 elements packed and exchanged, plus a 4096-byte chunk served (512 elements)
@@ -91,14 +91,22 @@ def test_servers_read_packs_exchanges_and_serves_a_chunk_each():
     assert m.predict("servers", a).seconds == pytest.approx(per_rank + 1e-3 + 1e-4, rel=1e-12)
 
 
+def test_noncontiguous_memory_costs_mpi_packing_per_block():
+    m = model(base_datatype_w=1e-4, call_w=1e-6, pack=2e-8, byte_w__4096=1e-9)
+    a = Access(writing=True, level=3, itemsize=8, total_bytes=1024, rank_bytes=(512,), rank_regions=(1,),
+               rank_segments=(64,), rank_spans=((0, 512),), rank_memory=(64,))
+    # file contiguous: one call of 512 B, the 64 memory blocks gathered by MPI first
+    assert m.predict("datatype", a).seconds == pytest.approx(1e-4 + 1e-6 + 64 * 2e-8 + 512e-9, rel=1e-12)
+
+
 def test_collective_without_interleaving_is_independent_io():
-    m = model(base_collective=5e-4, call_w=1e-6, byte_w__4096=1e-9)
+    m = model(base_collective_w=5e-4, call_w=1e-6, byte_w__4096=1e-9)
     a = access(True, (1024, 1024), (1, 1), (1, 1), ((0, 1024), (1024, 2048)), total=2048)
     assert m.predict("collective", a).seconds == pytest.approx(5e-4 + 1e-6 + 1024e-9, rel=1e-12)
 
 
 def test_collective_interleaved_goes_through_one_aggregator():
-    m = model(base_collective=1e-4, elem=1e-9, copy=1e-10, coll_region=2e-7, exchange=1e-9, call_r=3e-6,
+    m = model(base_collective_r=1e-4, elem=1e-9, copy=1e-10, coll_region=2e-7, exchange=1e-9, call_r=3e-6,
               byte_r__4096=1e-9)
     a = access(False, (512, 512), (64, 64), (64, 64), ((0, 1016), (8, 1024)))
     aggregator = 64 * 1e-9 + 512 * 1e-10 + 128 * 2e-7 + 1024 * 1e-9 + 3e-6 + 1024 * 1e-9
@@ -106,7 +114,7 @@ def test_collective_interleaved_goes_through_one_aggregator():
 
 
 def test_constants_scale_with_cpu_contention_for_other_rank_counts():
-    m = model(nprocs=2, cores=2, base_posix=1e-3, call_w=1e-6, open=5e-4)
+    m = model(nprocs=2, cores=2, base_posix_w=1e-3, call_w=1e-6, open=5e-4)
     a = access(True, (8,) * 8, (1,) * 8, (1,) * 8, tuple((8 * r, 8 * r + 8) for r in range(8)), total=64)
     # 8 ranks on 2 cores: 4 times the contention of the calibration's 2 ranks
     assert m.predict("posix", a).seconds == pytest.approx(4 * (1e-3 + 1e-6), rel=1e-12)
@@ -114,7 +122,7 @@ def test_constants_scale_with_cpu_contention_for_other_rank_counts():
 
 
 def test_predictor_totals_per_organization_level():
-    m = model(nprocs=1, cores=1, base_posix=1e-4, call_w=1e-6, byte_w__4096=1e-9, commit=1e-3, fsync=2e-3,
+    m = model(nprocs=1, cores=1, base_posix_w=1e-4, call_w=1e-6, byte_w__4096=1e-9, commit=1e-3, fsync=2e-3,
               fsync_byte=1e-8, open=5e-4, checksum_byte=1e-9)
     w = Workload(shape=(16,), dtype="f8", distribution="block", datasets=2, every=5, iterations=20, ranks=1)
     result = predict(w, m)

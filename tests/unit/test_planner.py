@@ -56,7 +56,7 @@ def test_auto_takes_the_fastest_predicted_method_and_says_why():
 
 
 def test_making_posix_calls_free_makes_auto_choose_posix():
-    free = {k: 0.0 for k in ("base_posix", "call_w", "seek_w")}
+    free = {k: 0.0 for k in ("base_posix_w", "call_w", "seek_w")}
     free.update({f"byte_w@{s}": 0.0 for s in (4096, 524288, 16777216)})
     assert Planner(_calibration(**free)).choose("auto", _access()).method.name == "posix"
 

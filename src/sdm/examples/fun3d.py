@@ -169,15 +169,14 @@ def import_with_sdm(
 ) -> tuple[irregular.Partition, LocalMesh]:
     """SDM's way (figure 7): import the edges in parallel, partition, import the arrays through the maps.
 
-    Phases ``import edges``, ``partition`` (history lookup, redistribution or history
-    read, history file) and ``import arrays`` (eight imports, ghost rows included).
+    Phases ``partition`` (history lookup; the edges are imported in parallel only when no
+    history fits the unchanged inputs, then redistributed and kept as a history) and
+    ``import arrays`` (eight imports through the maps, ghost rows included).
     """
     inp = problem.inputs
     ef = irregular.EdgeFile(inp.path, inp.n_edges, inp.n_nodes, inp.edge1_offset, inp.edge2_offset, inp.index_dtype)
-    with phases("import edges", 2 * inp.n_edges * np.dtype(inp.index_dtype).itemsize):
-        blocks = ef.read(s)
     with phases("partition"):
-        p = irregular.partition(s, problem.name, problem.partvec, blocks, history=history, method=method)
+        p = irregular.partition(s, problem.name, problem.partvec, ef, history=history, method=method)
     with phases("import arrays", 8 * (len(EDGE_ARRAYS) * inp.n_edges + len(NODE_ARRAYS) * inp.n_nodes)):
         x = [s.import_array(n, inp.path, dtype=inp.value_dtype, count=inp.n_edges, offset=inp.edge_offset(k),
                             view=p.edge_map) for k, n in enumerate(EDGE_ARRAYS)]

@@ -248,7 +248,7 @@ def predicted(model: Any, grid: Grid, variant: str, method: str, nprocs: int, st
     every element a call of its own (:mod:`posix`'s terms), one sync per field file.
     """
     from sdm.layout.regions import file_strides, rank_stats
-    from sdm.planner import Access, Planner
+    from sdm.planner import Access, Planner, row_bytes
 
     item = np.dtype(grid.dtype).itemsize
     c = model.constants
@@ -256,8 +256,8 @@ def predicted(model: Any, grid: Grid, variant: str, method: str, nprocs: int, st
     def access(view: Any, shape: tuple, mem_order: str) -> Access:
         stats = [rank_stats(p, "F", item, file_strides(p.memory_shape, mem_order, item)).as_tuple()
                  for p in (view.piece(shape, nprocs, r) for r in range(nprocs))]
-        return Access.from_stats(stats, writing=True, level=2, itemsize=item,
-                                 total_bytes=int(np.prod(shape)) * item, order="F")
+        return Access.from_stats(stats, writing=True, level=2, itemsize=item, total_bytes=int(np.prod(shape)) * item,
+                                 order="F", row_bytes=row_bytes(shape, item, "F"))
 
     sync_cost = (c["fsync"] + c["fsync_byte"] * grid.field_bytes) if sync else 0.0
     if variant == "original":  # one os.pwrite per element, then a sync per field file

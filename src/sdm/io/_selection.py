@@ -19,19 +19,29 @@ from ..layout.regions import storage_dims
 __all__ = ["as_index", "selector", "separable_type"]
 
 
-def _step(a: np.ndarray) -> int | None:
-    """The common difference of a sorted-or-not index array, or None."""
+def _step(a: np.ndarray, increasing: bool = False) -> int | None:
+    """The common difference of an index array (None if it has none or it is not positive).
+
+    Arrays known to be strictly *increasing* that span a consecutive range are
+    recognized in O(1).
+    """
     if a.size < 2:
+        return 1
+    if increasing and int(a[-1] - a[0]) == a.size - 1:
         return 1
     d = np.diff(a)
     first = int(d[0])
     return first if first > 0 and bool(np.all(d == first)) else None
 
 
-def as_index(a: np.ndarray) -> slice | np.ndarray:
-    """A slice for an increasing arithmetic progression, else the array itself."""
+def as_index(a: np.ndarray, increasing: bool = False) -> slice | np.ndarray:
+    """A slice for an increasing arithmetic progression, else the array itself.
+
+    Pass ``increasing=True`` for strictly increasing arrays (file indices, box
+    positions): a consecutive range is then recognized without looking at every entry.
+    """
     a = np.asarray(a, dtype=np.int64)
-    step = _step(a)
+    step = _step(a, increasing)
     if a.size and step is not None:
         return slice(int(a[0]), int(a[-1]) + 1, step)
     return a

@@ -29,7 +29,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..layout.regions import file_strides, memory_positions, storage_dims
-from ._selection import selector
+from ._selection import _step, selector
 from ._support import Deferred, int_hint, read_fully, set_view
 from .base import SymmetricMethod, Transfer, register
 
@@ -39,9 +39,9 @@ BUFFER_SIZE = 1 << 20  #: PIO's default buffer
 
 
 def _pack(a: np.ndarray) -> tuple:
-    """An index set as ``("r", start, stop, step)`` when arithmetic, else ``("a", array)``."""
-    if a.size == 1 or (a.size > 1 and np.all(np.diff(a) == a[1] - a[0]) and a[1] > a[0]):
-        step = int(a[1] - a[0]) if a.size > 1 else 1
+    """A sorted index set as ``("r", start, stop, step)`` when arithmetic, else ``("a", array)``."""
+    step = _step(a, increasing=True)
+    if step is not None:
         return ("r", int(a[0]), int(a[-1]) + 1, step)
     return ("a", a)
 

@@ -238,14 +238,15 @@ class _SlabPlan:
         self.win = windows(self.rows * self.fstr[self.slow] + self.lo, np.full(n, hi - self.lo, dtype=np.int64),
                            np.full(n, owned, dtype=np.int64), buffer, gap)
         self.mpos = memory_positions(p)
-        self.inner_file = {d: as_index(p.indices[d]) for d in inner}
-        self.inner_mem = {d: as_index(self.mpos[d]) for d in inner}
+        sorted_memory = p.kind != "map"  # map rows come in any order; box positions increase
+        self.inner_file = {d: as_index(p.indices[d], True) for d in inner}
+        self.inner_mem = {d: as_index(self.mpos[d], sorted_memory) for d in inner}
         # a row that is one segment (contiguous in file and memory) moves alone without a buffer
         first_row = _first_row(p, self.slow)
         self.row_bytes = hi - self.lo
         self.direct = owned == self.row_bytes and rank_stats(first_row, t.order, item, t.array.strides).segments == 1
         self.mstr = t.array.strides
-        whole = as_index(self.rows), as_index(self.mpos[self.slow])
+        whole = as_index(self.rows, True), as_index(self.mpos[self.slow], sorted_memory or self.slow != 0)
         simple = all(isinstance(x, slice) for x in (*whole, *self.inner_file.values(), *self.inner_mem.values()))
         self.steps = (whole[0].step, whole[1].step) if simple else None  # type: ignore[union-attr]
 

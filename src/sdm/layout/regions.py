@@ -101,15 +101,34 @@ def _count_runs(
         idx, pos = piece.indices[d], mpos[d]
         slices = int(np.prod(counts[k + 1:], dtype=np.int64))
         if counts[k] > 1:
-            broken = np.zeros(counts[k] - 1, dtype=bool)
+            sides = []
             if file:
-                broken |= np.diff(idx) * fstr[d] != freach
+                sides.append((idx, fstr[d], freach, True))
             if memory:
-                broken |= np.diff(pos) * mstr[d] != mreach
-            breaks += int(np.count_nonzero(broken)) * slices
+                sides.append((pos, int(mstr[d]), mreach, piece.kind != "map" or d != 0))
+            breaks += _broken(sides, counts[k] - 1) * slices
         freach += int(idx[-1] - idx[0]) * fstr[d]
         mreach += int(pos[-1] - pos[0]) * int(mstr[d])
     return breaks + 1
+
+
+def _broken(sides: list[tuple[np.ndarray, int, int, bool]], steps: int) -> int:
+    """Steps between consecutive positions that break a run on any side.
+
+    A side is ``(positions, stride, reach, increasing)``: a step breaks it unless the
+    position advances by exactly ``reach`` bytes.  Increasing positions that form one
+    consecutive range are decided in O(1) (every step advances by ``stride``).
+    """
+    masks = []
+    for pos, stride, reach, increasing in sides:
+        if increasing and int(pos[-1] - pos[0]) == steps:  # consecutive: every step is +1
+            if stride != reach:
+                return steps
+            continue
+        masks.append(np.diff(pos) * stride != reach)
+    if not masks:
+        return 0
+    return int(np.count_nonzero(np.logical_or.reduce(masks)))
 
 
 def count_regions(piece: Piece, order: str) -> int:
@@ -132,6 +151,8 @@ class RankStats:
     lo, hi : int
         Byte span ``[lo, hi)`` of the rank's regions, relative to the dataset's start
         (``0, 0`` when the rank moves nothing).
+    memory : int
+        Runs contiguous in the local array (1 when the interior is one block).
     """
 
     nbytes: int
@@ -139,14 +160,15 @@ class RankStats:
     segments: int
     lo: int
     hi: int
+    memory: int = 1
 
-    def as_tuple(self) -> tuple[int, int, int, int, int]:
+    def as_tuple(self) -> tuple[int, int, int, int, int, int]:
         """A picklable tuple (what travels in the allgather)."""
-        return (self.nbytes, self.regions, self.segments, self.lo, self.hi)
+        return (self.nbytes, self.regions, self.segments, self.lo, self.hi, self.memory)
 
 
 def rank_stats(piece: Piece, order: str, itemsize: int, mem_strides: Sequence[int] | None = None) -> RankStats:
-    """Bytes, regions, segments and file span of *piece* (analytic, no region list).
+    """Bytes, regions, segments, file span and memory runs of *piece* (analytic, no region list).
 
     Parameters
     ----------
@@ -159,7 +181,7 @@ def rank_stats(piece: Piece, order: str, itemsize: int, mem_strides: Sequence[in
         Byte strides of the local array (default: contiguous in *order*).
     """
     if piece.size == 0:
-        return RankStats(0, 0, 0, 0, 0)
+        return RankStats(0, 0, 0, 0, 0, 0)
     fstr = file_strides(piece.shape, order, itemsize)
     lo = sum(int(i[0]) * s for i, s in zip(piece.indices, fstr))
     hi = sum(int(i[-1]) * s for i, s in zip(piece.indices, fstr)) + int(itemsize)
@@ -169,6 +191,7 @@ def rank_stats(piece: Piece, order: str, itemsize: int, mem_strides: Sequence[in
         segments=_count_runs(piece, order, itemsize, mem_strides, file=True, memory=True),
         lo=lo,
         hi=hi,
+        memory=_count_runs(piece, order, itemsize, mem_strides, file=False, memory=True),
     )
 
 

@@ -21,7 +21,7 @@ from ..io import IOMethod, get_method, method_names
 from .hints import Hints, conforms
 from .model import METHODS, CostModel, Prediction
 
-__all__ = ["Access", "Decision", "Planner", "choose_method", "rank_stats_tuple"]
+__all__ = ["Access", "Decision", "Planner", "choose_method", "rank_stats_tuple", "row_bytes"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,11 @@ class Access:
         whole dataset for ranks with several regions, a block per rank otherwise).
     order : str
         Storage order of the dataset.
+    rank_memory : tuple of int, optional
+        Per rank: runs contiguous in the local array (default: 1, contiguous).
+    row_bytes : int
+        Bytes of one slice of the dataset along its slowest dimension (the unit of
+        sieving windows and server chunks); 0 when unknown (taken as one element).
     """
 
     writing: bool
@@ -60,6 +65,8 @@ class Access:
     rank_segments: tuple[int, ...] = ()
     rank_spans: tuple[tuple[int, int], ...] = ()
     order: str = "C"
+    rank_memory: tuple[int, ...] = ()
+    row_bytes: int = 0
     kind: str = ""  # kind of the pieces ("map" for map-array views)
 
     @property
@@ -71,6 +78,11 @@ class Access:
     def segments(self) -> tuple[int, ...]:
         """Per rank segments (the regions when not given)."""
         return self.rank_segments or self.rank_regions
+
+    @property
+    def memory(self) -> tuple[int, ...]:
+        """Per rank runs in the local array (one block each when not given)."""
+        return self.rank_memory or tuple(1 if b else 0 for b in self.rank_bytes)
 
     @property
     def spans(self) -> tuple[tuple[int, int], ...]:
@@ -103,8 +115,9 @@ class Access:
         total_bytes: int,
         hints: dict[str, Any] | None = None,
         order: str = "C",
+        row_bytes: int = 0,
     ) -> "Access":
-        """Build from every rank's :func:`rank_stats_tuple` ``(bytes, regions, segments, lo, hi)``."""
+        """Build from every rank's :func:`rank_stats_tuple` ``(bytes, regions, segments, lo, hi[, memory])``."""
         return cls(
             writing=writing,
             level=level,
@@ -116,11 +129,24 @@ class Access:
             rank_segments=tuple(int(s[2]) for s in stats),
             rank_spans=tuple((int(s[3]), int(s[4])) for s in stats),
             order=order,
+            rank_memory=tuple(int(s[5]) for s in stats) if all(len(s) > 5 for s in stats) else (),
+            row_bytes=int(row_bytes),
         )
 
 
-def rank_stats_tuple(piece: Any, order: str, array: Any) -> tuple[int, int, int, int, int]:
-    """This rank's ``(bytes, regions, segments, lo, hi)`` for :meth:`Access.from_stats`.
+def row_bytes(shape: Sequence[int], itemsize: int, order: str = "C") -> int:
+    """Bytes of one slice of a dataset of *shape* along its slowest dimension (for :class:`Access`)."""
+    if not shape:
+        return int(itemsize)
+    slow = shape[0] if order == "C" else shape[-1]
+    total = int(itemsize)
+    for n in shape:
+        total *= int(n)
+    return total // max(int(slow), 1)
+
+
+def rank_stats_tuple(piece: Any, order: str, array: Any) -> tuple[int, int, int, int, int, int]:
+    """This rank's ``(bytes, regions, segments, lo, hi, memory runs)`` for :meth:`Access.from_stats`.
 
     Parameters
     ----------

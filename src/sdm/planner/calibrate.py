@@ -53,6 +53,7 @@ RUNS: tuple[tuple[str, Pattern], ...] = (
     ("servers", Pattern(64, 4096, 64)),
     ("collective", Pattern(8, 8192)), ("collective", Pattern(4 * K, 256)), ("collective", Pattern(256 * K, 8)),
     ("collective", Pattern(64, 2048, file_contig=True)),
+    *((m, Pattern(64, 4)) for m in ("posix", "list", "datatype", "sieving", "collective", "servers")),  # fixed costs
 )
 #: A smaller set for tests and a first look.
 QUICK_RUNS: tuple[tuple[str, Pattern], ...] = tuple(

@@ -20,7 +20,7 @@ from mpi4py import MPI
 
 from ..io import get_method
 from ..io.base import make_transfer
-from . import Access, Planner
+from . import Access, Planner, row_bytes
 from .patterns import ITEM, Pattern
 
 __all__ = ["scratch_file", "scratch_files", "data_file", "timed", "pattern_access", "run_method", "calls_for",
@@ -87,7 +87,7 @@ def pattern_access(comm: MPI.Comm, pattern: Pattern, writing: bool, hints: dict 
     p, r = comm.Get_size(), comm.Get_rank()
     stats = comm.allgather(pattern.stats(p, r).as_tuple())
     return Access.from_stats(stats, writing=writing, level=3, itemsize=ITEM, total_bytes=pattern.file_bytes(p),
-                             hints=hints)
+                             hints=hints, row_bytes=row_bytes(pattern.shape(p), ITEM))
 
 
 @contextmanager

@@ -7,7 +7,7 @@ parallel file system reached through MPI-IO asks for.  Every term is a named con
 
 ==================  ========================================================================
 open                per collective file open and close
-base_<method>       per access with that method (its file view, planning, fixed collectives)
+base_<method>_w/_r  per write / read with that method (its file view, planning, fixed collectives)
 sync                per further collective synchronization (a turn, an exchange round)
 call_w, call_r      per independent request (the fixed cost of a call)
 seek_w, seek_r      per request that jumps in the file (not sequential)
@@ -17,6 +17,7 @@ list_w, list_r      per region walked inside one list-I/O call (MPI library, in 
 ds_w, ds_r          per region copied by ROMIO's data sieving
 lock                per read-modify-write window of ROMIO's data sieving (file lock)
 window              per window of SDM's sieving (its Python bookkeeping)
+pack                per noncontiguous memory block the MPI datatype engine gathers or scatters
 elem, copy          numpy strided copies: per element and per byte (sieving, servers)
 exchange            per byte moved between ranks (servers, two-phase collective)
 coll_region         per file region through ROMIO's two-phase collective I/O
@@ -64,16 +65,18 @@ __all__ = [
 SIZES = (4096, 524288, 16777216)  #: request sizes of the byte-cost table
 METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 
-_PER = tuple(f"base_{m}" for m in METHODS) + ("sync", "call_w", "call_r", "seek_w", "seek_r", "list_w", "list_r",
-                                             "ds_w", "ds_r", "lock", "window",
+_PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
+    "sync", "call_w", "call_r", "seek_w", "seek_r", "list_w", "list_r", "ds_w", "ds_r", "lock", "window", "pack",
         "elem", "copy", "exchange", "coll_region")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
 _FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup")  # not CPU-bound per rank: not scaled
 
 #: Uncalibrated defaults (a local disk through the page cache, a few ranks per core pair).
 DEFAULTS: dict[str, float] = {
-    "open": 5e-4, "base_posix": 5e-5, "base_list": 5e-5, "base_datatype": 5e-5, "base_sieving": 3e-4,
-    "base_servers": 1e-3, "base_collective": 3e-4, "sync": 1e-4,
+    "open": 5e-4, **{f"base_{m}_{x}": b for m, b in (("posix", 5e-5), ("list", 5e-5), ("datatype", 5e-5),
+                                                      ("sieving", 3e-4), ("servers", 1e-3), ("collective", 3e-4))
+                     for x in "wr"},
+    "sync": 1e-4, "pack": 2e-8,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
     "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "coll_region": 1.5e-7,
     "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
@@ -260,29 +263,31 @@ def _posix(a: "Access", p: Params, rw: str) -> Structure:
         t = _add({}, **{f"call_{rw}": seg, f"seek_{rw}": reg})
         _bytes(t, rw, b, b / seg if seg else 0)
         ranks.append(t)
-    return Structure(ranks, {"base_posix": 1})
+    return Structure(ranks, {f"base_posix_{rw}": 1})
+
+
+def _packing(mem: int) -> float:
+    """Memory blocks the MPI datatype engine walks (none for one contiguous block)."""
+    return float(mem) if mem > 1 else 0.0
 
 
 def _list(a: "Access", p: Params, rw: str) -> Structure:
     ranks = []
-    for b, reg, seg in zip(a.rank_bytes, a.rank_regions, a.segments):
-        t = _add({}, **{f"call_{rw}": 1 if b else 0, f"list_{rw}": seg, f"seek_{rw}": reg})
+    for b, reg, seg, mem in zip(a.rank_bytes, a.rank_regions, a.segments, a.memory):
+        t = _add({}, pack=_packing(mem), **{f"call_{rw}": 1 if b else 0, f"list_{rw}": seg, f"seek_{rw}": reg})
         _bytes(t, rw, b, b / seg if seg else 0)
         ranks.append(t)
-    return Structure(ranks, {"base_list": 1})
+    return Structure(ranks, {f"base_list_{rw}": 1})
 
 
-def _independent_view(a: "Access", p: Params, rw: str) -> Structure:
+def _independent_view(a: "Access", p: Params, rw: str, base: str = "datatype") -> Structure:
     """ROMIO's independent path through a file view (data sieving when noncontiguous)."""
     ranks, holed = [], []
-    for r, (b, reg, seg, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.segments, a.spans)):
-        t: Terms = {}
-        elems = b / a.itemsize
+    for r, (b, reg, mem, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.memory, a.spans)):
+        t = _add({}, pack=_packing(mem))
         if reg <= 1:
             _add(t, **{f"call_{rw}": 1 if b else 0})
             _bytes(t, rw, b, b)
-            if seg > 1:
-                _add(t, elem=elems, copy=b)
         else:
             span = hi - lo
             buf = p.ind_rd_buffer if rw == "r" else p.ind_wr_buffer
@@ -298,7 +303,7 @@ def _independent_view(a: "Access", p: Params, rw: str) -> Structure:
     if holed:
         near = _overlaps(a)
         queued = [r for r in holed if near[r].any()]
-    return Structure(ranks, {"base_datatype": 1}, queued=queued)
+    return Structure(ranks, {f"base_{base}_{rw}": 1}, queued=queued)
 
 
 def _sieving(a: "Access", p: Params, rw: str) -> Structure:
@@ -315,8 +320,9 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
             _bytes(t, rw, b, b / reg)
             if seg > reg:
                 _add(t, elem=b / a.itemsize, copy=b)
-        else:  # slab windows, holes read through
-            n = max(1, math.ceil(span / p.sieve_buffer))
+        else:  # slab windows of whole rows, holes read through
+            row = a.row_bytes or a.itemsize
+            n = max(1, math.ceil(span / (row * max(1, p.sieve_buffer // row))))
             size = span / n
             _add(t, elem=b / a.itemsize, copy=b, window=n, **{f"call_{rw}": n})
             _bytes(t, rw, span, size)
@@ -326,14 +332,14 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
                 rmw.append(r)
         ranks.append(t)
     if rw == "r":
-        return Structure(ranks, {"base_sieving": 1})
+        return Structure(ranks, {"base_sieving_r": 1})
     near = _overlaps(a)
     conflict = np.zeros_like(near)
     for r in rmw:
         conflict[r] |= near[r]
         conflict[:, r] |= near[r]
     turns = turns_of(conflict) or [[]]
-    return Structure(ranks, {"base_sieving": 1, "sync": float(len(turns))}, turns=turns)
+    return Structure(ranks, {"base_sieving_w": 1, "sync": float(len(turns))}, turns=turns)
 
 
 def _servers(a: "Access", p: Params, rw: str) -> Structure:
@@ -341,36 +347,40 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
     k = min(p.servers or nproc, nproc)
     used = [s for s, b in zip(a.spans, a.rank_bytes) if b]
     if not used:
-        return Structure([{} for _ in range(nproc)], {"base_servers": 1})
+        return Structure([{} for _ in range(nproc)], {f"base_servers_{rw}": 1})
     span = max(s[1] for s in used) - min(s[0] for s in used)
     total = sum(a.rank_bytes)
-    chunk = max(1.0, min(p.server_buffer, span / k))
-    rounds = math.ceil(span / (chunk * k))
-    servers = set(range(k)) if k == nproc else {j * nproc // k for j in range(k)}
+    row = a.row_bytes or a.itemsize
+    rows = max(1, math.ceil(span / row))  # chunks are whole rows, as the method cuts them
+    per = max(1, min(p.server_buffer // row, math.ceil(rows / k)))
+    chunks = math.ceil(rows / per)
+    rounds = math.ceil(chunks / k)
+    busy = min(k, chunks)
+    chunk = min(per * row, span)
+    servers = {j * nproc // k for j in range(busy)}
     ranks = []
     for r, b in enumerate(a.rank_bytes):
         t = _add({}, elem=b / a.itemsize, copy=b, exchange=b)
         if r in servers:
-            _add(t, elem=total / a.itemsize / k, copy=total / k, **{f"call_{rw}": rounds})
-            _bytes(t, rw, span / k, chunk)
+            mine = math.ceil(chunks / busy)
+            _add(t, elem=total / a.itemsize / busy, copy=total / busy, **{f"call_{rw}": mine})
+            _bytes(t, rw, span / busy, chunk)
             if rw == "w" and total < span:
-                _add(t, call_r=rounds)
-                _bytes(t, "r", span / k, chunk)
+                _add(t, call_r=mine)
+                _bytes(t, "r", span / busy, chunk)
         ranks.append(t)
-    return Structure(ranks, {"base_servers": 1, "sync": rounds})
+    return Structure(ranks, {f"base_servers_{rw}": 1, "sync": rounds})
 
 
 def _collective(a: "Access", p: Params, rw: str) -> Structure:
     near = _overlaps(a)
     if not near.any():  # ROMIO's "automatic" collective buffering falls back to independent I/O
-        s = _independent_view(a, p, rw)
-        s.shared = {"base_collective": 1}
-        return s
+        return _independent_view(a, p, rw, base="collective")
     used = [s for s, b in zip(a.spans, a.rank_bytes) if b]
     span = max(s[1] for s in used) - min(s[0] for s in used)
     total = sum(a.rank_bytes)
     k = max(1, min(p.cb_nodes, a.nprocs))
-    ranks = [_add({}, elem=b / a.itemsize, copy=b) for b in a.rank_bytes]
+    ranks = [_add({}, elem=b / a.itemsize, copy=b, pack=_packing(mem)) for b, mem in zip(a.rank_bytes, a.memory)]
     for r in range(k):  # the aggregators: every region passes through them
         t = ranks[r * a.nprocs // k]
         n = math.ceil(span / k / p.cb_buffer)
@@ -379,7 +389,7 @@ def _collective(a: "Access", p: Params, rw: str) -> Structure:
         if rw == "w" and total < span:
             _add(t, call_r=n)
             _bytes(t, "r", span / k, min(span / k, p.cb_buffer))
-    return Structure(ranks, {"base_collective": 1})
+    return Structure(ranks, {f"base_collective_{rw}": 1})
 
 
 _BUILDERS = {"posix": _posix, "list": _list, "datatype": _independent_view, "sieving": _sieving,

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from . import Access, Planner
+from . import Access, Planner, row_bytes
 from .hints import parse_pattern
 from .model import METHODS, CostModel
 
@@ -150,7 +150,7 @@ def workload_access(w: Workload, writing: bool, hints: dict[str, Any] | None = N
         strides = _strides(piece.memory_shape, w.order, item)
         stats.append(rank_stats(piece, w.order, item, strides).as_tuple())
     return Access.from_stats(stats, writing=writing, level=3, itemsize=item, total_bytes=w.nbytes,
-                             hints=hints, order=w.order)
+                             hints=hints, order=w.order, row_bytes=row_bytes(w.shape, item, w.order))
 
 
 def _strides(shape: tuple[int, ...], order: str, item: int) -> list[int]:
