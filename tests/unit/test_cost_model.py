@@ -41,6 +41,16 @@ def test_posix_write_is_calls_seeks_and_bytes_of_the_slowest_rank():
     assert m.predict("posix", a).seconds == pytest.approx(1e-3 + 24.128e-6, rel=1e-12)
 
 
+def test_sparse_writes_pay_for_every_new_page():
+    m = model(call_w=1e-6, page_w=5e-7)
+    # 16 regions of 64 B, 64 KiB apart: each in a page of its own
+    a = access(True, (1024,), (16,), (16,), ((0, 15 * 65536 + 64),), total=1 << 20)
+    assert m.predict("posix", a).seconds == pytest.approx(16e-6 + 16 * 5e-7, rel=1e-12)
+    # the same bytes back to back touch one page
+    dense = access(True, (1024,), (16,), (16,), ((0, 1024),), total=1 << 20)
+    assert m.predict("posix", dense).seconds == pytest.approx(16e-6 + 1 * 5e-7, rel=1e-12)
+
+
 def test_byte_cost_depends_on_request_size():
     m = model(call_r=1e-6, byte_r__4096=7e-10, byte_r__524288=1.4e-9)
     a = access(False, (131072,), (2,), (2,), ((0, 131072),), total=131072)

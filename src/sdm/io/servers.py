@@ -136,6 +136,7 @@ def _serve(t: Transfer, *, writing: bool) -> None:
     row = geo.fstr[geo.slow]
     scratch = np.empty(geo.rows_per_chunk * row if rank in geo.servers else 0, dtype=np.uint8)
     mine = _Part.local(t, geo)
+    pool = _Pool()  # exchange buffers reused from round to round (no fresh pages each round)
     for r in range(geo.rounds):
         jobs = [(srv, geo.chunk(r, j)) for j, srv in enumerate(geo.servers)]
         sends = [(srv, mine.within(rows)) for srv, rows in jobs if rows is not None]
@@ -144,10 +145,7 @@ def _serve(t: Transfer, *, writing: bool) -> None:
         if chunk is not None and (not writing or chunk.holes):
             deferred.run(read_fully, t.fh, chunk.offset, chunk.span)
         try:
-            if writing:
-                _exchange(t, sends, chunk, deferred, to_servers=True)
-            else:
-                _exchange(t, sends, chunk, deferred, to_servers=False)
+            _exchange(t, sends, chunk, deferred, pool, to_servers=writing)
         except MPI.Exception as exc:  # keep going: the other ranks are in later rounds
             deferred.error = deferred.error or exc
         if chunk is not None and writing and chunk.span.size:
@@ -224,7 +222,8 @@ class _Chunk:
         return selector(part.indices)
 
 
-def _exchange(t: Transfer, sends: list, chunk: _Chunk | None, deferred: Deferred, *, to_servers: bool) -> None:
+def _exchange(t: Transfer, sends: list, chunk: _Chunk | None, deferred: Deferred, pool: "_Pool", *,
+              to_servers: bool) -> None:
     """One round: pack, ``Alltoallv`` of bytes, unpack (collective).
 
     Writing, ranks pack their parts for each server and servers unpack into their slab;
@@ -238,8 +237,8 @@ def _exchange(t: Transfer, sends: list, chunk: _Chunk | None, deferred: Deferred
     theirs = [0] * nprocs  # bytes exchanged with each source in this server's slab
     for q, part in chunk.sources if chunk is not None else ():
         theirs[q] = part.nbytes
-    local = _Buffer(mine)
-    remote = _Buffer(theirs)
+    local = _Buffer(mine, pool.get(0, sum(mine)))
+    remote = _Buffer(theirs, pool.get(1, sum(theirs)))
     if to_servers:
         for srv, part in sends:
             if part is not None:
@@ -264,13 +263,25 @@ def _copy_from(array: np.ndarray, sel: tuple, src: np.ndarray) -> None:
     array[sel] = src
 
 
+class _Pool:
+    """Byte buffers kept across rounds, grown when a round needs more."""
+
+    def __init__(self) -> None:
+        self.buffers = [np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint8)]
+
+    def get(self, which: int, nbytes: int) -> np.ndarray:
+        if self.buffers[which].size < nbytes:
+            self.buffers[which] = np.empty(nbytes, dtype=np.uint8)
+        return self.buffers[which][:nbytes]
+
+
 class _Buffer:
     """A contiguous byte buffer cut into one slice per peer (``Alltoallv`` layout)."""
 
-    def __init__(self, counts: list[int]) -> None:
+    def __init__(self, counts: list[int], data: np.ndarray) -> None:
         self.counts = counts
         self.displs = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(int).tolist()
-        self.data = np.empty(sum(counts), dtype=np.uint8)
+        self.data = data
 
     def of(self, peer: int) -> np.ndarray:
         return self.data[self.displs[peer]:self.displs[peer] + self.counts[peer]]

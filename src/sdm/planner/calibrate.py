@@ -54,6 +54,8 @@ RUNS: tuple[tuple[str, Pattern], ...] = (
     ("collective", Pattern(8, 8192)), ("collective", Pattern(4 * K, 256)), ("collective", Pattern(256 * K, 8)),
     ("collective", Pattern(64, 2048, file_contig=True)),
     *((m, Pattern(64, 4)) for m in ("posix", "list", "datatype", "sieving", "collective", "servers")),  # fixed costs
+    ("posix", Pattern(64, 512, 16 * K)), ("list", Pattern(64, 512, 16 * K)),  # a new page per region
+    ("servers", Pattern(64, 32768)),  # several rounds
 )
 #: A smaller set for tests and a first look.
 QUICK_RUNS: tuple[tuple[str, Pattern], ...] = tuple(

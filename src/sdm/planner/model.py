@@ -11,6 +11,7 @@ base_<method>_w/_r  per write / read with that method (its file view, planning, 
 sync                per further collective synchronization (a turn, an exchange round)
 call_w, call_r      per independent request (the fixed cost of a call)
 seek_w, seek_r      per request that jumps in the file (not sequential)
+page_w              per file page a write touches first (a new time step's pages are new)
 byte_w@S, byte_r@S  per byte, for requests of size S (4 KiB, 512 KiB, 16 MiB; log-linear
                     in between, flat outside): the cost per byte depends on request size
 list_w, list_r      per region walked inside one list-I/O call (MPI library, in C)
@@ -66,7 +67,8 @@ SIZES = (4096, 524288, 16777216)  #: request sizes of the byte-cost table
 METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 
 _PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
-    "sync", "call_w", "call_r", "seek_w", "seek_r", "list_w", "list_r", "ds_w", "ds_r", "lock", "window", "pack",
+    "sync", "call_w", "call_r", "seek_w", "seek_r", "page_w", "list_w", "list_r", "ds_w", "ds_r", "lock", "window",
+    "pack",
         "elem", "copy", "exchange", "coll_region")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
 _FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup")  # not CPU-bound per rank: not scaled
@@ -76,7 +78,7 @@ DEFAULTS: dict[str, float] = {
     "open": 5e-4, **{f"base_{m}_{x}": b for m, b in (("posix", 5e-5), ("list", 5e-5), ("datatype", 5e-5),
                                                       ("sieving", 3e-4), ("servers", 1e-3), ("collective", 3e-4))
                      for x in "wr"},
-    "sync": 1e-4, "pack": 2e-8,
+    "sync": 1e-4, "pack": 2e-8, "page_w": 1e-6,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
     "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "coll_region": 1.5e-7,
     "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
@@ -257,10 +259,22 @@ def turns_of(conflict: np.ndarray) -> list[list[int]]:
     return [list(np.flatnonzero(colour == k)) for k in range(int(colour.max()) + 1)] if colour.size else []
 
 
+PAGE = 4096
+
+
+def _pages(nbytes: int, regions: int, span: tuple[int, int]) -> float:
+    """File pages a rank's regions touch: each region's own, shared ones counted once."""
+    if not nbytes:
+        return 0.0
+    return float(min(math.ceil((span[1] - span[0]) / PAGE), regions * math.ceil(nbytes / regions / PAGE)))
+
+
 def _posix(a: "Access", p: Params, rw: str) -> Structure:
     ranks = []
-    for b, reg, seg in zip(a.rank_bytes, a.rank_regions, a.segments):
+    for b, reg, seg, span in zip(a.rank_bytes, a.rank_regions, a.segments, a.spans):
         t = _add({}, **{f"call_{rw}": seg, f"seek_{rw}": reg})
+        if rw == "w":
+            _add(t, page_w=_pages(b, reg, span))
         _bytes(t, rw, b, b / seg if seg else 0)
         ranks.append(t)
     return Structure(ranks, {f"base_posix_{rw}": 1})
@@ -273,8 +287,10 @@ def _packing(mem: int) -> float:
 
 def _list(a: "Access", p: Params, rw: str) -> Structure:
     ranks = []
-    for b, reg, seg, mem in zip(a.rank_bytes, a.rank_regions, a.segments, a.memory):
+    for b, reg, seg, mem, span in zip(a.rank_bytes, a.rank_regions, a.segments, a.memory, a.spans):
         t = _add({}, pack=_packing(mem), **{f"call_{rw}": 1 if b else 0, f"list_{rw}": seg, f"seek_{rw}": reg})
+        if rw == "w":
+            _add(t, page_w=_pages(b, reg, span))
         _bytes(t, rw, b, b / seg if seg else 0)
         ranks.append(t)
     return Structure(ranks, {f"base_list_{rw}": 1})
