@@ -42,7 +42,7 @@ def wait_for_quiet(comm: MPI.Comm, threshold: float, seconds: float) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=5, help="timed repeats per method and point (default 5)")
+    p.add_argument("--repeats", type=int, default=7, help="timed repeats per method and point (default 7)")
     p.add_argument("--root", default=None, help="scratch directory (default: a new temporary directory)")
     p.add_argument("--out", default=str(RESULTS), help="results directory")
     p.add_argument("--quick", action="store_true", help="tiny sweeps (a smoke test)")

@@ -152,7 +152,7 @@ def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: 
     return times, chosen, ok
 
 
-def calls_for(comm: MPI.Comm, seconds: float, target: float = 0.01, most: int = 16) -> int:
+def calls_for(comm: MPI.Comm, seconds: float, target: float = 0.02, most: int = 16) -> int:
     """Calls per sample so that a sample lasts about *target* seconds (rank 0 decides)."""
     return int(comm.bcast(max(1, min(most, int(target / max(seconds, 1e-9)))), root=0))
 
