@@ -152,7 +152,7 @@ def plot(rows: list[dict], meta: dict, path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=64, help="grid edge (default 64)")
-    p.add_argument("--steps", type=int, default=2, help="dumps per configuration (default 2)")
+    p.add_argument("--steps", type=int, default=6, help="dumps per configuration (default 6)")
     p.add_argument("--repeats", type=int, default=3, help="repeats (default 3)")
     p.add_argument("--no-sync", action="store_true", help="no sync (original and SDM alike)")
     p.add_argument("--root", default=None, help="scratch directory (default: a new temporary directory)")

@@ -191,13 +191,21 @@ def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> tuple[float, f
 
 
 def _pwrite_call(comm: MPI.Comm, directory: Path, calls: int) -> float:
-    """Seconds per ``os.pwrite`` of 8 bytes from Python, all ranks at once (original codes' call)."""
-    rank = comm.Get_rank()
-    path = directory / f".sdm-calibrate-pwrite-{rank}-{os.getpid()}.dat"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """Seconds per ``os.pwrite`` of 8 bytes from Python, all ranks at once into one shared file.
+
+    What codes that write value by value pay per value: every rank writes its values
+    at computed offsets, interleaved with the other ranks' in the same file pages.
+    """
+    rank, size = comm.Get_rank(), comm.Get_size()
+    path = Path(comm.bcast(str(directory / f".sdm-calibrate-pwrite-{os.getpid()}.dat") if rank == 0 else None,
+                           root=0))
+    if rank == 0:
+        path.touch()
+    comm.Barrier()
+    fd = os.open(path, os.O_RDWR)
     try:
         word = memoryview(np.zeros(1))
-        offsets = (np.arange(calls, dtype=np.int64) * 16).tolist()
+        offsets = ((np.arange(calls, dtype=np.int64) * size + rank) * 8).tolist()
 
         def once() -> None:
             for off in offsets:
@@ -206,7 +214,9 @@ def _pwrite_call(comm: MPI.Comm, directory: Path, calls: int) -> float:
         return _median_time(comm, once, 3) / calls
     finally:
         os.close(fd)
-        path.unlink(missing_ok=True)
+        comm.Barrier()
+        if rank == 0:
+            path.unlink(missing_ok=True)
 
 
 def _checksum_byte(comm: MPI.Comm, nbytes: int) -> float:
