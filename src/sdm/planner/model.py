@@ -11,7 +11,8 @@ base_<method>_w/_r  per write / read with that method (its file view, planning, 
 sync                per further collective synchronization (a turn, an exchange round)
 call_w, call_r      per independent request (the fixed cost of a call)
 seek_w, seek_r      per request that jumps in the file (not sequential)
-page_w              per file page a write touches first (a new time step's pages are new)
+page_w              per file page a write touches first (a new time step's pages are new;
+                    the writers of a method share them out: regions, windows, chunks)
 byte_w@S, byte_r@S  per byte, for requests of size S (4 KiB, 512 KiB, 16 MiB; log-linear
                     in between, flat outside): the cost per byte depends on request size
 list_w, list_r      per region walked inside one list-I/O call (MPI library, in C)
@@ -301,6 +302,8 @@ def _independent_view(a: "Access", p: Params, rw: str, base: str = "datatype") -
     ranks, holed = [], []
     for r, (b, reg, mem, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.memory, a.spans)):
         t = _add({}, pack=_packing(mem))
+        if rw == "w":
+            _add(t, page_w=math.ceil(b / PAGE))
         if reg <= 1:
             _add(t, **{f"call_{rw}": 1 if b else 0})
             _bytes(t, rw, b, b)
@@ -334,6 +337,8 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
         if reg > 1 and gap > p.sieve_gap:  # region windows, holes skipped
             _add(t, window=reg, **{f"call_{rw}": reg})
             _bytes(t, rw, b, b / reg)
+            if rw == "w":
+                _add(t, page_w=_pages(b, reg, (lo, hi)))
             if seg > reg:
                 _add(t, elem=b / a.itemsize, copy=b)
         else:  # slab windows of whole rows, holes read through
@@ -342,6 +347,8 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
             size = span / n
             _add(t, elem=b / a.itemsize, copy=b, window=n, **{f"call_{rw}": n})
             _bytes(t, rw, span, size)
+            if rw == "w":
+                _add(t, page_w=math.ceil(b / PAGE))
             if rw == "w" and span > b:
                 _add(t, call_r=n)
                 _bytes(t, "r", span, size)
@@ -381,6 +388,8 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
             mine = math.ceil(chunks / busy)
             _add(t, elem=total / a.itemsize / busy, copy=total / busy, **{f"call_{rw}": mine})
             _bytes(t, rw, span / busy, chunk)
+            if rw == "w":
+                _add(t, page_w=math.ceil(span / busy / PAGE))
             if rw == "w" and total < span:
                 _add(t, call_r=mine)
                 _bytes(t, "r", span / busy, chunk)
@@ -402,6 +411,8 @@ def _collective(a: "Access", p: Params, rw: str) -> Structure:
         n = math.ceil(span / k / p.cb_buffer)
         _add(t, coll_region=sum(a.rank_regions) / k, exchange=total / k, **{f"call_{rw}": n})
         _bytes(t, rw, span / k, min(span / k, p.cb_buffer))
+        if rw == "w":
+            _add(t, page_w=math.ceil(span / k / PAGE))
         if rw == "w" and total < span:
             _add(t, call_r=n)
             _bytes(t, "r", span / k, min(span / k, p.cb_buffer))
