@@ -36,8 +36,10 @@ from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
 from sdm.examples import lbmpi
 from sdm.planner.calibrate import calibrate, store
 
-CONFIGS = (("original", "-"), ("one-file", "datatype"), ("one-file", "collective"), ("four-files", "datatype"),
-           ("four-files", "collective"), ("one-file", "auto"), ("four-files", "auto"))
+# (variant, method, SDM checksum): the paper's four MPI-IO solutions, auto, and collective without the checksum
+CONFIGS = (("original", "-", False), ("one-file", "datatype", True), ("one-file", "collective", True),
+           ("four-files", "datatype", True), ("four-files", "collective", True), ("one-file", "auto", True),
+           ("four-files", "auto", True), ("one-file", "collective", False))
 
 
 def measure(comm: MPI.Comm, base: Path, grid: lbmpi.Grid, steps: list[int], repeats: int, sync: bool,
@@ -46,24 +48,24 @@ def measure(comm: MPI.Comm, base: Path, grid: lbmpi.Grid, steps: list[int], repe
 
     Each fresh directory gets the calibration, so that ``auto`` decides as predicted.
     """
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {c: [] for c in CONFIGS}
+    out: dict[tuple[str, str, bool], list[dict[str, Any]]] = {c: [] for c in CONFIGS}
     order = list(CONFIGS)
     for rep in range(repeats):
-        for variant, method in order[rep % len(order):] + order[:rep % len(order)]:
-            root = fresh(comm, base, f"{variant}-{method}-{rep}")
+        for variant, method, checksum in order[rep % len(order):] + order[:rep % len(order)]:
+            root = fresh(comm, base, f"{variant}-{method}-{int(checksum)}-{rep}")
             if comm.Get_rank() == 0:
                 store(f"sqlite:///{root}/catalog.db", root, model)
             comm.Barrier()
-            res = lbmpi.run(comm, grid, variant, steps, root=root, method=method, sync=sync)
+            res = lbmpi.run(comm, grid, variant, steps, root=root, method=method, sync=sync, checksum=checksum)
             if rep == 0:
                 res["wrong_values"] = lbmpi.verify(comm, grid, res, root, steps)
             if variant != "original":
                 res["chosen"] = _methods_used(comm, res)
-            out[(variant, method)].append(res)
+            out[(variant, method, checksum)].append(res)
             comm.Barrier()
             if comm.Get_rank() == 0:
                 shutil.rmtree(root, ignore_errors=True)
-            say(f"repeat {rep + 1}/{repeats} {variant:10s} {method:10s} {res['seconds']:8.3f} s")
+            say(f"repeat {rep + 1}/{repeats} {variant:10s} {method:10s} checksum {checksum!s:5s} {res['seconds']:8.3f} s")
     return out
 
 
@@ -81,13 +83,14 @@ def _methods_used(comm: MPI.Comm, res: dict[str, Any]) -> str:
 
 
 def summarize(samples: dict, model: Any, grid: lbmpi.Grid, nprocs: int, steps: int, sync: bool) -> list[dict]:
-    base = median(r["seconds"] for r in samples[("original", "-")])
+    base = median(r["seconds"] for r in samples[("original", "-", False)])
     rows = []
-    for (variant, method), runs in samples.items():
+    for (variant, method, checksum), runs in samples.items():
         t = median(r["seconds"] for r in runs)
-        pred, assumed = lbmpi.predicted(model, grid, variant, method, nprocs, steps, sync)
+        pred, assumed = lbmpi.predicted(model, grid, variant, method, nprocs, steps, sync, checksum=checksum)
         rows.append({
-            "variant": variant, "method": method, "chosen": runs[0].get("chosen", "posix"), "files": runs[0]["files"],
+            "variant": variant, "method": method, "checksum": checksum, "chosen": runs[0].get("chosen", "posix"),
+            "files": runs[0]["files"],
             "seconds": t, "range": [min(r["seconds"] for r in runs), max(r["seconds"] for r in runs)],
             "mbps": runs[0]["bytes"] / 1e6 / t, "speedup": base / t, "predicted": pred, "predicted_method": assumed,
             "prediction_ratio": pred / t, "wrong_values": runs[0].get("wrong_values", 0),
@@ -101,23 +104,26 @@ def markdown(rows: list[dict], meta: dict) -> str:
             f"{meta['cores']} cores, {meta['fs']}, sync {'on' if meta['sync'] else 'off'}; median of "
             f"{meta['repeats']} repeats in rotated order, {meta['date']}; load average {meta['load_before']:.1f} "
             f"before, {meta['load_after']:.1f} after.\n\n")
-    cols = ["variant", "method", "files", "seconds (min-max)", "MB/s", "vs original", "predicted s", "pred/meas",
-            "files ok"]
+    cols = ["variant", "method", "checksum", "files", "seconds (min-max)", "MB/s", "vs original", "predicted s",
+            "pred/meas", "files ok"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(cols) - 2)) + "|"]
     for r in rows:
         method = r["method"] if r["method"] != "auto" else f"auto ({r['chosen']})"
         lines.append("| " + " | ".join([
-            r["variant"], method, str(r["files"]), f"{r['seconds']:.3f} ({r['range'][0]:.3f}-{r['range'][1]:.3f})",
+            r["variant"], method, "-" if r["variant"] == "original" else ("yes" if r["checksum"] else "no"),
+            str(r["files"]), f"{r['seconds']:.3f} ({r['range'][0]:.3f}-{r['range'][1]:.3f})",
             f"{r['mbps']:.1f}", f"{r['speedup']:.1f}x", f"{r['predicted']:.3f}", f"{r['prediction_ratio']:.2f}",
             "yes" if r["wrong_values"] == 0 else f"NO ({r['wrong_values']})",
         ]) + " |")
-    by = {(r["variant"], r["method"]): r for r in rows}
-    one_c, one_d = by[("one-file", "collective")], by[("one-file", "datatype")]
-    four_c, four_d = by[("four-files", "collective")], by[("four-files", "datatype")]
+    by = {(r["variant"], r["method"], r["checksum"]): r for r in rows}
+    one_c, one_d = by[("one-file", "collective", True)], by[("one-file", "datatype", True)]
+    four_c, four_d = by[("four-files", "collective", True)], by[("four-files", "datatype", True)]
+    bare = by[("one-file", "collective", False)]
     errors = [abs(r["prediction_ratio"] - 1) for r in rows]
     goals = (
         "\n\n## Goals\n\n"
-        f"* collective single file vs the original (goal >= 40x; the paper: 49x): **{one_c['speedup']:.1f}x**\n"
+        f"* collective single file vs the original (goal >= 40x; the paper: 49x): **{one_c['speedup']:.1f}x** "
+        f"with SDM's write-time checksum, **{bare['speedup']:.1f}x** without it (the original computes none)\n"
         f"* collective vs non-collective: one file {one_d['seconds'] / one_c['seconds']:.2f}x, four files "
         f"{four_d['seconds'] / four_c['seconds']:.2f}x (the paper: 8.1x and 70.7x)\n"
         f"* one file vs four files, collective: {four_c['seconds'] / one_c['seconds']:.2f}x (the paper: 0.53x, "
@@ -135,7 +141,8 @@ def plot(rows: list[dict], meta: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4))
-    labels = [f"{r['variant']}\n{r['method'] if r['method'] != 'auto' else 'auto: ' + r['chosen']}" for r in rows]
+    labels = [f"{r['variant']}\n{r['method'] if r['method'] != 'auto' else 'auto: ' + r['chosen']}"
+              + ("" if r["checksum"] or r["variant"] == "original" else "\nno checksum") for r in rows]
     x = range(len(rows))
     ax.bar([i - 0.2 for i in x], [r["seconds"] for r in rows], 0.4, label="measured (median)")
     ax.bar([i + 0.2 for i in x], [r["predicted"] for r in rows], 0.4, label="predicted")
@@ -175,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if comm.Get_rank() != 0:
         return 0
     rows = summarize(samples, model, grid, comm.Get_size(), len(steps), sync)
-    runs = {f"{v}/{m}": [{k: x for k, x in r.items() if k != "catalog"} for r in rs] for (v, m), rs in samples.items()}
+    runs = {f"{v}/{m}/checksum={c}": [{k: x for k, x in r.items() if k != "catalog"} for r in rs]
+            for (v, m, c), rs in samples.items()}
     write_results(Path(a.out), a.name, {"meta": info, "model": model.to_json(), "rows": rows, "samples": runs},
                   markdown(rows, info), lambda path: plot(rows, info, path))
     return 0

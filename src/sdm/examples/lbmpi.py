@@ -163,11 +163,13 @@ def run(
     method: str = "collective",
     sync: bool | None = None,
     hints: dict[str, str] | None = None,
+    checksum: bool | None = None,
 ) -> dict[str, Any]:
     """Write every step with one variant; returns seconds, bytes, run id and decisions.
 
-    The time covers the writes (file opens, I/O, syncs and catalog commits included,
-    session set-up and data generation excluded), on the slowest rank.
+    The time covers the writes (file opens, I/O, syncs, checksums and catalog commits
+    included, session set-up and data generation excluded), on the slowest rank.
+    ``checksum=False`` leaves out SDM's write-time checksum (the original has none).
     """
     rank, nprocs = comm.Get_rank(), comm.Get_size()
     nbytes = FIELDS * grid.field_bytes * len(steps)
@@ -179,7 +181,7 @@ def run(
         raise ValueError(f"unknown LBMPI variant {variant!r}; choose one of {VARIANTS}")
     clock = Stopwatch(comm)
     url = catalog or f"sqlite:///{Path(root)}/catalog.db"
-    with sdm.open("LBMPI", root=root, catalog=url, method=method, sync=sync, hints=hints, comm=comm,
+    with sdm.open("LBMPI", root=root, catalog=url, method=method, sync=sync, hints=hints, comm=comm, checksum=checksum,
                   attributes={"variant": variant, "method": method}, problem_size=list(grid.shape)) as s:
         if variant == "one-file":
             g = s.make_group("lbm", ["f"], dtype=grid.dtype, shape=(FIELDS, *grid.shape), order="F", level=2,
@@ -238,7 +240,7 @@ def verify(comm: MPI.Comm, grid: Grid, result: dict[str, Any], root: Path, steps
 
 
 def predicted(model: Any, grid: Grid, variant: str, method: str, nprocs: int, steps: int, sync: bool = True,
-              hints: dict[str, str] | None = None) -> tuple[float, str]:
+              hints: dict[str, str] | None = None, checksum: bool = True) -> tuple[float, str]:
     """The cost model's seconds for *steps* dumps of *variant*, and the method it assumes.
 
     SDM variants: every write's :class:`~sdm.planner.Access` (all ranks' pieces, the
@@ -271,7 +273,8 @@ def predicted(model: Any, grid: Grid, variant: str, method: str, nprocs: int, st
         a = access(grid.field_view, grid.shape, "C")
         writes, files, nbytes = FIELDS * steps, FIELDS, grid.field_bytes
     chosen = Planner(mpi_hints=hints, model=model).choose(method, a).method.name
-    per_write = model.predict(chosen, a, hints).seconds + model.overhead(nbytes, nprocs, writing=True, sync=sync)
+    per_write = model.predict(chosen, a, hints).seconds + model.overhead(nbytes, nprocs, writing=True, sync=sync,
+                                                                         checksum=checksum)
     return writes * per_write + files * c["open"], chosen
 
 
