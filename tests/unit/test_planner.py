@@ -66,6 +66,13 @@ def test_decisions_are_cached_per_access_and_identical():
     first = planner.choose("auto", _access())
     assert planner.choose("auto", _access()) is first
     assert planner.choose("auto", _access(writing=False)) is not first
+    from dataclasses import fields, replace
+
+    a = _access()
+    changed = {"rank_memory": (9,) * 4, "row_bytes": 4096, "kind": "map", "order": "F"}
+    assert set(changed) <= {f.name for f in fields(a)}
+    for name, value in changed.items():  # every field the decision depends on is in the key
+        assert replace(a, **{name: value}).key() != a.key(), name
 
 
 def test_hints_restrict_the_candidates():

@@ -102,7 +102,8 @@ class Access:
     def key(self) -> tuple:
         """A hashable signature: equal keys, equal decisions."""
         return (self.writing, self.level, self.itemsize, self.total_bytes, self.rank_bytes, self.rank_regions,
-                self.rank_segments, self.rank_spans, self.order, self.kind, repr(sorted(self.hints.items())))
+                self.rank_segments, self.rank_spans, self.order, self.kind, self.rank_memory, self.row_bytes,
+                repr(sorted(self.hints.items())))
 
     @classmethod
     def from_stats(
