@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -37,7 +37,7 @@ from .io import Transfer
 from .layout import Block, Distribution, MapArray, Piece
 from .layout.datatypes import freeing
 from .layout.views import ResolvedView
-from .planner import Access, choose_method
+from .planner import Access, choose_method, row_bytes
 from .storage import appends, check_name, extend_file, inside, relative_path
 
 if TYPE_CHECKING:
@@ -293,7 +293,7 @@ class Group:
         plan = None
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_write, names, int(step), overwrite, rank=0)
-        stats = [(v.nbytes, v.regions) for v, _ in prepared] if prepared else None
+        stats = [v.stats(a) for v, a in prepared] if prepared else None
         payloads = agree(s.comm, failure, ((tuple(names), _key(step), bool(overwrite), method), plan, stats))
         _check_same_call(payloads, "write")
         places = payloads[0][1]
@@ -372,17 +372,18 @@ class Group:
     def _access(self, name: str, writing: bool, payloads: list, index: int = 0) -> Access:
         """The planner's view of access *index* of a call, built from what every rank sent."""
         rec = self.dataset(name)
-        return Access(
+        itemsize = np.dtype(rec.dtype).itemsize
+        access = Access.from_stats(
+            [p[2][index] for p in payloads],
             writing=writing,
             level=self.level,
-            itemsize=np.dtype(rec.dtype).itemsize,
+            itemsize=itemsize,
             total_bytes=rec.nbytes,
-            rank_bytes=tuple(p[2][index][0] for p in payloads),
-            rank_regions=tuple(p[2][index][1] for p in payloads),
             hints=self.session.planner.hints,
             order=rec.order,
-            kind=self._view(name).piece.kind,
+            row_bytes=row_bytes(rec.shape, itemsize, rec.order),
         )
+        return replace(access, kind=self._view(name).piece.kind)
 
     def _commit(
         self,
@@ -486,7 +487,7 @@ class Group:
         plan = None
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_read, name, int(step), rank=0)
-        stats = [(prepared[0].nbytes, prepared[0].regions)] if prepared else None
+        stats = [prepared[0].stats(prepared[1])] if prepared else None
         payloads = agree(s.comm, failure, ((name, _key(step), method), plan, stats))
         _check_same_call(payloads, "read")
         rel, offset, expected = payloads[0][1]

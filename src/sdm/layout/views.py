@@ -34,6 +34,25 @@ class ResolvedView:
         self.owns_types = shared is None
         self.nbytes = piece.size * dtype.itemsize
         self.regions = count_regions(piece, order)
+        self._stats: dict[tuple, tuple[int, ...]] = {}
+
+    def stats(self, arr: np.ndarray) -> tuple[int, ...]:
+        """This rank's ``(bytes, regions, segments, lo, hi[, memory runs])`` for the planner.
+
+        Computed once per array layout (map pieces report their regions as segments).
+        """
+        key = ("stats", arr.shape, arr.strides)
+        cached = self._stats.get(key)
+        if cached is None:
+            if self.piece.kind == "map":
+                total = int(np.prod(self.piece.shape, dtype=np.int64)) * self.dtype.itemsize
+                cached = (self.nbytes, self.regions, self.regions, 0, total)
+            else:
+                from ..planner import rank_stats_tuple
+
+                cached = tuple(int(x) for x in rank_stats_tuple(self.piece, self.order, arr))
+            self._stats[key] = cached
+        return cached
 
     def memory(self, arr: np.ndarray) -> tuple[list, list[MPI.Datatype]]:
         """Buffer spec for *arr* and the types to free afterwards."""
