@@ -30,7 +30,7 @@ help:
 	@echo "make venv      create .venv (Python >= 3.11) and pip install -e '.[test,bench]'"
 	@echo "make demo      run the astro3d example on NP=$(NP) ranks into demo-data/"
 	@echo "make test      unit + integration tests (real PostgreSQL), then tests/mpi on $(MPI_NPS) ranks"
-	@echo "make bench     run benchmarks/astro3d.py on NP=$(NP) ranks"
+	@echo "make bench     run every benchmark (BENCHMARKS=...) on NP=$(NP) ranks; results in benchmarks/results"
 	@echo "make postgres  make sure the PostgreSQL server binaries for the tests are installed"
 	@echo "make clean     remove .venv, test results, demo data and build leftovers"
 
@@ -63,8 +63,13 @@ postgres:
 demo: venv
 	$(MPIEXEC) -n $(NP) $(PY) -m sdm.examples.astro3d --root demo-data --verify
 
+BENCHMARKS ?= astro3d ncio lbmpi predictor partition imports cequal
+
 bench: venv
-	$(MPIEXEC) -n $(NP) $(PY) benchmarks/astro3d.py
+	@for b in $(BENCHMARKS); do \
+	  echo "======== benchmarks/$$b.py"; \
+	  $(MPIEXEC) -n $(NP) $(PY) benchmarks/$$b.py || exit 1; \
+	done
 
 # ---------------------------------------------------------------------------- tests
 #

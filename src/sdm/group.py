@@ -581,7 +581,7 @@ def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_re
         if for_read:
             what = "C-contiguous" if needs_c else "C- or Fortran-contiguous"
             raise LocalArrayError(f"out for dataset {name!r} must be {what}")
-        array = np.ascontiguousarray(array)
+        array = np.array(array, order="C" if needs_c else view.order)  # one copy, in the storage order
     if for_read and not array.flags.writeable:
         raise LocalArrayError(f"out for dataset {name!r} is read-only")
     return array

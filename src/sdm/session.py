@@ -106,7 +106,7 @@ class Session:
             raise
         self.root = Path(root_text)
         self.run_id = self.run.id
-        self.planner = Planner(calibration, planner_hints)
+        self.planner = Planner(calibration, planner_hints, self.hints)
         self.files = FileCache(self.comm, writable=(mode != "r"), capacity=config.open_files(), info=_info(hints))
         self.sources = FileCache(self.comm, writable=False, capacity=8, info=_info(hints))  # imported files
 
