@@ -36,6 +36,7 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from sdm import config
+from sdm._cli.bench import fs_type
 from sdm.examples import astro3d
 from sdm.examples._template import MB, Stopwatch, make_view, pattern
 from sdm.examples.astro3d import astro3d_groups
@@ -132,20 +133,6 @@ def _remove(comm: MPI.Comm, path: Path) -> None:
     if comm.Get_rank() == 0:
         shutil.rmtree(path, ignore_errors=True)
     comm.Barrier()
-
-
-def _fs_type(path: Path) -> str:
-    """File system type of the mount holding *path* (Linux /proc/mounts), or ''."""
-    try:
-        best, kind = "", ""
-        target = str(path.resolve())
-        for line in Path("/proc/mounts").read_text().splitlines():
-            parts = line.split()
-            if len(parts) > 2 and target.startswith(parts[1]) and len(parts[1]) >= len(best):
-                best, kind = parts[1], parts[2]
-        return kind
-    except OSError:
-        return ""
 
 
 def summarize(samples: dict[str, list[dict[str, Any]]], raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -294,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = samples["1"][0]
     meta = dict(
         n=a.n, steps=a.steps, repeats=a.repeats, nprocs=comm.Get_size(), cores=os.cpu_count(), sync=sync,
-        method=a.method, writes=first["writes"], mbytes=first["bytes_written"] / MB, fs=_fs_type(base) or "unknown",
+        method=a.method, writes=first["writes"], mbytes=first["bytes_written"] / MB, fs=fs_type(base) or "unknown",
         catalog_kind=(a.catalog or "sqlite").split(":", 1)[0], mpi=MPI.Get_library_version().splitlines()[0].strip(),
         load_before=load_before, load_after=os.getloadavg()[0], python=platform.python_version(),
         host=platform.node(), seconds=time.perf_counter() - t_start,
