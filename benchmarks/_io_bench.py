@@ -48,6 +48,14 @@ def fresh(comm: MPI.Comm, base: Path, name: str) -> Path:
     return path
 
 
+def remove(comm: MPI.Comm, path: Path) -> None:
+    """Remove a scratch directory once every rank is done with it (collective)."""
+    comm.Barrier()
+    if comm.Get_rank() == 0:
+        shutil.rmtree(path, ignore_errors=True)
+    comm.Barrier()
+
+
 def say(comm: MPI.Comm) -> Callable[[str], None]:
     """A print function that prints on rank 0 only."""
     return (lambda text: print(text, flush=True)) if comm.Get_rank() == 0 else (lambda text: None)

@@ -24,7 +24,8 @@ import numpy as np
 
 from mpi4py import MPI
 
-from astro3d import _fresh, _fs_type, _remove  # benchmarks/astro3d.py: scratch directories, file system type
+from _io_bench import fresh, remove  # scratch directories
+from sdm._cli.bench import fs_type
 
 __all__ = ["Bench", "arguments", "rotated", "med", "spread", "table", "pyplot", "stacked_bars", "mesh_problem"]
 
@@ -81,17 +82,17 @@ class Bench:
 
     def fresh(self, name: str) -> Path:
         """An empty directory under the scratch space (collective)."""
-        return _fresh(self.comm, self.base, name)
+        return fresh(self.comm, self.base, name)
 
     def remove(self, path: Path) -> None:
         """Remove a directory made by :meth:`fresh` (collective)."""
-        _remove(self.comm, path)
+        remove(self.comm, path)
 
     def meta(self, **extra: Any) -> dict[str, Any]:
         """The run's conditions: ranks, cores, load, file system, MPI, date, duration."""
         return dict(
             nprocs=self.comm.Get_size(), cores=os.cpu_count(), repeats=self.args.repeats,
-            fs=_fs_type(self.base) or "unknown", mpi=MPI.Get_library_version().splitlines()[0].strip(),
+            fs=fs_type(self.base) or "unknown", mpi=MPI.Get_library_version().splitlines()[0].strip(),
             load_before=self.load_before, load_after=os.getloadavg()[0], python=platform.python_version(),
             host=platform.node(), seconds=time.perf_counter() - self.t0,
             date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **extra,

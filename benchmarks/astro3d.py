@@ -41,6 +41,8 @@ from sdm.examples import astro3d
 from sdm.examples._template import MB, Stopwatch, make_view, pattern
 from sdm.examples.astro3d import astro3d_groups
 
+from _io_bench import fresh, remove
+
 LEVELS = (1, 2, 3)
 
 
@@ -117,22 +119,6 @@ def raw_run(comm: MPI.Comm, n: int, steps: int, root: Path, sync: bool) -> dict[
     ws, rs = tw.total(), tr.total()
     return dict(files=len(paths), bytes=nbytes, write_seconds=ws, read_seconds=rs, write_mbps=nbytes / MB / ws,
                 read_mbps=nbytes / MB / rs, mismatches=comm.allreduce(bad, op=MPI.SUM))
-
-
-def _fresh(comm: MPI.Comm, base: Path, name: str) -> Path:
-    path = base / name
-    if comm.Get_rank() == 0:
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
-    comm.Barrier()
-    return path
-
-
-def _remove(comm: MPI.Comm, path: Path) -> None:
-    comm.Barrier()
-    if comm.Get_rank() == 0:
-        shutil.rmtree(path, ignore_errors=True)
-    comm.Barrier()
 
 
 def summarize(samples: dict[str, list[dict[str, Any]]], raw: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -245,18 +231,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw: list[dict[str, Any]] = []
     t_start, load_before = time.perf_counter(), os.getloadavg()[0]
     # warm-up (MPI-IO, SQLAlchemy and numpy code paths), not recorded
-    d = _fresh(comm, base, "warmup")
+    d = fresh(comm, base, "warmup")
     astro3d.run(comm, 16, 4, 3, root=d, catalog=f"sqlite:///{d}/catalog.db", method=a.method, sync=sync)
     raw_run(comm, 16, 4, d / "raw", sync)
-    _remove(comm, d)
+    remove(comm, d)
     configs: list[int | None] = [*LEVELS, None]  # None: raw MPI-IO
     for rep in range(a.repeats):
         # rotate the order every repeat so no configuration always runs first or last
         for level in configs[rep % len(configs):] + configs[:rep % len(configs)]:
-            d = _fresh(comm, base, f"{'raw' if level is None else f'sdm-l{level}'}-r{rep}")
+            d = fresh(comm, base, f"{'raw' if level is None else f'sdm-l{level}'}-r{rep}")
             if level is None:
                 q = raw_run(comm, a.n, a.steps, d, sync)
-                _remove(comm, d)
+                remove(comm, d)
                 if q["mismatches"]:
                     say(f"raw MPI-IO read back {q['mismatches']} wrong values")
                     return 1
@@ -267,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             url = a.catalog or f"sqlite:///{d}/catalog.db"
             res = astro3d.run(comm, a.n, a.steps, level, root=d, catalog=url, method=a.method, read=True,
                               read_view="same", sync=sync)
-            _remove(comm, d)
+            remove(comm, d)
             samples[str(level)].append(res)
             say(f"repeat {rep + 1}/{a.repeats}  SDM level {level}: {res['files']:3d} files  write "
                 f"{res['write_mbps']:8.1f} MB/s  read {res['read_mbps']:8.1f} MB/s  catalog "
