@@ -106,15 +106,18 @@ def import_array(
 
     fh = s.sources.get(src)
     t0 = time.perf_counter()
-    failure = None
-    try:
+
+    def transfer() -> None:
         mem, made = resolved.memory(arr)
         with freeing(made):
-            get_method("exchange" if resolved.piece.kind == "map" else "collective").read(
-                Transfer(fh, int(offset), resolved.etype, resolved.ftype, mem, resolved.piece, arr, "C", s.comm, s.hints)
-            )
-    except MPI.Exception as exc:
-        failure = capture(_fail, f"MPI-IO read of {src} failed: {exc.Get_error_string()}", rank=s.rank)[1]
+            try:
+                get_method("exchange" if resolved.piece.kind == "map" else "collective").read(
+                    Transfer(fh, int(offset), resolved.etype, resolved.ftype, mem, resolved.piece, arr, "C", s.comm, s.hints)
+                )
+            except MPI.Exception as exc:
+                raise StorageError(f"MPI-IO read of {src} failed: {exc.Get_error_string()}") from None
+
+    failure = capture(transfer, rank=s.rank)[1]  # any error reaches every rank at the next agree
     seconds = time.perf_counter() - t0
     partial = 0
     if failure is None:
@@ -147,7 +150,3 @@ def import_array(
     if native and not dt.isnative:
         arr = arr.astype(dt.newbyteorder("="))
     return arr
-
-
-def _fail(message: str) -> None:
-    raise StorageError(message)
