@@ -18,24 +18,35 @@ on MPI derived datatypes so that no element is touched by Python:
    it (bytes nobody owns) the server reads the span first (read-modify-write without
    conflicts: chunks are disjoint).  Reads run the same rounds backwards.
 
-Hints: ``sdm_io_servers`` (default: every rank), ``sdm_buffer_size`` (default 1 MiB).
+When every rank of the communicator shares one node, step 3 needs no messages: the
+servers' buffers live in an MPI-3 shared-memory window (``MPI_Win_allocate_shared``,
+kept on the communicator and reused by every later access) and each rank copies its
+elements straight into -- or, reading, out of -- the servers' slabs, between two
+barriers; one copy per byte instead of pack, send and unpack (the intra-node
+aggregation of ADIOS2's BP5 engine).  Across nodes the ``Alltoallv`` rounds are used.
+
+Hints: ``sdm_io_servers`` (default: every rank), ``sdm_buffer_size`` (default 16 MiB,
+ROMIO's ``cb_buffer_size``; PIO's 1 MB buffers cost extra rounds on today's memory),
+``sdm_shm`` (``automatic``: shared memory when all ranks share a node; ``disable``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
 from ..layout.regions import file_strides, memory_positions, storage_dims
 from ._selection import _step, selector
+from ..errors import InvalidNameError
 from ._support import Deferred, int_hint, read_fully, set_view
 from .base import SymmetricMethod, Transfer, register
 
-__all__ = ["ServersIO", "BUFFER_SIZE", "chunk_rows", "server_ranks"]
+__all__ = ["ServersIO", "BUFFER_SIZE", "chunk_rows", "server_ranks", "shared_memory"]
 
-BUFFER_SIZE = 1 << 20  #: PIO's default buffer
+BUFFER_SIZE = 16 << 20  #: bytes per server and round (ROMIO's default collective buffer)
 
 
 def _pack(a: np.ndarray) -> tuple:
@@ -100,13 +111,13 @@ class ServersIO(SymmetricMethod):
         _serve(t, writing=writing)
 
 
-def _local(t: Transfer) -> tuple[int, int, tuple | None]:
+def _local(t: Transfer) -> tuple[int, int, tuple | None, bool]:
     """This rank's parameters and the compressed file side of its piece (no communication)."""
     nprocs = t.comm.Get_size()
     servers = min(int_hint(t.hints, "sdm_io_servers", nprocs), nprocs)
     buffer = int_hint(t.hints, "sdm_buffer_size", BUFFER_SIZE)
     mine = tuple(_pack(np.asarray(i, dtype=np.int64)) for i in t.piece.indices) if t.piece.size else None
-    return servers, buffer, mine
+    return servers, buffer, mine, _shm_wanted(t)
 
 
 def _geometry(t: Transfer, servers: int, buffer: int, gathered: list) -> _Geometry:
@@ -130,27 +141,208 @@ def _serve(t: Transfer, *, writing: bool) -> None:
     if any(g is None for g in gathered):  # the failing rank raises; the group agrees on its error afterwards
         deferred.reraise()
         return
-    servers, buffer, _ = gathered[0][1]  # rank 0's parameters, so that every rank cuts the same chunks
-    geo = _geometry(t, servers, buffer, [g[1][2] for g in gathered])
-    rank = t.comm.Get_rank()
-    row = geo.fstr[geo.slow]
-    scratch = np.empty(geo.rows_per_chunk * row if rank in geo.servers else 0, dtype=np.uint8)
-    mine = _Part.local(t, geo)
+    plan = _plan_for(t, [g[1] for g in gathered])
+    window = shared_memory(t.comm, plan.buffer) if plan.shm else None
+    if window is not None:
+        _serve_shared(t, plan, window, deferred, writing)
+    else:
+        _serve_messages(t, plan, deferred, writing)
+    deferred.reraise()
+
+
+def _serve_messages(t: Transfer, plan: "_Plan", deferred: Deferred, writing: bool) -> None:
+    """The rounds through ``Alltoallv`` (collective)."""
+    scratch = np.empty(plan.buffer if any(r.chunk is not None for r in plan.rounds) else 0, dtype=np.uint8)
     pool = _Pool()  # exchange buffers reused from round to round (no fresh pages each round)
-    for r in range(geo.rounds):
-        jobs = [(srv, geo.chunk(r, j)) for j, srv in enumerate(geo.servers)]
-        sends = [(srv, mine.within(rows)) for srv, rows in jobs if rows is not None]
-        serving = next((rows for srv, rows in jobs if srv == rank and rows is not None), None)
-        chunk = _Chunk(t, geo, serving, scratch) if serving is not None else None
+    for rnd in plan.rounds:
+        chunk = rnd.chunk
         if chunk is not None and (not writing or chunk.holes):
-            deferred.run(read_fully, t.fh, chunk.offset, chunk.span)
+            deferred.run(read_fully, t.fh, chunk.offset, chunk.span(scratch))
         try:
-            _exchange(t, sends, chunk, deferred, pool, to_servers=writing)
+            _exchange(t, rnd.sends, chunk, scratch, deferred, pool, to_servers=writing)
         except MPI.Exception as exc:  # keep going: the other ranks are in later rounds
             deferred.error = deferred.error or exc
-        if chunk is not None and writing and chunk.span.size:
-            deferred.run(t.fh.Write_at, chunk.offset, chunk.span)
-    deferred.reraise()
+        if chunk is not None and writing and chunk.hi > chunk.lo:
+            deferred.run(t.fh.Write_at, chunk.offset, chunk.span(scratch))
+
+
+def _serve_shared(t: Transfer, plan: "_Plan", window: "_Window", deferred: Deferred, writing: bool) -> None:
+    """The rounds through the node's shared-memory window (collective).
+
+    Per round, writing: servers with holes read their span; barrier; every rank copies
+    its elements into the servers' slabs; barrier; servers write their span.  Reading:
+    servers read their span; barrier; every rank copies its elements out; barrier.
+    """
+    own = window.segment(t.comm.Get_rank())
+    for rnd in plan.rounds:
+        chunk = rnd.chunk
+        if chunk is not None and (not writing or chunk.holes):
+            deferred.run(read_fully, t.fh, chunk.offset, chunk.span(own))
+        window.barrier()
+        for send in rnd.sends:
+            deferred.run(_copy_shared, t, send, window.segment(send.server), writing)
+        window.barrier()
+        if chunk is not None and writing and chunk.hi > chunk.lo:
+            deferred.run(t.fh.Write_at, chunk.offset, chunk.span(own))
+
+
+def _copy_shared(t: Transfer, send: "_Send", segment: np.ndarray, writing: bool) -> None:
+    """Copy a part between the local array and a server's slab in shared memory."""
+    slab = np.ndarray(send.slab_shape, dtype=t.array.dtype, buffer=segment, order=t.order)
+    if writing:
+        slab[send.in_slab] = t.array[send.part.in_array]
+    else:
+        t.array[send.part.in_array] = slab[send.in_slab]
+
+
+@dataclass
+class _Send:
+    """This rank's elements in one server's chunk of a round."""
+
+    index: int  # the server's index among the servers
+    server: int  # its rank
+    part: "_Part"
+    slab_shape: tuple[int, ...]
+    in_slab: tuple  # selector of the part in the server's slab
+
+
+@dataclass
+class _Round:
+    sends: list[_Send]
+    chunk: "_Chunk | None"  # the chunk this rank serves in the round
+
+
+@dataclass
+class _Plan:
+    """Everything one rank does for one access, computed once per piece and layout."""
+
+    rounds: list[_Round]
+    buffer: int  # bytes of a server's chunk buffer
+    shm: bool
+
+
+def _hashable(local: tuple) -> tuple | None:
+    """A gathered ``_local`` tuple as a cache key, or None when it holds index arrays."""
+    servers, buffer, mine, shm = local
+    if mine is not None and any(x[0] != "r" for x in mine):
+        return None
+    return servers, buffer, mine, shm
+
+
+def _plan_for(t: Transfer, gathered: list) -> _Plan:
+    """This rank's :class:`_Plan`, from the piece's cache when the same access was planned before."""
+    keys = [_hashable(g) for g in gathered]
+    key = None
+    if all(k is not None for k in keys):
+        key = ("servers", tuple(keys), t.comm.Get_rank(), t.order, t.array.shape, t.array.strides, t.array.dtype.str)
+        plan = t.piece.cache.get(key)
+        if plan is not None:
+            return plan
+    servers, buffer, _, shm = gathered[0]  # rank 0's parameters, so that every rank cuts the same chunks
+    geo = _geometry(t, servers, buffer, [g[2] for g in gathered])
+    plan = _build_plan(t, geo, shm)
+    if key is not None:
+        stale = [k for k in t.piece.cache if isinstance(k, tuple) and k and k[0] == "servers"]
+        for k in stale[: max(0, len(stale) - 7)]:
+            del t.piece.cache[k]
+        t.piece.cache[key] = plan
+    return plan
+
+
+def _build_plan(t: Transfer, geo: _Geometry, shm: bool) -> _Plan:
+    rank = t.comm.Get_rank()
+    mine = _Part.local(t, geo)
+    rounds = []
+    for r in range(geo.rounds):
+        sends, chunk = [], None
+        for j, srv in enumerate(geo.servers):
+            rows = geo.chunk(r, j)
+            if rows is None:
+                continue
+            if srv == rank:
+                chunk = _Chunk(t, geo, rows)
+            part = mine.within(rows)
+            if part is not None:
+                shape = list(t.piece.shape)
+                shape[geo.slow] = rows[1] - rows[0]
+                inside = [i - rows[0] if d == geo.slow else i for d, i in enumerate(part.indices)]
+                sends.append(_Send(j, srv, part, tuple(shape), selector(inside)))
+        rounds.append(_Round(sends, chunk))
+    return _Plan(rounds, geo.rows_per_chunk * geo.fstr[geo.slow], shm)
+
+
+def _shm_wanted(t: Transfer) -> bool:
+    value = str(t.hints.get("sdm_shm", "automatic")).lower()
+    if value not in ("automatic", "enable", "disable"):
+        raise InvalidNameError(f"hint sdm_shm={value!r}: use 'automatic', 'enable' or 'disable'")
+    return value != "disable"
+
+
+class _Window:
+    """A shared-memory window over one node's ranks: one segment per rank, passive epoch held."""
+
+    def __init__(self, node: MPI.Comm, nbytes: int) -> None:
+        self.node, self.nbytes = node, nbytes
+        self.win = MPI.Win.Allocate_shared(nbytes, 1, comm=node)
+        self.win.Lock_all()
+        self._segments: dict[int, np.ndarray] = {}
+
+    def segment(self, rank: int) -> np.ndarray:
+        """Rank *rank*'s segment as bytes (any rank may read and write it)."""
+        if rank not in self._segments:
+            buf, _ = self.win.Shared_query(rank)
+            self._segments[rank] = np.frombuffer(buf, dtype=np.uint8)[: self.nbytes]
+        return self._segments[rank]
+
+    def barrier(self) -> None:
+        """Make every rank's stores visible to every rank (collective)."""
+        self.win.Sync()
+        self.node.Barrier()
+        self.win.Sync()
+
+    def free(self) -> None:
+        """Release the window and the node communicator (collective)."""
+        self._segments.clear()
+        self.win.Unlock_all()
+        self.win.Free()
+        self.node.Free()
+
+
+_KEYVAL: list[int] = []  # the attribute key under which a communicator keeps its window
+
+
+def _delete_window(comm: MPI.Comm, keyval: int, window: Any) -> None:
+    if isinstance(window, _Window):
+        window.free()
+
+
+def shared_memory(comm: MPI.Comm, nbytes: int) -> "_Window | None":
+    """*comm*'s shared-memory window with at least *nbytes* per rank, or None across nodes (collective).
+
+    The window is cached on the communicator (an MPI attribute, freed with it) and
+    grown when an access needs more; every rank asks for the same size.
+    """
+    if not _KEYVAL:
+        _KEYVAL.append(MPI.Comm.Create_keyval(delete_fn=_delete_window))
+    key = _KEYVAL[0]
+    window = comm.Get_attr(key)
+    if window is None:
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+        single = comm.allreduce(int(node.Get_size() == comm.Get_size()), op=MPI.MIN)
+        if not single:
+            node.Free()
+            comm.Set_attr(key, False)  # several nodes: the Alltoallv rounds
+            return None
+        window = _Window(node, max(int(nbytes), 1))
+        comm.Set_attr(key, window)
+    if window is False:
+        return None
+    if window.nbytes < nbytes:
+        node = window.node.Dup()
+        comm.Delete_attr(key)  # frees the smaller window
+        window = _Window(node, int(nbytes))
+        comm.Set_attr(key, window)
+    return window
 
 
 class _Part:
@@ -159,6 +351,8 @@ class _Part:
     def __init__(self, item: int, dtype: np.dtype, order: str, slow: int, indices: list, positions: list) -> None:
         self.item, self.dtype, self.order, self.slow = item, dtype, order, slow
         self.indices, self.positions = indices, positions
+        self._in_array: tuple | None = None
+        self._in_file: tuple | None = None
 
     @classmethod
     def local(cls, t: Transfer, geo: _Geometry) -> "_Part":
@@ -185,21 +379,35 @@ class _Part:
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * self.item
 
+    @property
+    def in_array(self) -> tuple:
+        """Selector of the part in the local array (computed once)."""
+        if self._in_array is None:
+            self._in_array = selector(self.positions)
+        return self._in_array
+
+    @property
+    def in_file(self) -> tuple:
+        """Selector of the part by its (chunk-relative) file indices (computed once)."""
+        if self._in_file is None:
+            self._in_file = selector(self.indices)
+        return self._in_file
+
     def packed(self, buf: np.ndarray) -> np.ndarray:
         """*buf* (bytes) viewed as this part's elements, in storage order."""
         return buf.view(self.dtype).reshape(self.shape, order=self.order)
 
 
 class _Chunk:
-    """The rows a server handles in one round: slab buffer, span to access, sources."""
+    """The rows a server handles in one round: slab shape, span to access, sources."""
 
-    def __init__(self, t: Transfer, geo: _Geometry, rows: tuple[int, int], scratch: np.ndarray) -> None:
+    def __init__(self, t: Transfer, geo: _Geometry, rows: tuple[int, int]) -> None:
         a, b = rows
         item = t.array.itemsize
         row = geo.fstr[geo.slow]
         shape = list(t.piece.shape)
         shape[geo.slow] = b - a
-        self.slab = np.ndarray(shape, dtype=t.array.dtype, buffer=scratch, order=t.order)
+        self.shape, self.dtype, self.order = tuple(shape), t.array.dtype, t.order
         self.sources: list[tuple[int, _Part]] = []
         lo, hi, owned = None, 0, 0
         for q, idx in enumerate(geo.pieces):
@@ -213,17 +421,21 @@ class _Chunk:
             first = sum(int(i[0]) * s for i, s in zip(part.indices, geo.fstr))
             last = sum(int(i[-1]) * s for i, s in zip(part.indices, geo.fstr)) + item
             lo, hi, owned = (first if lo is None else min(lo, first)), max(hi, last), owned + part.nbytes
-        lo = lo or 0
-        self.offset = a * row + lo
-        self.span = scratch[lo:hi]
-        self.holes = owned < hi - lo
+        self.lo, self.hi = lo or 0, hi
+        self.offset = a * row + self.lo
+        self.holes = owned < hi - self.lo
 
-    def select(self, part: _Part) -> tuple:
-        return selector(part.indices)
+    def slab(self, buffer: np.ndarray) -> np.ndarray:
+        """The chunk's rows as a slab of the global array over *buffer*."""
+        return np.ndarray(self.shape, dtype=self.dtype, buffer=buffer, order=self.order)
+
+    def span(self, buffer: np.ndarray) -> np.ndarray:
+        """The bytes of *buffer* the server reads or writes."""
+        return buffer[self.lo:self.hi]
 
 
-def _exchange(t: Transfer, sends: list, chunk: _Chunk | None, deferred: Deferred, pool: "_Pool", *,
-              to_servers: bool) -> None:
+def _exchange(t: Transfer, sends: list[_Send], chunk: _Chunk | None, scratch: np.ndarray, deferred: Deferred,
+              pool: "_Pool", *, to_servers: bool) -> None:
     """One round: pack, ``Alltoallv`` of bytes, unpack (collective).
 
     Writing, ranks pack their parts for each server and servers unpack into their slab;
@@ -231,28 +443,26 @@ def _exchange(t: Transfer, sends: list, chunk: _Chunk | None, deferred: Deferred
     """
     nprocs = t.comm.Get_size()
     mine = [0] * nprocs  # bytes exchanged with each peer from this rank's array
-    for srv, part in sends:
-        if part is not None:
-            mine[srv] = part.nbytes
+    for send in sends:
+        mine[send.server] = send.part.nbytes
     theirs = [0] * nprocs  # bytes exchanged with each source in this server's slab
     for q, part in chunk.sources if chunk is not None else ():
         theirs[q] = part.nbytes
     local = _Buffer(mine, pool.get(0, sum(mine)))
     remote = _Buffer(theirs, pool.get(1, sum(theirs)))
+    slab = chunk.slab(scratch) if chunk is not None else None
     if to_servers:
-        for srv, part in sends:
-            if part is not None:
-                deferred.run(_copy_to, part.packed(local.of(srv)), t.array, selector(part.positions))
+        for send in sends:
+            deferred.run(_copy_to, send.part.packed(local.of(send.server)), t.array, send.part.in_array)
         t.comm.Alltoallv(local.spec(), remote.spec())
         for q, part in chunk.sources if chunk is not None else ():
-            deferred.run(_copy_from, chunk.slab, chunk.select(part), part.packed(remote.of(q)))
+            deferred.run(_copy_from, slab, part.in_file, part.packed(remote.of(q)))
     else:
         for q, part in chunk.sources if chunk is not None else ():
-            deferred.run(_copy_to, part.packed(remote.of(q)), chunk.slab, chunk.select(part))
+            deferred.run(_copy_to, part.packed(remote.of(q)), slab, part.in_file)
         t.comm.Alltoallv(remote.spec(), local.spec())
-        for srv, part in sends:
-            if part is not None:
-                deferred.run(_copy_from, t.array, selector(part.positions), part.packed(local.of(srv)))
+        for send in sends:
+            deferred.run(_copy_from, t.array, send.part.in_array, send.part.packed(local.of(send.server)))
 
 
 def _copy_to(dest: np.ndarray, array: np.ndarray, sel: tuple) -> None:

@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 from mpi4py import MPI
 
-from .measure import calls_for, data_file, pattern_access, run_method, scratch_file, timed
+from .measure import WARM_BYTES, calls_for, data_file, pattern_access, run_method, scratch_file, timed, warm_memory
 from .model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
 
@@ -275,6 +275,10 @@ def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, rep
         directory.mkdir(parents=True, exist_ok=True)
     comm.Barrier()
     t0 = time.perf_counter()
+    warm = WARM_BYTES // 8 if quick else WARM_BYTES
+    touch = warm_memory(comm, warm)
+    if progress is not None:
+        progress(f"memory pre-touched ({warm >> 20} MiB at {touch / 1e9:.2g} GB/s)")
     with scratch_file(comm, directory, 0, name="sdm-calibrate-info") as (fh, _):
         romio = _romio(fh)
     direct = {"open": _open_close(comm, directory, repeats * 3)}

@@ -106,14 +106,16 @@ class Params:
     """Method parameters as the methods will use them (from the hints and the target).
 
     Defaults are the methods' and ROMIO's: sieve buffer 4 MiB and gap 32 KiB; servers
-    on every rank with 1 MiB buffers; ROMIO data-sieving buffers 4 MiB (reads) and
-    512 KiB (writes), collective buffers 16 MiB on ``cb_nodes`` aggregators.
+    on every rank with 16 MiB buffers, in shared memory (``shm``: the ranks are taken
+    to share a node unless ``sdm_shm=disable``); ROMIO data-sieving buffers 4 MiB
+    (reads) and 512 KiB (writes), collective buffers 16 MiB on ``cb_nodes`` aggregators.
     """
 
     sieve_buffer: int = 4 << 20
     sieve_gap: int = 32 << 10
     servers: int | None = None
-    server_buffer: int = 1 << 20
+    server_buffer: int = 16 << 20
+    shm: bool = True
     ind_rd_buffer: int = 4 << 20
     ind_wr_buffer: int = 512 << 10
     cb_buffer: int = 16 << 20
@@ -131,6 +133,7 @@ class Params:
             sieve_gap=int_hint(h, "sdm_sieve_gap", d.sieve_gap, minimum=0),
             servers=int_hint(h, "sdm_io_servers", 0, minimum=0) or None,
             server_buffer=int_hint(h, "sdm_buffer_size", d.server_buffer),
+            shm=str(h.get("sdm_shm", "automatic")).lower() != "disable",
             ind_rd_buffer=int_hint(h, "ind_rd_buffer_size", d.ind_rd_buffer),
             ind_wr_buffer=int_hint(h, "ind_wr_buffer_size", d.ind_wr_buffer),
             cb_buffer=int_hint(h, "cb_buffer_size", d.cb_buffer),
@@ -383,10 +386,13 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
     servers = {j * nproc // k for j in range(busy)}
     ranks = []
     for r, b in enumerate(a.rank_bytes):
-        t = _add({}, elem=b / a.itemsize, copy=b, exchange=b)
+        # shared memory: one copy straight into (out of) the servers' slabs; else pack + Alltoallv + unpack
+        t = _add({}, elem=b / a.itemsize, copy=b, exchange=0 if p.shm else b)
         if r in servers:
             mine = math.ceil(chunks / busy)
-            _add(t, elem=total / a.itemsize / busy, copy=total / busy, **{f"call_{rw}": mine})
+            if not p.shm:
+                _add(t, elem=total / a.itemsize / busy, copy=total / busy)
+            _add(t, **{f"call_{rw}": mine})
             _bytes(t, rw, span / busy, chunk)
             if rw == "w":
                 _add(t, page_w=math.ceil(span / busy / PAGE))
@@ -394,7 +400,7 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
                 _add(t, call_r=mine)
                 _bytes(t, "r", span / busy, chunk)
         ranks.append(t)
-    return Structure(ranks, {f"base_servers_{rw}": 1, "sync": rounds})
+    return Structure(ranks, {f"base_servers_{rw}": 1, "sync": 2 * rounds if p.shm else rounds})
 
 
 def _collective(a: "Access", p: Params, rw: str) -> Structure:
