@@ -177,3 +177,94 @@ def test_bad_method_hints_raise_the_same_error_on_every_rank(comm, mpi_tmp):
             g.write("a", 0, np.ones(g.local_shape("a")), method="servers")
         messages = comm.allgather(str(info.value))
         assert len(set(messages)) == 1
+
+
+@pytest.mark.parametrize("shm", ["automatic", "disable"])
+@pytest.mark.parametrize("buffer", ["64", "16m"])
+def test_servers_in_shared_memory_and_by_messages_write_the_same_bytes(comm, mpi_tmp, shm, buffer):
+    """Both ways of reaching the servers, one round or many, with holes, ghosts and empty ranks.
+
+    Every step writes new values through the same view (the cached plan must not keep
+    data), and reads them back into a zeroed array.
+    """
+    rank, size = comm.Get_rank(), comm.Get_size()
+    hints = {"sdm_shm": shm, "sdm_buffer_size": buffer}
+    for view_name in ("cyclic", "block-ghosts", "subarray-ghosts", "rows"):
+        shape = SHAPE if view_name != "rows" else (2, 5, 3)
+        view, idx, ghosts = _views(size, rank, shape)[view_name]
+        G = {step: global_array(shape, "<i8", "C", seed=10 + step) for step in (1, 2, 3)}
+        url = f"sqlite:///{mpi_tmp}/{view_name}-{shm}-{buffer}.db"
+        with sdm.open("shm", root=mpi_tmp, catalog=url, hints=hints, method="servers") as s:
+            g = s.make_group("g", ["a"], dtype="<i8", shape=shape, view=view, level=3)
+            for step, glob in G.items():
+                local, inner = local_from_global(glob, idx, ghosts)
+                g.write("a", step, local)
+                back = g.read("a", step)
+                np.testing.assert_array_equal(back[inner], local[inner])
+            run_id = s.run_id
+        cat = sdm.Catalog(url, create=False) if rank == 0 else None
+        try:
+            if rank == 0:
+                writes = cat.writes(run_id)
+                assert sorted(w.step for _, _, w in writes) == [1, 2, 3]
+                for _, _, w in writes:
+                    got = np.memmap(Path(mpi_tmp) / w.path, dtype="<i8", mode="r", offset=w.offset, shape=shape)
+                    np.testing.assert_array_equal(got, G[w.step])
+                    assert w.method == "servers"
+        finally:
+            if cat is not None:
+                cat.close()
+        comm.Barrier()
+
+
+def test_servers_plan_is_cached_on_the_piece_and_the_window_on_the_communicator(comm, mpi_tmp):
+    """The second access reuses the plan; the window lives on the communicator and goes with it."""
+    from sdm.io import servers
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    dup = comm.Dup()
+    pattern = Pattern(8, 40)
+    piece = pattern.piece(size, rank)
+    path = Path(mpi_tmp) / "plan.dat"
+    if rank == 0:
+        np.zeros(pattern.shape(size)).tofile(path)
+    comm.Barrier()
+    fh = MPI.File.Open(dup, str(path), MPI.MODE_RDWR)
+    try:
+        for k in range(3):
+            local = pattern.local(size, rank) + 100 * k
+            with make_transfer(fh, 0, piece, local, "C", dup) as t:
+                get_method("servers").write(t)
+            plans = [key for key in piece.cache if key[0] == "servers"]
+            assert len(plans) == 1
+        fh.Sync()
+        dup.Barrier()
+        if rank == 0:
+            want = pattern.reference(size) + 200
+            np.testing.assert_array_equal(np.fromfile(path).reshape(want.shape), want)
+    finally:
+        fh.Close()
+    window = servers.shared_memory(dup, 1)
+    assert window is not None and window.nbytes >= 1  # every rank of an mpiexec run here shares the node
+    grown = servers.shared_memory(dup, window.nbytes + 4096)
+    assert grown.nbytes == window.nbytes + 4096 and grown is not window
+    dup.Free()  # frees the window with it (a hang or an MPI error here would fail the run)
+    comm.Barrier()
+
+
+def test_a_bad_shm_hint_raises_on_every_rank_and_writes_nothing(comm, mpi_tmp):
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    hints = {"sdm_shm": "sometimes"} if comm.Get_rank() == 0 else {}
+    with sdm.open("badshm", root=mpi_tmp, catalog=url, hints=hints) as s:
+        g = s.make_group("g", ["a"], dtype="f8", shape=(8,))
+        with pytest.raises(sdm.InvalidNameError) as info:
+            g.write("a", 0, np.ones(g.local_shape("a")), method="servers")
+        messages = comm.allgather(str(info.value))
+        assert len(set(messages)) == 1 and "sdm_shm='sometimes'" in messages[0]
+        run_id = s.run_id
+    if comm.Get_rank() == 0:
+        cat = sdm.Catalog(url, create=False)
+        try:
+            assert list(cat.writes(run_id)) == []
+        finally:
+            cat.close()

@@ -157,3 +157,10 @@ def test_predictor_totals_per_organization_level():
     assert row["total"][3] == pytest.approx(8 * per_write + 1 * 5e-4, rel=1e-12)  # one file
     assert math.isclose(result["rows"][-1]["total"][3], min(r["total"][3] for r in result["rows"][:-1]),
                         rel_tol=1e-12)  # auto takes the fastest write method
+
+
+def test_servers_parameters_default_to_shared_memory_and_16_mib_buffers():
+    from sdm.planner.model import Params
+
+    assert Params.of({}).shm is True and Params.of({}).server_buffer == 16 << 20
+    assert Params.of({"sdm_shm": "disable", "sdm_buffer_size": "1m"}) == Params(server_buffer=1 << 20, shm=False)
