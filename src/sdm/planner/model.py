@@ -386,8 +386,9 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
     servers = {j * nproc // k for j in range(busy)}
     ranks = []
     for r, b in enumerate(a.rank_bytes):
-        # shared memory: one copy straight into (out of) the servers' slabs; else pack + Alltoallv + unpack
-        t = _add({}, elem=b / a.itemsize, copy=b, exchange=0 if p.shm else b)
+        # shared memory: each byte moves once, straight into (out of) another rank's slab (an exchange
+        # through memory); else packed (copy), sent (exchange) and unpacked by the server
+        t = _add({}, elem=b / a.itemsize, copy=0 if p.shm else b, exchange=b)
         if r in servers:
             mine = math.ceil(chunks / busy)
             if not p.shm:
