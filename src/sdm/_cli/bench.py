@@ -303,9 +303,10 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     load_before = os.getloadavg()[0]
     names, methods = tuple(sweeps or ncio.SWEEP_NAMES), tuple(methods or METHODS)
     try:
-        from ..planner.measure import warm_memory
+        if not calibrate:  # a calibration touches the memory itself
+            from ..planner.measure import warm_memory
 
-        warm_memory(comm)
+            warm_memory(comm)
         model = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None)
         plan = ncio.sweeps(quick, names)
         reps = repeats or (1 if quick else 5)

@@ -199,8 +199,7 @@ def _copy_shared(t: Transfer, send: "_Send", segment: np.ndarray, writing: bool)
 class _Send:
     """This rank's elements in one server's chunk of a round."""
 
-    index: int  # the server's index among the servers
-    server: int  # its rank
+    server: int  # the server's rank
     part: "_Part"
     slab_shape: tuple[int, ...]
     in_slab: tuple  # selector of the part in the server's slab
@@ -263,10 +262,8 @@ def _build_plan(t: Transfer, geo: _Geometry, shm: bool) -> _Plan:
                 chunk = _Chunk(t, geo, rows)
             part = mine.within(rows)
             if part is not None:
-                shape = list(t.piece.shape)
-                shape[geo.slow] = rows[1] - rows[0]
                 inside = [i - rows[0] if d == geo.slow else i for d, i in enumerate(part.indices)]
-                sends.append(_Send(j, srv, part, tuple(shape), selector(inside)))
+                sends.append(_Send(srv, part, _slab_shape(t, geo, rows), selector(inside)))
         rounds.append(_Round(sends, chunk))
     return _Plan(rounds, geo.rows_per_chunk * geo.fstr[geo.slow], shm)
 
@@ -345,6 +342,13 @@ def shared_memory(comm: MPI.Comm, nbytes: int) -> "_Window | None":
     return window
 
 
+def _slab_shape(t: Transfer, geo: _Geometry, rows: tuple[int, int]) -> tuple[int, ...]:
+    """Shape of the global array cut to rows ``[a, b)`` (a server's slab)."""
+    shape = list(t.piece.shape)
+    shape[geo.slow] = rows[1] - rows[0]
+    return tuple(shape)
+
+
 class _Part:
     """One rank's elements in a range of rows: selectors into an array and a slab."""
 
@@ -402,12 +406,10 @@ class _Chunk:
     """The rows a server handles in one round: slab shape, span to access, sources."""
 
     def __init__(self, t: Transfer, geo: _Geometry, rows: tuple[int, int]) -> None:
-        a, b = rows
+        a = rows[0]
         item = t.array.itemsize
         row = geo.fstr[geo.slow]
-        shape = list(t.piece.shape)
-        shape[geo.slow] = b - a
-        self.shape, self.dtype, self.order = tuple(shape), t.array.dtype, t.order
+        self.shape, self.dtype, self.order = _slab_shape(t, geo, rows), t.array.dtype, t.order
         self.sources: list[tuple[int, _Part]] = []
         lo, hi, owned = None, 0, 0
         for q, idx in enumerate(geo.pieces):

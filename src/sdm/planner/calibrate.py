@@ -31,7 +31,8 @@ from typing import Any, Callable
 import numpy as np
 from mpi4py import MPI
 
-from .measure import WARM_BYTES, calls_for, data_file, pattern_access, run_method, scratch_file, timed, warm_memory
+from .measure import (WARM_BYTES, calls_for, data_file, pattern_access, run_method, scratch_file, timed,
+                      warm_memory)
 from .model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
 
