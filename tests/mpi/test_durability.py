@@ -88,7 +88,7 @@ def test_session_writes_sync_once_per_node_and_record_the_data(comm, mpi_tmp, fs
     rank, size = comm.Get_rank(), comm.Get_size()
     url = f"sqlite:///{mpi_tmp}/cat.db"
     with sdm.open("dur", root=mpi_tmp, catalog=url, sync=True, method="collective") as s:
-        g = s.make_group("g", ["a"], dtype="f8", shape=(size * 4, 3), level=2)
+        g = s.make_group("g", ["a"], dtype="f8", shape=(size * 4, 3), level=2, view=sdm.Block(grid=(size, 1)))
         for step in range(3):
             g.write("a", step, np.full((4, 3), 10.0 * step + rank))
         run_id = s.run_id

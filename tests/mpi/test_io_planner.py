@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 import sdm
 from sdm.planner import Planner
 from sdm.planner.calibrate import QUICK_RUNS, calibrate
@@ -73,3 +74,22 @@ def test_the_planner_is_a_pure_function_of_its_inputs(comm):
 
     decisions = comm.allgather(Planner(model=model).choose("auto", Access(**a)).reason)
     assert len(set(decisions)) == 1
+
+
+@pytest.mark.parametrize("writing", [True, False])
+def test_settled_samples_time_inner_calls_after_one_untimed_call(comm, mpi_tmp, monkeypatch, writing):
+    from sdm.planner import measure
+    from sdm.planner.patterns import Pattern
+
+    pattern = Pattern(64, 32)
+    calls, checked = [], []
+    real_timed, real_check = measure.timed, measure.check_file
+    monkeypatch.setattr(measure, "timed", lambda c, fn: (calls.append(1), real_timed(c, fn))[1])
+    monkeypatch.setattr(measure, "check_file", lambda *a: (checked.append(1), real_check(*a))[1])
+    with measure.data_file(comm, mpi_tmp, pattern) as (data, _):
+        times, chosen, ok = measure.run_method(comm, mpi_tmp, pattern, "list", writing, 3, data=data, inner=2,
+                                               settle=True, check=True)
+    assert chosen == "list" and ok
+    assert len(times) == 3 and all(t > 0 for t in times)
+    assert len(calls) == 3 * (2 + 1)  # each sample: one untimed call, then two timed ones
+    assert len(checked) == (3 * 2 if writing else 0)  # every timed write's file is checked, not the settling one

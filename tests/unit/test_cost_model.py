@@ -165,3 +165,14 @@ def test_servers_parameters_default_to_shared_memory_and_16_mib_buffers():
 
     assert Params.of({}).shm is True and Params.of({}).server_buffer == 16 << 20
     assert Params.of({"sdm_shm": "disable", "sdm_buffer_size": "1m"}) == Params(server_buffer=1 << 20, shm=False)
+
+
+def test_ncio_orders_are_shuffled_permutations_fixed_by_the_seed():
+    from sdm.planner.ncio import _shuffled
+
+    names = ["posix", "list", "datatype", "sieving", "collective", "servers", "auto"]
+    orders = [_shuffled(names, seed) for seed in range(20)]
+    assert all(sorted(o) == sorted(names) for o in orders)
+    assert orders == [_shuffled(names, seed) for seed in range(20)]  # the same on every rank
+    assert len({tuple(o) for o in orders}) > 10
+    assert {o[o.index("auto") - 1] for o in orders if o[0] != "auto"} != {"servers"}  # auto's predecessor varies

@@ -23,7 +23,7 @@ pack                per noncontiguous memory block the MPI datatype engine gathe
 elem, copy          numpy strided copies: per element and per byte (sieving, servers)
 exchange            per byte moved between ranks (servers, two-phase collective)
 coll_region         per file region through ROMIO's two-phase collective I/O
-fsync, fsync_byte   per ``MPI_File_sync`` and per byte it flushes
+fsync, fsync_byte   per sync as SDM makes it (:mod:`sdm.storage.durability`) and per byte it flushes
 commit, lookup      per SDM write / read beyond the method (allgathers, catalog)
 checksum_byte       per byte of a rank's share of the write-time checksum
 pwrite              per plain ``os.pwrite`` from Python (codes that write value by value)

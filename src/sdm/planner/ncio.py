@@ -4,8 +4,8 @@ Ching et al. measure how the shape of a noncontiguous access -- how many contigu
 regions, how large, how far apart, contiguous or not in memory and in the file --
 decides the speed of each I/O method.  :func:`run` sweeps those parameters one at a
 time around a base point (:func:`sweeps`), timing every method for writes and reads,
-``auto`` included, side by side: for each repeat the methods run in a rotated order,
-and medians over the repeats are reported.  Each point also carries the cost model's
+``auto`` included, side by side: for each repeat the methods run in a new shuffled
+order, each sample after one untimed call, and medians over the repeats are reported.  Each point also carries the cost model's
 prediction for every method.  Every timed write goes to a new file (as a new time step
 does); every method's first write is checked byte for byte against a numpy-built
 reference, and its first read against the values written.
@@ -13,6 +13,7 @@ reference, and its first read against the values written.
 
 from __future__ import annotations
 
+import random
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,9 +69,14 @@ def sweeps(quick: bool = False, names: tuple[str, ...] = SWEEP_NAMES) -> list[Sw
     return [out[n] for n in names]
 
 
-def _rotated(items: list[str], k: int) -> list[str]:
-    k %= len(items)
-    return items[k:] + items[:k]
+def _shuffled(items: list[str], seed: int) -> list[str]:
+    """*items* in a pseudo-random order fixed by *seed* (the same on every rank).
+
+    A new order each repeat, so that no method always follows the same one.
+    """
+    order = list(items)
+    random.Random(seed).shuffle(order)
+    return order
 
 
 def run(
@@ -139,8 +145,9 @@ def _point(comm: MPI.Comm, directory: str | Path, pattern: Pattern, names: list[
                 inner[m] = calls_for(comm, first[0])
             times: dict[str, list[float]] = {m: [] for m in names}
             for rep in range(repeats):
-                for m in _rotated(names, rep):
-                    times[m].extend(run_method(comm, directory, pattern, m, writing, 1, inner=inner[m], **kwargs)[0])
+                for m in _shuffled(names, rep + 1000 * writing):
+                    times[m].extend(run_method(comm, directory, pattern, m, writing, 1, inner=inner[m], settle=True,
+                                               **kwargs)[0])
             preds = {p.method: p for p in planner.model.predict_all(access, hints)}
             for m in names:
                 run_as = chosen[m]
@@ -187,7 +194,7 @@ def markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """The results as Markdown: one table per sweep and direction, then the goals."""
     methods = [m for m in meta["methods"]]
     head = (f"# NCIO benchmark\n\n{meta['nprocs']} ranks on {meta['cores']} cores, {meta['fs']} file system "
-            f"({meta['directory']}), page cache, no sync; median of {meta['repeats']} repeats in rotated order, "
+            f"({meta['directory']}), page cache, no sync; median of {meta['repeats']} repeats in shuffled order, "
             f"{meta['date']}; load average {meta['load_before']:.1f} before, {meta['load_after']:.1f} after; "
             f"model: {meta['model']}.\n\n"
             "Times in ms (median); *pred* is the model's prediction for the method in bold (the fastest); "
@@ -222,6 +229,7 @@ def goals(summary: list[dict[str, Any]]) -> dict[str, Any]:
     eight = [s for s in summary if s["pattern"]["size"] == 8 and s["posix_vs_best"] is not None
              and not (s["pattern"]["mem_contig"] and s["pattern"]["file_contig"])]  # else one region per rank
     errors = [abs(e) for s in summary for m, e in s["prediction_error"].items() if m != "auto"]
+    same = [s["auto_vs_best"] for s in summary if s["auto_chose"] == s["best"]]  # one method measured twice
     return {
         "best_vs_posix_at_8B": {f"{s['label']} {s['direction']}": s["posix_vs_best"] for s in eight},
         "min_best_vs_posix_at_8B": min((s["posix_vs_best"] for s in eight), default=None),
@@ -234,6 +242,9 @@ def goals(summary: list[dict[str, Any]]) -> dict[str, Any]:
         "predictions": len(errors),
         "median_abs_prediction_error": statistics.median(errors) if errors else None,
         "all_verified": all(s["verified"] for s in summary),
+        "auto_ran_best": len(same),
+        "auto_ran_best_apart_10pct": sum(abs(r - 1) > 0.10 for r in same),
+        "auto_ran_best_worst": max(same, key=lambda r: abs(r - 1), default=None),
     }
 
 
@@ -247,7 +258,9 @@ def goals_markdown(summary: list[dict[str, Any]]) -> str:
         f"* auto within 10 % of the best method (goal: every point): {g['auto_within_10pct']} of {g['points']} "
         f"points measured as their own runs (worst {g['worst_auto_vs_best']:.2f}); the method auto chose was "
         f"within 10 % of the best in {g['chosen_within_10pct']} of {g['points']} (worst "
-        f"{g['worst_chosen_vs_best']:.2f})\n"
+        f"{g['worst_chosen_vs_best']:.2f}); at the {g['auto_ran_best']} points where auto ran the best method "
+        f"itself, the two runs of the same code were more than 10 % apart at {g['auto_ran_best_apart_10pct']} "
+        f"(worst {g['auto_ran_best_worst'] or 1:.2f}): the machine's noise floor\n"
         f"* predictions within 25 % of measured (goal: every point and method): {g['predictions_within_25pct']} "
         f"of {g['predictions']}, median error {100 * (g['median_abs_prediction_error'] or 0):.0f} %\n"
         f"* every written file byte-identical to the numpy reference: {'yes' if g['all_verified'] else 'NO'}\n"
