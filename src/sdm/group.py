@@ -28,6 +28,7 @@ from .errors import (
     DistributionError,
     IntegrityError,
     InvalidNameError,
+    SDMError,
     LocalArrayError,
     StepExistsError,
     StepNotFoundError,
@@ -421,7 +422,7 @@ class Group:
         """
         s = self.session
         fh = s.files.get(path, cache=appends(self.level))
-        error: StorageError | None = None
+        error: SDMError | None = None
         t0 = time.perf_counter()
         try:
             mem, made = view.memory(arr)
@@ -433,6 +434,8 @@ class Group:
                     error = StorageError(
                         f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}"
                     )
+                except SDMError as exc:  # the method's own error: the sync below is still made on every rank
+                    error = exc
                 if writing and sync:
                     try:
                         s.files.sync(path, fh)
