@@ -55,8 +55,7 @@ def test_node_mode_fsyncs_the_file_once_per_node(comm, mpi_tmp, fsyncs):
         make_durable(comm, fh, path)
     finally:
         fh.Close()
-    mine = [p for p in fsyncs["fsync"]]
-    every = comm.allgather(mine)
+    every = comm.allgather(fsyncs["fsync"])
     assert sum(len(m) for m in every) == _nodes(comm)
     assert all(p == str(path.resolve()) for m in every for p in m)
     assert comm.allreduce(len(fsyncs["mpi"])) == 0
