@@ -35,6 +35,7 @@ from mpi4py import MPI
 from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
 from sdm.examples import lbmpi
 from sdm.planner.calibrate import calibrate, store
+from sdm.planner.measure import steady_memory
 
 # (variant, method, SDM checksum): the paper's four MPI-IO solutions, auto, and collective without the checksum
 CONFIGS = (("original", "-", False), ("one-file", "datatype", True), ("one-file", "collective", True),
@@ -103,7 +104,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
             f"({meta['mbytes']:.1f} MB), block-block over (x, y) on {meta['nprocs']} ranks ({meta['procs']}), "
             f"{meta['cores']} cores, {meta['fs']}, sync {'on' if meta['sync'] else 'off'}; median of "
             f"{meta['repeats']} repeats in rotated order, {meta['date']}; load average {meta['load_before']:.1f} "
-            f"before, {meta['load_after']:.1f} after.\n\n")
+            f"before, {meta['load_after']:.1f} after; free page reporting "
+            f"{meta.get('free_page_reporting', 'absent')}.\n\n")
     cols = ["variant", "method", "checksum", "files", "seconds (min-max)", "MB/s", "vs original", "predicted s",
             "pred/meas", "files ok"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(cols) - 2)) + "|"]
@@ -174,13 +176,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     grid = lbmpi.Grid.of(a.n, comm.Get_size())
     steps = list(range(1, a.steps + 1))
     sync = not a.no_sync
-    with scratch(comm, a.root, "sdm-lbmpi-") as base:
+    with scratch(comm, a.root, "sdm-lbmpi-") as base, steady_memory(comm) as memory:
         model, _, _ = calibrate(comm, fresh(comm, base, "calibration"), quick=a.quick)
         say(comm)(f"calibrated: {model.label}")
         samples = measure(comm, base, grid, steps, a.repeats, sync, model, say(comm))
         info = meta(comm, base, load_before, grid="x".join(map(str, grid.shape)), procs="x".join(map(str, grid.procs)),
                     steps=len(steps), mbytes=4 * grid.field_bytes * len(steps) / 1e6, sync=sync, repeats=a.repeats,
-                    model=model.label)
+                    model=model.label, free_page_reporting=memory["free_page_reporting"])
     if comm.Get_rank() != 0:
         return 0
     rows = summarize(samples, model, grid, comm.Get_size(), len(steps), sync)

@@ -34,6 +34,7 @@ import sdm
 from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
 from sdm.examples._template import Stopwatch, pattern
 from sdm.planner.calibrate import calibrate, store
+from sdm.planner.measure import steady_memory
 from sdm.planner.predict import Workload, distribution_of, predict
 
 WORKLOADS = (
@@ -134,7 +135,8 @@ def other_points(out: Path) -> list[dict[str, Any]]:
 def markdown(rows: list[dict], points: list[dict], meta: dict) -> str:
     head = (f"# Predictor benchmark\n\n{meta['nprocs']} ranks on {meta['cores']} cores, {meta['date']}; "
             f"median of {meta['repeats']} repeats; load average {meta['load_before']:.1f} before, "
-            f"{meta['load_after']:.1f} after; model: {meta['model']}.\n\n"
+            f"{meta['load_after']:.1f} after; free page reporting {meta.get('free_page_reporting', 'absent')}; "
+            f"model: {meta['model']}.\n\n"
             "Whole SDM runs (every write: open, I/O, sync, catalog commit; then every step read back once) "
             "against `sdm predict` for the same workload.\n\n")
     cols = ["workload", "level", "method (write/read)", "writes", "pred write s", "meas write s", "ratio",
@@ -204,11 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     comm = MPI.COMM_WORLD
     load_before = os.getloadavg()[0]
-    with scratch(comm, a.root, "sdm-predictor-") as base:
+    with scratch(comm, a.root, "sdm-predictor-") as base, steady_memory(comm) as memory:
         model, _, _ = calibrate(comm, fresh(comm, base, "calibration"), quick=a.quick)
         say(comm)(f"calibrated: {model.label}")
         rows = measure(comm, base, model, a.repeats, say(comm))
-        info = meta(comm, base, load_before, repeats=a.repeats, model=model.label)
+        info = meta(comm, base, load_before, repeats=a.repeats, model=model.label,
+                    free_page_reporting=memory["free_page_reporting"])
     if comm.Get_rank() != 0:
         return 0
     out = Path(a.out)

@@ -93,3 +93,26 @@ def test_settled_samples_time_inner_calls_after_one_untimed_call(comm, mpi_tmp, 
     assert len(times) == 3 and all(t > 0 for t in times)
     assert len(calls) == 3 * (2 + 1)  # each sample: one untimed call, then two timed ones
     assert len(checked) == (3 * 2 if writing else 0)  # every timed write's file is checked, not the settling one
+
+
+def test_steady_memory_holds_free_page_reporting_once_per_node(comm, mpi_tmp, monkeypatch):
+    from sdm.planner import measure
+    from sdm.storage.durability import node_comm
+
+    knob = Path(mpi_tmp) / "page_reporting_order"  # stands in for the kernel parameter
+    if comm.Get_rank() == 0:
+        knob.write_text("9")
+    comm.Barrier()
+    monkeypatch.setattr(measure, "REPORTING_ORDER", knob)
+    holds = []
+    real = measure._hold_reporting
+    monkeypatch.setattr(measure, "_hold_reporting", lambda: (holds.append(1), real())[1])
+    orders = max(len(line.split()[4:]) for line in Path("/proc/buddyinfo").read_text().splitlines() if line)
+    with measure.steady_memory(comm, 4 << 20) as memory:
+        inside = knob.read_text()
+        comm.Barrier()
+    assert memory["free_page_reporting"] == "held"
+    assert inside == str(orders)
+    assert comm.allreduce(len(holds)) == comm.allreduce(int(node_comm(comm).Get_rank() == 0))  # one per node
+    comm.Barrier()
+    assert knob.read_text() == "9"

@@ -291,6 +291,7 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
              catalog: str | None = None, hints: dict[str, str] | None = None) -> None:
     """Run the NCIO sweeps on *comm* and write the results in *out* (collective; rank 0 prints)."""
     from ..planner import ncio
+    from ..planner.measure import steady_memory
     from ..planner.model import METHODS
 
     rank0 = comm.Get_rank() == 0
@@ -303,23 +304,20 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     load_before = os.getloadavg()[0]
     names, methods = tuple(sweeps or ncio.SWEEP_NAMES), tuple(methods or METHODS)
     try:
-        if not calibrate:  # a calibration touches the memory itself
-            from ..planner.measure import warm_memory
+        with steady_memory(comm) as memory:
+            model = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None)
+            plan = ncio.sweeps(quick, names)
+            reps = repeats or (1 if quick else 5)
+            kwargs = dict(methods=methods, repeats=reps, model=model, hints=hints or {})
+            if rank0:
+                from rich.progress import Progress
 
-            warm_memory(comm)
-        model = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None)
-        plan = ncio.sweeps(quick, names)
-        reps = repeats or (1 if quick else 5)
-        kwargs = dict(methods=methods, repeats=reps, model=model, hints=hints or {})
-        if rank0:
-            from rich.progress import Progress
-
-            with Progress(console=con, transient=True) as bar:
-                task = bar.add_task("NCIO", total=sum(len(s.points) for s in plan))
-                rows = ncio.run(comm, target, plan, progress=lambda text, n: bar.update(task, advance=n,
-                                                                                     description=text), **kwargs)
-        else:
-            rows = ncio.run(comm, target, plan, **kwargs)
+                with Progress(console=con, transient=True) as bar:
+                    task = bar.add_task("NCIO", total=sum(len(s.points) for s in plan))
+                    rows = ncio.run(comm, target, plan, progress=lambda text, n: bar.update(
+                        task, advance=n, description=text), **kwargs)
+            else:
+                rows = ncio.run(comm, target, plan, **kwargs)
     finally:
         comm.Barrier()
         if temp and rank0:
@@ -327,7 +325,8 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     if not rank0:
         return
     meta = _meta(comm, target, {"repeats": reps, "methods": list(methods), "sweeps": list(names), "quick": quick,
-                                "model": model.label, "load_before": load_before, "load_after": os.getloadavg()[0]})
+                                "model": model.label, "load_before": load_before, "load_after": os.getloadavg()[0],
+                                "free_page_reporting": memory["free_page_reporting"]})
     write_ncio(rows, meta, model, out)
     con.print(f"wrote {out}/ncio.json, ncio.md, ncio.png")
 

@@ -31,8 +31,8 @@ from typing import Any, Callable
 import numpy as np
 from mpi4py import MPI
 
-from .measure import (WARM_BYTES, calls_for, data_file, pattern_access, run_method, scratch_file, timed,
-                      warm_memory)
+from .measure import (WARM_BYTES, calls_for, data_file, pattern_access, run_method, scratch_file, steady_memory,
+                      timed)
 from ..storage.durability import make_durable
 from .model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
@@ -279,11 +279,17 @@ def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, rep
     if comm.Get_rank() == 0:
         directory.mkdir(parents=True, exist_ok=True)
     comm.Barrier()
-    t0 = time.perf_counter()
     warm = WARM_BYTES // 8 if quick else WARM_BYTES
-    touch = warm_memory(comm, warm)
-    if progress is not None:
-        progress(f"memory pre-touched ({warm >> 20} MiB at {touch / 1e9:.2g} GB/s)")
+    with steady_memory(comm, warm) as memory:
+        if progress is not None:
+            progress(f"memory pre-touched ({warm >> 20} MiB at {memory['touch_rate'] / 1e9:.2g} GB/s, "
+                     f"free page reporting {memory['free_page_reporting']})")
+        return _calibrate(comm, directory, quick, repeats, progress)
+
+
+def _calibrate(comm: MPI.Comm, directory: Path, quick: bool, repeats: int,
+               progress: Callable[[str], None] | None) -> tuple[CostModel, list[Sample], dict[str, float]]:
+    t0 = time.perf_counter()
     with scratch_file(comm, directory, 0, name="sdm-calibrate-info") as (fh, _):
         romio = _romio(fh)
     direct = {"open": _open_close(comm, directory, repeats * 3)}
