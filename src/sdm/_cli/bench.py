@@ -156,7 +156,7 @@ def calibrate_cmd(
     np_: NpOpt = None,
     catalog: CatalogOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer, smaller runs (seconds instead of a minute).")] = False,
-    repeats: Annotated[int, typer.Option("--repeats", help="Timed repeats per run (median).")] = 3,
+    repeats: Annotated[int, typer.Option("--repeats", help="Timed repeats per run (median).")] = 5,
     as_json: JsonOpt = False,
 ) -> None:
     """Measure the cost-model constants of DIR and store them in the catalog."""
@@ -343,7 +343,7 @@ def _model_for(comm: Any, target: Path, catalog: str | None, fresh: bool, quick:
     rank0 = comm.Get_rank() == 0
     url = _catalog_url(catalog, target)
     if fresh:
-        model, samples, direct = run_calibration(comm, target, quick=quick, repeats=3)
+        model, samples, direct = run_calibration(comm, target, quick=quick, repeats=1 if quick else 5)
         if rank0:
             row = _save(url, target, model, samples, direct)
             if con is not None:

@@ -56,6 +56,7 @@ RUNS: tuple[tuple[str, Pattern], ...] = (
     ("collective", Pattern(8, 8192)), ("collective", Pattern(4 * K, 256)), ("collective", Pattern(256 * K, 8)),
     ("collective", Pattern(64, 2048, file_contig=True)),
     *((m, Pattern(64, 4)) for m in ("posix", "list", "datatype", "sieving", "collective", "servers")),  # fixed costs
+    ("datatype", Pattern(64, 1)),  # a contiguous view: no data sieving, so no lock (tells base from lock)
     ("posix", Pattern(64, 512, 16 * K)), ("list", Pattern(64, 512, 16 * K)),  # a new page per region
     ("servers", Pattern(64, 32768)),  # several rounds
 )
@@ -247,7 +248,11 @@ def _romio(fh: MPI.File) -> dict[str, int]:
 
 def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern], ...], repeats: int,
                  romio: dict[str, int], progress: Callable[[str], None] | None = None) -> list[Sample]:
-    """Time every (method, pattern) for writes and reads; collective."""
+    """Time every (method, pattern) for writes and reads, each sample after one untimed call (collective).
+
+    Samples are taken as the NCIO benchmark takes them (:func:`~sdm.planner.measure.run_method` with
+    ``settle``), so that the constants fitted here predict what the benchmark measures.
+    """
     nprocs = comm.Get_size()
     model = CostModel(nprocs=nprocs, cores=os.cpu_count() or 1, romio=romio)
     out = []
@@ -257,7 +262,7 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
                 access = pattern_access(comm, pattern, writing)
                 first, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data)  # warm-up
                 times, _, _ = run_method(comm, directory, pattern, method, writing, repeats, data=data,
-                                         inner=calls_for(comm, first[0]))
+                                         inner=calls_for(comm, first[0]), settle=True)
                 counts = structure(method, access, model.params()).counts(model.contention(nprocs))
                 out.append(Sample(method, pattern, writing, counts, statistics.median(times)))
         if progress is not None:
@@ -265,7 +270,7 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
     return out
 
 
-def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, repeats: int = 3,
+def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, repeats: int = 5,
               progress: Callable[[str], None] | None = None) -> tuple[CostModel, list[Sample], dict[str, float]]:
     """Measure and fit the constants for *directory* (collective over *comm*).
 
