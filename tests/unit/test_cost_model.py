@@ -14,7 +14,8 @@ from sdm.planner import Access
 from sdm.planner.model import CONSTANTS, CostModel, size_weights
 from sdm.planner.predict import Workload, predict
 
-ZERO = {k: 0.0 for k in (*CONSTANTS, "open", "fsync", "fsync_byte", "commit", "lookup", "pwrite", "checksum_byte")}
+ZERO = {k: 0.0 for k in (*CONSTANTS, "open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "pwrite",
+                         "checksum_byte")}
 
 
 def model(nprocs: int = 2, cores: int = 2, **constants: float) -> CostModel:
@@ -145,7 +146,7 @@ def test_constants_scale_with_cpu_contention_for_other_rank_counts():
 
 def test_predictor_totals_per_organization_level():
     m = model(nprocs=1, cores=1, base_posix_w=1e-4, call_w=1e-6, byte_w__4096=1e-9, commit=1e-3, fsync=2e-3,
-              fsync_byte=1e-8, open=5e-4, checksum_byte=1e-9)
+              fsync_byte=1e-8, open=5e-4, checksum_byte=1e-9, first_w=3e-3)
     w = Workload(shape=(16,), dtype="f8", distribution="block", datasets=2, every=5, iterations=20, ranks=1)
     result = predict(w, m)
     row = next(r for r in result["rows"] if r["method"] == "posix")
@@ -153,9 +154,10 @@ def test_predictor_totals_per_organization_level():
     per_write = (1e-4 + 1e-6 + 128e-9) + (1e-3 + 128e-9 + 2e-3 + 128 * 1e-8)
     assert row["per_write"] == pytest.approx(per_write, rel=1e-12)
     assert w.writes == 8
-    assert row["total"][1] == pytest.approx(8 * per_write + 8 * 5e-4, rel=1e-12)  # a file per write
-    assert row["total"][2] == pytest.approx(8 * per_write + 2 * 5e-4, rel=1e-12)  # a file per dataset
-    assert row["total"][3] == pytest.approx(8 * per_write + 1 * 5e-4, rel=1e-12)  # one file
+    first = 2 * 3e-3  # each of the 2 datasets' first write
+    assert row["total"][1] == pytest.approx(8 * per_write + 8 * 5e-4 + first, rel=1e-12)  # a file per write
+    assert row["total"][2] == pytest.approx(8 * per_write + 2 * 5e-4 + first, rel=1e-12)  # a file per dataset
+    assert row["total"][3] == pytest.approx(8 * per_write + 1 * 5e-4 + first, rel=1e-12)  # one file
     assert math.isclose(result["rows"][-1]["total"][3], min(r["total"][3] for r in result["rows"][:-1]),
                         rel_tol=1e-12)  # auto takes the fastest write method
 

@@ -171,29 +171,32 @@ def _fsync(comm: MPI.Comm, directory: Path, repeats: int) -> tuple[float, float]
     return idle, max(full - idle, 0.0) / (per_rank * size)
 
 
-def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> tuple[float, float]:
-    """Seconds an SDM write and read of a tiny dataset take (catalog, allgathers, checksum)."""
+def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> tuple[float, float, float]:
+    """Seconds an SDM write and read of a tiny dataset take (catalog, allgathers, checksum), and what a
+    dataset's first write adds (its catalog rows, the method's plans)."""
     import sdm
 
     root = Path(comm.bcast(tempfile.mkdtemp(prefix=".sdm-calibrate-", dir=directory) if comm.Get_rank() == 0
                            else None, root=0))
-    tw = tr = 0.0
+    names = [f"x{i}" for i in range(max(3, steps // 2) + 1)]
+    tw = tr = first = 0.0
     try:
         with sdm.open("sdm-calibrate", root=root, catalog=f"sqlite:///{root}/catalog.db", sync=False,
                       comm=comm, method="datatype") as s:
-            g = s.make_group("g", ["x"], dtype="f8", shape=(comm.Get_size(),), level=2)
-            one = np.ones(g.local_shape("x"))
-            g.write("x", 0, one)
-            g.read("x", 0)
-            tw = statistics.median(timed(comm, lambda k=k: g.write("x", k, one)) for k in range(1, steps + 1))
-            tr = statistics.median(timed(comm, lambda k=k: g.read("x", k)) for k in range(1, steps + 1))
+            g = s.make_group("g", names, dtype="f8", shape=(comm.Get_size(),), level=2)
+            one = np.ones(g.local_shape("x0"))
+            g.write("x0", 0, one)
+            g.read("x0", 0)
+            first = statistics.median(timed(comm, lambda n=n: g.write(n, 0, one)) for n in names[1:])
+            tw = statistics.median(timed(comm, lambda k=k: g.write("x0", k, one)) for k in range(1, steps + 1))
+            tr = statistics.median(timed(comm, lambda k=k: g.read("x0", k)) for k in range(1, steps + 1))
     finally:
         comm.Barrier()
         if comm.Get_rank() == 0:
             import shutil
 
             shutil.rmtree(root, ignore_errors=True)
-    return tw, tr
+    return tw, tr, max(first - tw, 0.0)
 
 
 def _pwrite_call(comm: MPI.Comm, directory: Path, calls: int) -> float:
@@ -299,7 +302,7 @@ def _calibrate(comm: MPI.Comm, directory: Path, quick: bool, repeats: int,
         romio = _romio(fh)
     direct = {"open": _open_close(comm, directory, repeats * 3)}
     direct["fsync"], direct["fsync_byte"] = _fsync(comm, directory, repeats)
-    direct["commit"], direct["lookup"] = _sdm_overhead(comm, directory, 3 if quick else 8)
+    direct["commit"], direct["lookup"], direct["first_w"] = _sdm_overhead(comm, directory, 3 if quick else 8)
     direct["pwrite"] = _pwrite_call(comm, directory, 2000 if quick else 20000)
     direct["checksum_byte"] = _checksum_byte(comm, (1 if quick else 8) * M)
     if progress is not None:

@@ -286,8 +286,12 @@ def _piece(pattern: Pattern, nprocs: int, rank: int) -> Any:
     return pattern.piece(nprocs, rank)
 
 
-def calls_for(comm: MPI.Comm, seconds: float, target: float = 0.02, most: int = 16) -> int:
-    """Calls per sample so that a sample lasts about *target* seconds (rank 0 decides)."""
+def calls_for(comm: MPI.Comm, seconds: float, target: float = 0.02, most: int = 64) -> int:
+    """Calls per sample so that a sample lasts about *target* seconds (rank 0 decides).
+
+    At most *most* calls: enough that a sample of a 0.1 ms call still lasts several
+    milliseconds (16 calls left such samples 10 % apart between two runs of the same code).
+    """
     return int(comm.bcast(max(1, min(most, int(target / max(seconds, 1e-9)))), root=0))
 
 

@@ -25,6 +25,7 @@ exchange            per byte moved between ranks (servers, two-phase collective)
 coll_region         per file region through ROMIO's two-phase collective I/O
 fsync, fsync_byte   per sync as SDM makes it (:mod:`sdm.storage.durability`) and per byte it flushes
 commit, lookup      per SDM write / read beyond the method (allgathers, catalog)
+first_w             per dataset, what its first write adds (its catalog rows, the method's plans)
 checksum_byte       per byte of a rank's share of the write-time checksum
 pwrite              per plain ``os.pwrite`` from Python (codes that write value by value)
 ==================  ========================================================================
@@ -72,7 +73,7 @@ _PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
     "pack",
         "elem", "copy", "exchange", "coll_region")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
-_FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup")  # not CPU-bound per rank: not scaled
+_FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup", "first_w")  # not CPU-bound per rank: not scaled
 
 #: Uncalibrated defaults (a local disk through the page cache, a few ranks per core pair).
 DEFAULTS: dict[str, float] = {
@@ -82,7 +83,7 @@ DEFAULTS: dict[str, float] = {
     "sync": 1e-4, "pack": 2e-8, "page_w": 1e-6,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
     "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "coll_region": 1.5e-7,
-    "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
+    "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "first_w": 2e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
     **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},
 }
 
@@ -504,6 +505,10 @@ class CostModel:
         """Predictions for *methods*, fastest first (ties: the order of *methods*)."""
         preds = [self.predict(m, access, hints) for m in methods]
         return sorted(preds, key=lambda p: p.seconds)
+
+    def first_writes(self, datasets: int) -> float:
+        """Seconds the first writes of *datasets* new datasets add to their later writes' cost."""
+        return datasets * self.constants.get("first_w", DEFAULTS["first_w"])
 
     def overhead(self, nbytes: int, nprocs: int = 1, *, writing: bool, sync: bool = True, checksum: bool = True,
                  opened: bool = False) -> float:
