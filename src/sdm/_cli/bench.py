@@ -155,7 +155,7 @@ def calibrate_cmd(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="Directory (storage target) to measure.")],
     np_: NpOpt = None,
     catalog: CatalogOpt = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Fewer, smaller runs (seconds instead of a minute).")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer, smaller runs (a few seconds instead of about ten).")] = False,
     repeats: Annotated[int, typer.Option("--repeats", help="Timed repeats per run (median).")] = 5,
     as_json: JsonOpt = False,
 ) -> None:
