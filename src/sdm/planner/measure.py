@@ -25,8 +25,8 @@ from ..io.base import make_transfer
 from . import Access, Planner, row_bytes
 from .patterns import ITEM, Pattern
 
-__all__ = ["warm_memory", "steady_memory", "scratch_file", "scratch_files", "data_file", "timed", "pattern_access", "run_method",
-           "calls_for", "check_file"]
+__all__ = ["warm_memory", "steady_memory", "scratch_file", "scratch_files", "data_file", "timed", "pattern_access",
+           "run_method", "calls_for", "check_file"]
 
 
 _COUNTER = iter(range(1 << 62))
