@@ -144,7 +144,7 @@ def fs_type(path: Path) -> str:
 
 
 # ----------------------------------------------------------------------- calibrate
-def run_calibration(comm: Any, directory: Path, *, quick: bool, repeats: int, say: Any = None) -> tuple:
+def run_calibration(comm: Any, directory: Path, *, quick: bool, repeats: int | None, say: Any = None) -> tuple:
     """Calibrate *directory* on *comm* (collective); the label names the target."""
     from ..planner.calibrate import calibrate
 
@@ -155,8 +155,8 @@ def calibrate_cmd(
     directory: Annotated[Path, typer.Argument(metavar="DIR", help="Directory (storage target) to measure.")],
     np_: NpOpt = None,
     catalog: CatalogOpt = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Fewer, smaller runs (a few seconds instead of about ten).")] = False,
-    repeats: Annotated[int, typer.Option("--repeats", help="Timed repeats per run (median).")] = 5,
+    quick: Annotated[bool, typer.Option("--quick", help="Fewer, smaller runs (seconds instead of ten).")] = False,
+    repeats: Annotated[int | None, typer.Option("--repeats", help="Timed repeats per run (median; default 5).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Measure the cost-model constants of DIR and store them in the catalog."""
@@ -343,7 +343,7 @@ def _model_for(comm: Any, target: Path, catalog: str | None, fresh: bool, quick:
     rank0 = comm.Get_rank() == 0
     url = _catalog_url(catalog, target)
     if fresh:
-        model, samples, direct = run_calibration(comm, target, quick=quick, repeats=1 if quick else 5)
+        model, samples, direct = run_calibration(comm, target, quick=quick, repeats=1 if quick else None)
         if rank0:
             row = _save(url, target, model, samples, direct)
             if con is not None:

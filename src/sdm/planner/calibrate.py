@@ -37,9 +37,10 @@ from ..storage.durability import make_durable
 from .model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
 
-__all__ = ["RUNS", "QUICK_RUNS", "Sample", "calibrate", "fit", "nnls", "store"]
+__all__ = ["RUNS", "QUICK_RUNS", "REPEATS", "Sample", "calibrate", "fit", "nnls", "store"]
 
 K, M = 1 << 10, 1 << 20
+REPEATS = 5  #: timed repeats per calibration sample (median)
 
 #: (method, pattern) pairs timed for writes and reads; symmetric over the ranks.
 RUNS: tuple[tuple[str, Pattern], ...] = (
@@ -273,9 +274,14 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
     return out
 
 
-def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, repeats: int = 5,
+def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, repeats: int | None = None,
               progress: Callable[[str], None] | None = None) -> tuple[CostModel, list[Sample], dict[str, float]]:
     """Measure and fit the constants for *directory* (collective over *comm*).
+
+    Parameters
+    ----------
+    repeats : int, optional
+        Timed repeats per sample, median taken (default :data:`REPEATS`).
 
     Returns
     -------
@@ -292,7 +298,7 @@ def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, rep
         if progress is not None:
             progress(f"memory pre-touched ({warm >> 20} MiB at {memory['touch_rate'] / 1e9:.2g} GB/s, "
                      f"free page reporting {memory['free_page_reporting']})")
-        return _calibrate(comm, directory, quick, repeats, progress)
+        return _calibrate(comm, directory, quick, REPEATS if repeats is None else repeats, progress)
 
 
 def _calibrate(comm: MPI.Comm, directory: Path, quick: bool, repeats: int,

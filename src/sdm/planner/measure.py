@@ -106,8 +106,7 @@ def steady_memory(comm: MPI.Comm, nbytes: int = WARM_BYTES) -> Iterator[dict[str
         yield {"touch_rate": warm_memory(comm, nbytes), "free_page_reporting": worst}
     finally:
         if restore is not None:
-            _HOLDS.pop()
-            _write_quietly(REPORTING_ORDER, restore)
+            _write_quietly(REPORTING_ORDER, _HOLDS.pop())
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
 
