@@ -52,6 +52,44 @@ def test_sparse_writes_pay_for_every_new_page():
     assert m.predict("posix", dense).seconds == pytest.approx(16e-6 + 1 * 5e-7, rel=1e-12)
 
 
+def test_pages_a_small_write_creates_alone_cost_more():
+    m = model(call_w=1e-6, page_w=5e-7, page_part_w=2e-6)
+    # 16 regions of 64 B, 64 KiB apart: 16 new pages, each made by a 64-byte write
+    a = access(True, (1024,), (16,), (16,), ((0, 15 * 65536 + 64),), total=1 << 20)
+    assert m.predict("posix", a).seconds == pytest.approx(16e-6 + 16 * (5e-7 + 2e-6), rel=1e-12)
+    # two 8 KiB regions: whole pages, written in large requests
+    big = access(True, (16384,), (2,), (2,), ((0, 65536 + 8192),), total=1 << 20)
+    assert m.predict("posix", big).seconds == pytest.approx(2e-6 + 4 * 5e-7, rel=1e-12)
+
+
+def test_interleaved_ranks_create_each_shared_page_once():
+    m = model(call_w=1e-6, page_w=5e-7)
+    # two ranks, 8-byte regions alternating over 2 pages: each touches both pages, creates one
+    a = access(True, (4096, 4096), (512, 512), (512, 512), ((0, 8184), (8, 8192)), total=8192)
+    assert m.predict("posix", a).seconds == pytest.approx(512e-6 + 1 * 5e-7, rel=1e-12)
+
+
+def test_read_modify_write_creates_the_pages_of_the_holes_too():
+    m = model(nprocs=1, cores=1, page_w=1e-6)
+    # one rank, 4 regions of 64 B 64 KiB apart, within one 4 MiB sieve window: the window
+    # (3 x 65600 + 64 bytes: 49 pages) is written back whole, holes and all
+    a = access(True, (256,), (4,), (4,), ((0, 3 * 65600 + 64),), total=3 * 65600 + 64)
+    assert m.predict("datatype", a).seconds == pytest.approx(49e-6, rel=1e-12)
+    # ROMIO's independent contiguous write creates only the pages of its bytes
+    one = access(True, (256,), (1,), (1,), ((0, 256),), total=256)
+    assert m.predict("datatype", one).seconds == pytest.approx(1e-6, rel=1e-12)
+
+
+def test_reads_into_a_method_buffer_cost_buf_r_whatever_their_size():
+    m = model(nprocs=1, cores=1, call_r=1e-6, buf_r=1e-10, byte_r__4096=1e-9, byte_r__524288=1e-9,
+              byte_r__16777216=1e-9)
+    # 64 regions of 8 KiB, 8 KiB apart: data sieving reads one 1 MiB window into its buffer,
+    # posix reads the 64 regions into the array
+    a = access(False, (1 << 19,), (64,), (64,), ((0, 1 << 20),), total=1 << 20)
+    assert m.predict("sieving", a).seconds == pytest.approx(1e-6 + (1 << 20) * 1e-10, rel=1e-12)
+    assert m.predict("posix", a).seconds == pytest.approx(64e-6 + (1 << 19) * 1e-9, rel=1e-12)
+
+
 def test_byte_cost_depends_on_request_size():
     m = model(call_r=1e-6, byte_r__4096=7e-10, byte_r__524288=1.4e-9)
     a = access(False, (131072,), (2,), (2,), ((0, 131072),), total=131072)
@@ -67,9 +105,9 @@ def test_list_io_is_one_call_and_a_region_walk():
 
 def test_sieving_write_takes_turns_when_windows_with_holes_overlap():
     m = model(base_sieving_w=1e-4, sync=2e-5, elem=1e-8, copy=1e-10, call_w=1e-6, call_r=5e-7, window=3e-6,
-              byte_w__4096=1e-9, byte_r__4096=5e-10)
+              byte_w__4096=1e-9, buf_r=5e-10, byte_r__4096=7e-9)
     a = access(True, (64, 64), (8, 8), (8, 8), ((0, 120), (8, 128)))
-    # per rank: one 120-byte window read and written whole, 8 elements copied
+    # per rank: one 120-byte window read (into the sieve buffer: buf_r) and written whole, 8 elements copied
     per_rank = 3e-6 + 8 * 1e-8 + 64 * 1e-10 + 1e-6 + 120 * 1e-9 + 5e-7 + 120 * 5e-10
     assert per_rank == pytest.approx(4.7664e-6, rel=1e-12)
     pred = m.predict("sieving", a)
@@ -85,8 +123,9 @@ def test_sieving_read_of_far_apart_regions_skips_the_holes():
 
 def test_datatype_writes_queue_on_locks_and_the_active_rank_runs_faster():
     m = model(nprocs=4, cores=2, base_datatype_w=3e-4, call_r=1e-6, call_w=2e-6, copy=1e-10, ds_w=1e-7, lock=1e-5,
-              byte_r__4096=1e-9, byte_w__4096=2e-9)
+              buf_r=1e-9, byte_w__4096=2e-9)
     a = access(True, (64,) * 4, (8,) * 4, (8,) * 4, tuple((8 * r, 8 * r + 232) for r in range(4)))
+    # each rank reads its 232-byte span into ROMIO's buffer, patches 8 regions, writes it back
     per_rank = 1e-6 + 2e-6 + 64 * 1e-10 + 8 * 1e-7 + 1e-5 + 232 * 1e-9 + 232 * 2e-9
     assert per_rank == pytest.approx(1.45024e-5, rel=1e-12)
     # four ranks on two cores, serialized: the sum over ranks, each at twice the speed
@@ -95,7 +134,7 @@ def test_datatype_writes_queue_on_locks_and_the_active_rank_runs_faster():
 
 def test_servers_read_packs_exchanges_and_serves_a_chunk_each():
     m = model(base_servers_r=1e-3, sync=1e-4, elem=2e-9, copy=1e-10, exchange=3e-10, call_r=1e-6,
-              byte_r__4096=5e-10)
+              buf_r=5e-10)
     a = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 8192), (0, 8192)), total=8192)
     # each rank: its 512 elements packed and exchanged, plus a 4096-byte chunk served (512 elements)
     per_rank = 1024 * 2e-9 + 8192 * 1e-10 + 4096 * 3e-10 + 1e-6 + 4096 * 5e-10
@@ -105,7 +144,7 @@ def test_servers_read_packs_exchanges_and_serves_a_chunk_each():
 
 def test_servers_in_shared_memory_copy_once_and_pay_two_barriers_per_round():
     m = model(base_servers_r=1e-3, sync=1e-4, elem=2e-9, copy=1e-10, exchange=3e-10, call_r=1e-6,
-              byte_r__4096=5e-10)
+              buf_r=5e-10)
     a = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 8192), (0, 8192)), total=8192)
     # each rank: its 512 elements moved once, out of the servers' slabs (an exchange through
     # memory: no packing, no unpacking by the server), plus its 4096-byte chunk read; one
@@ -130,7 +169,7 @@ def test_collective_without_interleaving_is_independent_io():
 
 def test_collective_interleaved_goes_through_one_aggregator():
     m = model(base_collective_r=1e-4, elem=1e-9, copy=1e-10, coll_region=2e-7, exchange=1e-9, call_r=3e-6,
-              byte_r__4096=1e-9)
+              buf_r=1e-9)
     a = access(False, (512, 512), (64, 64), (64, 64), ((0, 1016), (8, 1024)))
     aggregator = 64 * 1e-9 + 512 * 1e-10 + 128 * 2e-7 + 1024 * 1e-9 + 3e-6 + 1024 * 1e-9
     assert m.predict("collective", a).seconds == pytest.approx(1e-4 + aggregator, rel=1e-12)

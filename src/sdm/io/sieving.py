@@ -205,8 +205,24 @@ def _first_row(p, slow: int):
 
 
 def _plan(t: Transfer) -> "_SlabPlan | _RegionPlan":
-    """The cheaper way to sieve this piece: slabs unless rows have large inner holes."""
+    """This piece's plan, from the piece's cache when the same access was planned before.
+
+    A plan depends on the piece, the array's memory layout and the sieve parameters; a
+    dataset's view keeps one piece for every step, so later steps skip the planning.
+    """
     buffer, gap, sync = sieve_parameters(t.hints)
+    key = ("sieving", buffer, gap, sync, t.order, t.array.shape, t.array.strides, t.array.dtype.str)
+    plan = t.piece.cache.get(key)
+    if plan is None:
+        stale = [k for k in t.piece.cache if isinstance(k, tuple) and k and k[0] == "sieving"]
+        for k in stale[: max(0, len(stale) - 7)]:
+            del t.piece.cache[k]
+        plan = t.piece.cache[key] = _new_plan(t, buffer, gap, sync)
+    return plan
+
+
+def _new_plan(t: Transfer, buffer: int, gap: int, sync: bool) -> "_SlabPlan | _RegionPlan":
+    """The cheaper way to sieve this piece: slabs unless rows have large inner holes."""
     p = t.piece
     if p.size == 0:
         return _RegionPlan(t, buffer, gap, sync)

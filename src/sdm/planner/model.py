@@ -13,6 +13,8 @@ call_w, call_r      per independent request (the fixed cost of a call)
 seek_w, seek_r      per request that jumps in the file (not sequential)
 page_w              per file page a write touches first (a new time step's pages are new;
                     the writers of a method share them out: regions, windows, chunks)
+page_part_w         per such page a write smaller than a page creates alone (the kernel
+                    gives it a page of its own; large writes create pages in large folios)
 byte_w@S, byte_r@S  per byte, for requests of size S (4 KiB, 512 KiB, 16 MiB; log-linear
                     in between, flat outside): the cost per byte depends on request size
 list_w, list_r      per region walked inside one list-I/O call (MPI library, in C)
@@ -69,7 +71,7 @@ SIZES = (4096, 524288, 16777216)  #: request sizes of the byte-cost table
 METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 
 _PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
-    "sync", "call_w", "call_r", "seek_w", "seek_r", "page_w", "list_w", "list_r", "ds_w", "ds_r", "lock", "window",
+    "sync", "call_w", "call_r", "seek_w", "seek_r", "page_w", "page_part_w", "buf_r", "list_w", "list_r", "ds_w", "ds_r", "lock", "window",
     "pack",
         "elem", "copy", "exchange", "coll_region")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
@@ -80,7 +82,7 @@ DEFAULTS: dict[str, float] = {
     "open": 5e-4, **{f"base_{m}_{x}": b for m, b in (("posix", 5e-5), ("list", 5e-5), ("datatype", 5e-5),
                                                       ("sieving", 3e-4), ("servers", 1e-3), ("collective", 3e-4))
                      for x in "wr"},
-    "sync": 1e-4, "pack": 2e-8, "page_w": 1e-6,
+    "sync": 1e-4, "pack": 2e-8, "page_w": 1e-6, "page_part_w": 5e-6, "buf_r": 1.5e-10,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
     "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "coll_region": 1.5e-7,
     "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "first_w": 2e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
@@ -240,6 +242,18 @@ def _bytes(terms: Terms, rw: str, nbytes: float, size: float) -> None:
         terms[key] = terms.get(key, 0.0) + w * nbytes
 
 
+def _buffered(terms: Terms, rw: str, nbytes: float, size: float, into_buffer: bool = True) -> None:
+    """Add *nbytes* a method moves through its own buffer in requests of *size* bytes.
+
+    Reads into a reused buffer cost ``buf_r`` per byte, whatever the request size; writes
+    (and reads into the user's array) cost by request size as any other.
+    """
+    if rw == "r" and into_buffer:
+        _add(terms, buf_r=nbytes)
+    else:
+        _bytes(terms, rw, nbytes, size)
+
+
 def _add(terms: Terms, **counts: float) -> Terms:
     for k, v in counts.items():
         if v:
@@ -274,12 +288,37 @@ def _pages(nbytes: int, regions: int, span: tuple[int, int]) -> float:
     return float(min(math.ceil((span[1] - span[0]) / PAGE), regions * math.ceil(nbytes / regions / PAGE)))
 
 
+def _first_touch(a: "Access") -> float:
+    """Share of the pages a rank's regions touch that it is the first to write.
+
+    Ranks whose regions interleave inside pages touch the same pages; the file's pages
+    are created once, so each rank creates its touched pages' share of the union.
+    """
+    touched = sum(_pages(b, reg, span) for b, reg, span in zip(a.rank_bytes, a.rank_regions, a.spans))
+    used = [s for s, b in zip(a.spans, a.rank_bytes) if b]
+    if not touched or not used:
+        return 1.0
+    union = math.ceil((max(s[1] for s in used) - min(s[0] for s in used)) / PAGE)
+    return min(1.0, union / touched)
+
+
+def _new_pages(t: Terms, pages: float, request: float) -> None:
+    """Add *pages* new file pages written in requests of *request* bytes."""
+    _add(t, page_w=pages, page_part_w=pages if request < PAGE else 0)
+
+
+def _span_pages(a: "Access", near: np.ndarray, r: int) -> float:
+    """Pages rank *r* creates writing its whole span (holes too), shared with the ranks it overlaps."""
+    lo, hi = a.spans[r]
+    return math.ceil((hi - lo) / PAGE) / (1 + int(near[r].sum()))
+
+
 def _posix(a: "Access", p: Params, rw: str) -> Structure:
-    ranks = []
+    ranks, share = [], _first_touch(a) if rw == "w" else 0.0
     for b, reg, seg, span in zip(a.rank_bytes, a.rank_regions, a.segments, a.spans):
         t = _add({}, **{f"call_{rw}": seg, f"seek_{rw}": reg})
         if rw == "w":
-            _add(t, page_w=_pages(b, reg, span))
+            _new_pages(t, share * _pages(b, reg, span), b / seg if seg else 0)
         _bytes(t, rw, b, b / seg if seg else 0)
         ranks.append(t)
     return Structure(ranks, {f"base_posix_{rw}": 1})
@@ -291,11 +330,11 @@ def _packing(mem: int) -> float:
 
 
 def _list(a: "Access", p: Params, rw: str) -> Structure:
-    ranks = []
+    ranks, share = [], _first_touch(a) if rw == "w" else 0.0
     for b, reg, seg, mem, span in zip(a.rank_bytes, a.rank_regions, a.segments, a.memory, a.spans):
         t = _add({}, pack=_packing(mem), **{f"call_{rw}": 1 if b else 0, f"list_{rw}": seg, f"seek_{rw}": reg})
         if rw == "w":
-            _add(t, page_w=_pages(b, reg, span))
+            _new_pages(t, share * _pages(b, reg, span), b / seg if seg else 0)
         _bytes(t, rw, b, b / seg if seg else 0)
         ranks.append(t)
     return Structure(ranks, {f"base_list_{rw}": 1})
@@ -303,11 +342,11 @@ def _list(a: "Access", p: Params, rw: str) -> Structure:
 
 def _independent_view(a: "Access", p: Params, rw: str, base: str = "datatype") -> Structure:
     """ROMIO's independent path through a file view (data sieving when noncontiguous)."""
-    ranks, holed = [], []
+    ranks, holed, near = [], [], _overlaps(a)
     for r, (b, reg, mem, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.memory, a.spans)):
         t = _add({}, pack=_packing(mem))
-        if rw == "w":
-            _add(t, page_w=math.ceil(b / PAGE))
+        if rw == "w":  # data sieving writes the whole span back, holes too
+            _add(t, page_w=math.ceil(b / PAGE) if reg <= 1 else _span_pages(a, near, r))
         if reg <= 1:
             _add(t, **{f"call_{rw}": 1 if b else 0})
             _bytes(t, rw, b, b)
@@ -316,7 +355,7 @@ def _independent_view(a: "Access", p: Params, rw: str, base: str = "datatype") -
             buf = p.ind_rd_buffer if rw == "r" else p.ind_wr_buffer
             n = math.ceil(span / buf)
             _add(t, call_r=n, copy=b, **{f"ds_{rw}": reg})
-            _bytes(t, "r", span, min(span, buf))
+            _buffered(t, "r", span, min(span, buf))
             if rw == "w":
                 _add(t, call_w=n, lock=n)
                 _bytes(t, "w", span, min(span, buf))
@@ -324,13 +363,12 @@ def _independent_view(a: "Access", p: Params, rw: str, base: str = "datatype") -
         ranks.append(t)
     queued = []
     if holed:
-        near = _overlaps(a)
         queued = [r for r in holed if near[r].any()]
     return Structure(ranks, {f"base_{base}_{rw}": 1}, queued=queued)
 
 
 def _sieving(a: "Access", p: Params, rw: str) -> Structure:
-    ranks, rmw = [], []
+    ranks, rmw, near = [], [], _overlaps(a)
     for r, (b, reg, seg, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.segments, a.spans)):
         t: Terms = {}
         if b == 0:
@@ -342,7 +380,7 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
             _add(t, window=reg, **{f"call_{rw}": reg})
             _bytes(t, rw, b, b / reg)
             if rw == "w":
-                _add(t, page_w=_pages(b, reg, (lo, hi)))
+                _new_pages(t, _first_touch(a) * _pages(b, reg, (lo, hi)), b / reg)
             if seg > reg:
                 _add(t, elem=b / a.itemsize, copy=b)
         else:  # slab windows of whole rows, holes read through
@@ -350,17 +388,16 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
             n = max(1, math.ceil(span / (row * max(1, p.sieve_buffer // row))))
             size = span / n
             _add(t, elem=b / a.itemsize, copy=b, window=n, **{f"call_{rw}": n})
-            _bytes(t, rw, span, size)
-            if rw == "w":
-                _add(t, page_w=math.ceil(b / PAGE))
+            _buffered(t, rw, span, size)
+            if rw == "w":  # whole windows are written back, holes too
+                _add(t, page_w=_span_pages(a, near, r))
             if rw == "w" and span > b:
                 _add(t, call_r=n)
-                _bytes(t, "r", span, size)
+                _buffered(t, "r", span, size)
                 rmw.append(r)
         ranks.append(t)
     if rw == "r":
         return Structure(ranks, {"base_sieving_r": 1})
-    near = _overlaps(a)
     conflict = np.zeros_like(near)
     for r in rmw:
         conflict[r] |= near[r]
@@ -395,12 +432,12 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
             if not p.shm:
                 _add(t, elem=total / a.itemsize / busy, copy=total / busy)
             _add(t, **{f"call_{rw}": mine})
-            _bytes(t, rw, span / busy, chunk)
+            _buffered(t, rw, span / busy, chunk)
             if rw == "w":
                 _add(t, page_w=math.ceil(span / busy / PAGE))
             if rw == "w" and total < span:
                 _add(t, call_r=mine)
-                _bytes(t, "r", span / busy, chunk)
+                _buffered(t, "r", span / busy, chunk)
         ranks.append(t)
     return Structure(ranks, {f"base_servers_{rw}": 1, "sync": 2 * rounds if p.shm else rounds})
 
@@ -418,12 +455,12 @@ def _collective(a: "Access", p: Params, rw: str) -> Structure:
         t = ranks[r * a.nprocs // k]
         n = math.ceil(span / k / p.cb_buffer)
         _add(t, coll_region=sum(a.rank_regions) / k, exchange=total / k, **{f"call_{rw}": n})
-        _bytes(t, rw, span / k, min(span / k, p.cb_buffer))
+        _buffered(t, rw, span / k, min(span / k, p.cb_buffer))
         if rw == "w":
             _add(t, page_w=math.ceil(span / k / PAGE))
         if rw == "w" and total < span:
             _add(t, call_r=n)
-            _bytes(t, "r", span / k, min(span / k, p.cb_buffer))
+            _buffered(t, "r", span / k, min(span / k, p.cb_buffer))
     return Structure(ranks, {f"base_collective_{rw}": 1})
 
 
