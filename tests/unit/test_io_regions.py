@@ -102,3 +102,35 @@ def test_conflicts_need_a_window_with_holes_overlapping_another_rank():
     everyone = np.ones((4, 4), dtype=bool)
     np.fill_diagonal(everyone, False)
     assert turns(everyone).tolist() == [0, 1, 2, 3]
+
+
+def test_memory_positions_are_kept_per_piece_read_only_and_a_replaced_piece_starts_afresh():
+    from dataclasses import replace
+
+    p = sdm.Block(ghosts=1).piece((6, 4), 2, 1)
+    first = memory_positions(p)
+    again = memory_positions(p)
+    assert all(a is b for a, b in zip(first, again))  # computed once per piece
+    assert [x.tolist() for x in first] == [[1, 2, 3], [1, 2, 3, 4]]  # ghosts offset the interior
+    with pytest.raises(ValueError, match="read-only"):
+        first[0][0] = 7
+    cut = replace(p, counts=(1, 4), indices=(p.indices[0][:1], p.indices[1]))
+    assert cut.cache == {} and [x.tolist() for x in memory_positions(cut)] == [[1], [1, 2, 3, 4]]
+    assert [x.tolist() for x in memory_positions(p)] == [[1, 2, 3], [1, 2, 3, 4]]  # untouched by the cut
+
+
+def test_transfer_runs_are_kept_per_memory_layout():
+    from types import SimpleNamespace
+
+    from sdm.io._support import transfer_runs
+
+    p = sdm.Block().piece((8, 6), 2, 0)
+    c = np.zeros(p.memory_shape)
+    f = np.zeros(p.memory_shape, order="F")
+    tc, tf = SimpleNamespace(piece=p, order="C", array=c), SimpleNamespace(piece=p, order="C", array=f)
+    assert transfer_runs(tc) is transfer_runs(tc)
+    ref = runs(p, "C", 8, f.strides)
+    got = transfer_runs(tf)
+    assert got is not transfer_runs(tc) and got.length.tolist() == ref.length.tolist()
+    assert got.memory.tolist() == ref.memory.tolist() and got.file.tolist() == ref.file.tolist()
+    assert transfer_runs(tc).length.tolist() == [4 * 6 * 8]  # rows 0-3 whole: one run for the C array

@@ -79,7 +79,7 @@ class Piece:
     darray: tuple | None = None
     memory_rows: np.ndarray | None = None
     local_rows: int = 0
-    cache: dict = field(default_factory=dict, compare=False, repr=False)  # derived plans (I/O methods)
+    cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # derived plans (I/O methods); a replace() starts empty
 
     @property
     def size(self) -> int:

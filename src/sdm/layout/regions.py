@@ -61,14 +61,23 @@ def file_strides(shape: Sequence[int], order: str, itemsize: int) -> list[int]:
 
 
 def memory_positions(piece: Piece) -> list[np.ndarray]:
-    """Local index (ghosts included) of each owned element along every dimension."""
-    out = []
-    for d, (c, (lo, _)) in enumerate(zip(piece.counts, piece.ghosts)):
-        if d == 0 and piece.kind == "map":
-            out.append(np.asarray(piece.memory_rows, dtype=np.int64))
-        else:
-            out.append(np.arange(lo, lo + c, dtype=np.int64))
-    return out
+    """Local index (ghosts included) of each owned element along every dimension (read-only).
+
+    Computed once per piece and kept in its cache: a piece of 2 M elements along one
+    dimension would otherwise allocate (and fault in) 16 MiB at every access.
+    """
+    out = piece.cache.get("memory_positions")
+    if out is None:
+        out = []
+        for d, (c, (lo, _)) in enumerate(zip(piece.counts, piece.ghosts)):
+            if d == 0 and piece.kind == "map":
+                pos = np.array(piece.memory_rows, dtype=np.int64)
+            else:
+                pos = np.arange(lo, lo + c, dtype=np.int64)
+            pos.setflags(write=False)
+            out.append(pos)
+        piece.cache["memory_positions"] = out
+    return list(out)
 
 
 def _default_memory_strides(piece: Piece, order: str, itemsize: int) -> list[int]:
