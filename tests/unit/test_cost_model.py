@@ -14,7 +14,7 @@ from sdm.planner import Access
 from sdm.planner.model import CONSTANTS, CostModel, size_weights
 from sdm.planner.predict import Workload, predict
 
-ZERO = {k: 0.0 for k in (*CONSTANTS, "open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "pwrite",
+ZERO = {k: 0.0 for k in (*CONSTANTS, "open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "first_r", "session_r", "pwrite",
                          "checksum_byte")}
 
 
@@ -143,12 +143,12 @@ def test_servers_read_packs_exchanges_and_serves_a_chunk_each():
 
 
 def test_servers_in_shared_memory_copy_once_and_pay_two_barriers_per_round():
-    m = model(base_servers_r=1e-3, sync=1e-4, elem=2e-9, copy=1e-10, exchange=3e-10, call_r=1e-6,
+    m = model(base_servers_r=1e-3, sync=1e-4, elem=2e-9, copy=1e-10, exchange=9e-10, shm=3e-10, call_r=1e-6,
               buf_r=5e-10)
     a = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 8192), (0, 8192)), total=8192)
-    # each rank: its 512 elements moved once, out of the servers' slabs (an exchange through
-    # memory: no packing, no unpacking by the server), plus its 4096-byte chunk read; one
-    # round, two barriers
+    # each rank: its 512 elements copied once, out of the servers' slabs (shm, not MPI
+    # messages: no packing, no unpacking by the server), plus its 4096-byte chunk read;
+    # one round, two barriers
     per_rank = 512 * 2e-9 + 4096 * 3e-10 + 1e-6 + 4096 * 5e-10
     assert m.predict("servers", a).seconds == pytest.approx(per_rank + 1e-3 + 2 * 1e-4, rel=1e-12)
 
@@ -185,7 +185,7 @@ def test_constants_scale_with_cpu_contention_for_other_rank_counts():
 
 def test_predictor_totals_per_organization_level():
     m = model(nprocs=1, cores=1, base_posix_w=1e-4, call_w=1e-6, byte_w__4096=1e-9, commit=1e-3, fsync=2e-3,
-              fsync_byte=1e-8, open=5e-4, checksum_byte=1e-9, first_w=3e-3)
+              fsync_byte=1e-8, open=5e-4, checksum_byte=1e-9, first_w=3e-3, first_r=7e-4, session_r=2e-3)
     w = Workload(shape=(16,), dtype="f8", distribution="block", datasets=2, every=5, iterations=20, ranks=1)
     result = predict(w, m)
     row = next(r for r in result["rows"] if r["method"] == "posix")
@@ -199,6 +199,16 @@ def test_predictor_totals_per_organization_level():
     assert row["total"][3] == pytest.approx(8 * per_write + 1 * 5e-4 + first, rel=1e-12)  # one file
     assert math.isclose(result["rows"][-1]["total"][3], min(r["total"][3] for r in result["rows"][:-1]),
                         rel_tol=1e-12)  # auto takes the fastest write method
+    # read back once: 8 reads (lookup 0 here: only the method), each step's file opened again,
+    # the run's first read (2 ms) and each dataset's (0.7 ms)
+    m2 = model(nprocs=1, cores=1, base_posix_r=2e-4, call_r=1e-6, byte_r__4096=5e-10, lookup=1e-3, open=5e-4,
+               first_r=7e-4, session_r=2e-3)
+    r = Workload(shape=(16,), dtype="f8", distribution="block", datasets=2, every=5, iterations=20, ranks=1, reads=1)
+    row = next(x for x in predict(r, m2)["rows"] if x["method"] == "posix")
+    per_read = (2e-4 + 1e-6 + 128 * 5e-10) + 1e-3
+    assert row["per_read"] == pytest.approx(per_read, rel=1e-12)
+    assert row["total"][1] == pytest.approx(8 * per_read + 2 * 8 * 5e-4 + 2e-3 + 2 * 7e-4, rel=1e-12)
+    assert row["total"][3] == pytest.approx(8 * per_read + 2 * 1 * 5e-4 + 2e-3 + 2 * 7e-4, rel=1e-12)
 
 
 def test_servers_parameters_default_to_shared_memory_and_16_mib_buffers():

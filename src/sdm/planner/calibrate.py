@@ -172,32 +172,36 @@ def _fsync(comm: MPI.Comm, directory: Path, repeats: int) -> tuple[float, float]
     return idle, max(full - idle, 0.0) / (per_rank * size)
 
 
-def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> tuple[float, float, float]:
-    """Seconds an SDM write and read of a tiny dataset take (catalog, allgathers, checksum), and what a
-    dataset's first write adds (its catalog rows, the method's plans)."""
+def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> dict[str, float]:
+    """Seconds an SDM write and read of a tiny dataset take (catalog, allgathers, checksum), and what
+    first accesses add: a dataset's first write (its catalog rows, the method's plans), its first
+    read (its read view and plans) and the run's first read (the catalog's read queries)."""
     import sdm
 
     root = Path(comm.bcast(tempfile.mkdtemp(prefix=".sdm-calibrate-", dir=directory) if comm.Get_rank() == 0
                            else None, root=0))
     names = [f"x{i}" for i in range(max(3, steps // 2) + 1)]
-    tw = tr = first = 0.0
+    out: dict[str, float] = {}
     try:
         with sdm.open("sdm-calibrate", root=root, catalog=f"sqlite:///{root}/catalog.db", sync=False,
                       comm=comm, method="datatype") as s:
             g = s.make_group("g", names, dtype="f8", shape=(comm.Get_size(),), level=2)
             one = np.ones(g.local_shape("x0"))
             g.write("x0", 0, one)
-            g.read("x0", 0)
-            first = statistics.median(timed(comm, lambda n=n: g.write(n, 0, one)) for n in names[1:])
+            first_w = statistics.median(timed(comm, lambda n=n: g.write(n, 0, one)) for n in names[1:])
             tw = statistics.median(timed(comm, lambda k=k: g.write("x0", k, one)) for k in range(1, steps + 1))
+            session = timed(comm, lambda: g.read("x0", 0))  # the run's first read, also x0's first
+            first_r = statistics.median(timed(comm, lambda n=n: g.read(n, 0)) for n in names[1:])
             tr = statistics.median(timed(comm, lambda k=k: g.read("x0", k)) for k in range(1, steps + 1))
+            out = {"commit": tw, "lookup": tr, "first_w": max(first_w - tw, 0.0), "first_r": max(first_r - tr, 0.0),
+                   "session_r": max(session - first_r, 0.0)}
     finally:
         comm.Barrier()
         if comm.Get_rank() == 0:
             import shutil
 
             shutil.rmtree(root, ignore_errors=True)
-    return tw, tr, max(first - tw, 0.0)
+    return out
 
 
 def _pwrite_call(comm: MPI.Comm, directory: Path, calls: int) -> float:
@@ -308,7 +312,7 @@ def _calibrate(comm: MPI.Comm, directory: Path, quick: bool, repeats: int,
         romio = _romio(fh)
     direct = {"open": _open_close(comm, directory, repeats * 3)}
     direct["fsync"], direct["fsync_byte"] = _fsync(comm, directory, repeats)
-    direct["commit"], direct["lookup"], direct["first_w"] = _sdm_overhead(comm, directory, 3 if quick else 8)
+    direct.update(_sdm_overhead(comm, directory, 3 if quick else 8))
     direct["pwrite"] = _pwrite_call(comm, directory, 2000 if quick else 20000)
     direct["checksum_byte"] = _checksum_byte(comm, (1 if quick else 8) * M)
     if progress is not None:

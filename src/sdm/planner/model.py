@@ -23,11 +23,15 @@ lock                per read-modify-write window of ROMIO's data sieving (file l
 window              per window of SDM's sieving (its Python bookkeeping)
 pack                per noncontiguous memory block the MPI datatype engine gathers or scatters
 elem, copy          numpy strided copies: per element and per byte (sieving, servers)
-exchange            per byte moved between ranks (servers, two-phase collective)
+exchange            per byte moved between ranks in MPI messages (two-phase collective, servers
+                    without shared memory)
+shm                 per byte a rank copies into (out of) the servers' shared-memory slabs
 coll_region         per file region through ROMIO's two-phase collective I/O
 fsync, fsync_byte   per sync as SDM makes it (:mod:`sdm.storage.durability`) and per byte it flushes
 commit, lookup      per SDM write / read beyond the method (allgathers, catalog)
 first_w             per dataset, what its first write adds (its catalog rows, the method's plans)
+first_r             per dataset, what its first read adds (its read view, the method's plans)
+session_r           per run, what its first read adds (the catalog's read queries, prepared once)
 checksum_byte       per byte of a rank's share of the write-time checksum
 pwrite              per plain ``os.pwrite`` from Python (codes that write value by value)
 ==================  ========================================================================
@@ -73,9 +77,9 @@ METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 _PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
     "sync", "call_w", "call_r", "seek_w", "seek_r", "page_w", "page_part_w", "buf_r", "list_w", "list_r", "ds_w", "ds_r", "lock", "window",
     "pack",
-        "elem", "copy", "exchange", "coll_region")
+        "elem", "copy", "exchange", "shm", "coll_region")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
-_FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup", "first_w")  # not CPU-bound per rank: not scaled
+_FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "first_r", "session_r")  # not CPU-bound per rank: not scaled
 
 #: Uncalibrated defaults (a local disk through the page cache, a few ranks per core pair).
 DEFAULTS: dict[str, float] = {
@@ -84,8 +88,8 @@ DEFAULTS: dict[str, float] = {
                      for x in "wr"},
     "sync": 1e-4, "pack": 2e-8, "page_w": 1e-6, "page_part_w": 5e-6, "buf_r": 1.5e-10,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
-    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "coll_region": 1.5e-7,
-    "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "first_w": 2e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
+    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "shm": 3e-10, "coll_region": 1.5e-7,
+    "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "first_w": 2e-3, "first_r": 5e-4, "session_r": 2e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
     **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},
 }
 
@@ -426,7 +430,7 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
     for r, b in enumerate(a.rank_bytes):
         # shared memory: each byte moves once, straight into (out of) another rank's slab (an exchange
         # through memory); else packed (copy), sent (exchange) and unpacked by the server
-        t = _add({}, elem=b / a.itemsize, copy=0 if p.shm else b, exchange=b)
+        t = _add({}, elem=b / a.itemsize, copy=0 if p.shm else b, **{"shm" if p.shm else "exchange": b})
         if r in servers:
             mine = math.ceil(chunks / busy)
             if not p.shm:
@@ -546,6 +550,13 @@ class CostModel:
     def first_writes(self, datasets: int) -> float:
         """Seconds the first writes of *datasets* new datasets add to their later writes' cost."""
         return datasets * self.constants.get("first_w", DEFAULTS["first_w"])
+
+    def first_reads(self, datasets: int) -> float:
+        """Seconds a run's first reads of *datasets* datasets add to their later reads' cost."""
+        if datasets <= 0:
+            return 0.0
+        c = self.constants
+        return c.get("session_r", DEFAULTS["session_r"]) + datasets * c.get("first_r", DEFAULTS["first_r"])
 
     def overhead(self, nbytes: int, nprocs: int = 1, *, writing: bool, sync: bool = True, checksum: bool = True,
                  opened: bool = False) -> float:

@@ -191,7 +191,8 @@ def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
         totals = {}
         for level in (1, 2, 3):
             opens = _files(level, w) * model.constants["open"] * (2 if nreads else 1)
-            totals[level] = w.writes * per_write + nreads * per_read + opens + model.first_writes(w.datasets)
+            totals[level] = (w.writes * per_write + nreads * per_read + opens + model.first_writes(w.datasets)
+                             + (model.first_reads(w.datasets) if nreads else 0.0))
         rows.append({"method": m, "write_method": wm, "read_method": rm, "write_access": wpred[wm].seconds,
                      "read_access": rpred[rm].seconds if rpred else None, "per_write": per_write,
                      "per_read": per_read if rpred else None, "total": totals})
