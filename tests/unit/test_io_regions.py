@@ -134,3 +134,19 @@ def test_transfer_runs_are_kept_per_memory_layout():
     assert got is not transfer_runs(tc) and got.length.tolist() == ref.length.tolist()
     assert got.memory.tolist() == ref.memory.tolist() and got.file.tolist() == ref.file.tolist()
     assert transfer_runs(tc).length.tolist() == [4 * 6 * 8]  # rows 0-3 whole: one run for the C array
+
+
+def test_piece_cached_builds_once_per_key_and_keeps_the_newest_of_a_kind():
+    p = sdm.Block().piece((8, 6), 2, 0)
+    built = []
+
+    def build(k):
+        return lambda: built.append(k) or f"plan {k}"
+
+    assert p.cached(("m", 1), build(1), keep=2) == "plan 1"
+    assert p.cached(("m", 1), build(1), keep=2) == "plan 1" and built == [1]  # computed once
+    p.cached(("other", 0), build("o"), keep=2)
+    p.cached(("m", 2), build(2), keep=2)
+    p.cached(("m", 3), build(3), keep=2)  # a third "m": the oldest "m" goes, "other" stays
+    assert sorted(k for k in p.cache if k[0] == "m") == [("m", 2), ("m", 3)] and ("other", 0) in p.cache
+    assert p.cached(("m", 1), build(1), keep=2) == "plan 1" and built == [1, "o", 2, 3, 1]  # rebuilt

@@ -76,17 +76,13 @@ def transfer_runs(t: Transfer) -> Runs:
     Kept in the piece's cache for the array's memory layout (a dataset's view keeps one
     piece for every step, and arrays of a run usually share one layout); read-only.
     """
-    key = ("runs", t.order, t.array.itemsize, t.array.strides)
-    seg = t.piece.cache.get(key)
-    if seg is None:
+    def build() -> Runs:
         seg = runs(t.piece, t.order, t.array.itemsize, t.array.strides)
         for a in (seg.file, seg.memory, seg.length):
             a.setflags(write=False)
-        stale = [k for k in t.piece.cache if isinstance(k, tuple) and k and k[0] == "runs"]
-        for k in stale[: max(0, len(stale) - 3)]:
-            del t.piece.cache[k]
-        t.piece.cache[key] = seg
-    return seg
+        return seg
+
+    return t.piece.cached(("runs", t.order, t.array.itemsize, t.array.strides), build, keep=4)
 
 
 def int_hint(hints: dict[str, Any], key: str, default: int, minimum: int = 1) -> int:

@@ -57,9 +57,12 @@ def _plan(t: Transfer) -> ExchangePlan:
     piece, comm = t.piece, t.comm
     rowelems = int(np.prod(piece.shape[1:], dtype=np.int64))
     key = ("exchange", comm.py2f(), comm.Get_size(), t.etype.Get_extent()[1], rowelems)
-    plan = piece.cache.get(key)
-    if plan is not None:
-        return plan
+    return piece.cached(key, lambda: _new_plan(t, rowelems))
+
+
+def _new_plan(t: Transfer, rowelems: int) -> ExchangePlan:
+    """The rows this rank gathers and where they go (collective: every rank builds at once)."""
+    piece, comm = t.piece, t.comm
     size, rank = comm.Get_size(), comm.Get_rank()
     n = piece.shape[0]
     chunk = max(1, -(-n // size))
@@ -77,9 +80,7 @@ def _plan(t: Transfer) -> ExchangePlan:
     edges = np.flatnonzero(np.diff(np.concatenate([[False], present, [False]]).astype(np.int8)))
     starts, ends = edges[0::2], edges[1::2]
     rowtype = t.etype.Create_contiguous(rowelems).Commit()
-    plan = ExchangePlan(lo, hi, sendcounts, recvcounts, slots, bool(present.all()), (starts, ends - starts), rowtype)
-    piece.cache[key] = plan
-    return plan
+    return ExchangePlan(lo, hi, sendcounts, recvcounts, slots, bool(present.all()), (starts, ends - starts), rowtype)
 
 
 class ExchangeIO(IOMethod):

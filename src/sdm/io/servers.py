@@ -230,22 +230,15 @@ def _hashable(local: tuple) -> tuple | None:
 
 def _plan_for(t: Transfer, gathered: list) -> _Plan:
     """This rank's :class:`_Plan`, from the piece's cache when the same access was planned before."""
+    def build() -> _Plan:
+        servers, buffer, _, shm = gathered[0]  # rank 0's parameters, so that every rank cuts the same chunks
+        return _build_plan(t, _geometry(t, servers, buffer, [g[2] for g in gathered]), shm)
+
     keys = [_hashable(g) for g in gathered]
-    key = None
-    if all(k is not None for k in keys):
-        key = ("servers", tuple(keys), t.comm.Get_rank(), t.order, t.array.shape, t.array.strides, t.array.dtype.str)
-        plan = t.piece.cache.get(key)
-        if plan is not None:
-            return plan
-    servers, buffer, _, shm = gathered[0]  # rank 0's parameters, so that every rank cuts the same chunks
-    geo = _geometry(t, servers, buffer, [g[2] for g in gathered])
-    plan = _build_plan(t, geo, shm)
-    if key is not None:
-        stale = [k for k in t.piece.cache if isinstance(k, tuple) and k and k[0] == "servers"]
-        for k in stale[: max(0, len(stale) - 7)]:
-            del t.piece.cache[k]
-        t.piece.cache[key] = plan
-    return plan
+    if any(k is None for k in keys):
+        return build()
+    key = ("servers", tuple(keys), t.comm.Get_rank(), t.order, t.array.shape, t.array.strides, t.array.dtype.str)
+    return t.piece.cached(key, build, keep=8)
 
 
 def _build_plan(t: Transfer, geo: _Geometry, shm: bool) -> _Plan:

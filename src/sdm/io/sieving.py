@@ -212,13 +212,7 @@ def _plan(t: Transfer) -> "_SlabPlan | _RegionPlan":
     """
     buffer, gap, sync = sieve_parameters(t.hints)
     key = ("sieving", buffer, gap, sync, t.order, t.array.shape, t.array.strides, t.array.dtype.str)
-    plan = t.piece.cache.get(key)
-    if plan is None:
-        stale = [k for k in t.piece.cache if isinstance(k, tuple) and k and k[0] == "sieving"]
-        for k in stale[: max(0, len(stale) - 7)]:
-            del t.piece.cache[k]
-        plan = t.piece.cache[key] = _new_plan(t, buffer, gap, sync)
-    return plan
+    return t.piece.cached(key, lambda: _new_plan(t, buffer, gap, sync), keep=8)
 
 
 def _new_plan(t: Transfer, buffer: int, gap: int, sync: bool) -> "_SlabPlan | _RegionPlan":

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -80,6 +80,22 @@ class Piece:
     memory_rows: np.ndarray | None = None
     local_rows: int = 0
     cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)  # derived plans (I/O methods); a replace() starts empty
+
+    def cached(self, key: Any, build: Callable[[], Any], keep: int | None = None) -> Any:
+        """``build()``, computed once per *key* and kept in :attr:`cache`.
+
+        With *keep*, at most *keep* entries whose tuple keys share *key*'s first item are
+        kept (a method's plans for several memory layouts), the oldest dropped first.
+        """
+        value = self.cache.get(key)
+        if value is None:
+            value = build()
+            if keep is not None:
+                same = [k for k in self.cache if isinstance(k, tuple) and k[:1] == key[:1]]
+                for k in same[: max(0, len(same) - keep + 1)]:
+                    del self.cache[k]
+            self.cache[key] = value
+        return value
 
     @property
     def size(self) -> int:

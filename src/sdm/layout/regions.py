@@ -66,8 +66,7 @@ def memory_positions(piece: Piece) -> list[np.ndarray]:
     Computed once per piece and kept in its cache: a piece of 2 M elements along one
     dimension would otherwise allocate (and fault in) 16 MiB at every access.
     """
-    out = piece.cache.get("memory_positions")
-    if out is None:
+    def build() -> list[np.ndarray]:
         out = []
         for d, (c, (lo, _)) in enumerate(zip(piece.counts, piece.ghosts)):
             if d == 0 and piece.kind == "map":
@@ -76,8 +75,9 @@ def memory_positions(piece: Piece) -> list[np.ndarray]:
                 pos = np.arange(lo, lo + c, dtype=np.int64)
             pos.setflags(write=False)
             out.append(pos)
-        piece.cache["memory_positions"] = out
-    return list(out)
+        return out
+
+    return list(piece.cached("memory_positions", build))
 
 
 def _default_memory_strides(piece: Piece, order: str, itemsize: int) -> list[int]:

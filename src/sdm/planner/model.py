@@ -246,13 +246,13 @@ def _bytes(terms: Terms, rw: str, nbytes: float, size: float) -> None:
         terms[key] = terms.get(key, 0.0) + w * nbytes
 
 
-def _buffered(terms: Terms, rw: str, nbytes: float, size: float, into_buffer: bool = True) -> None:
+def _buffered(terms: Terms, rw: str, nbytes: float, size: float) -> None:
     """Add *nbytes* a method moves through its own buffer in requests of *size* bytes.
 
     Reads into a reused buffer cost ``buf_r`` per byte, whatever the request size; writes
-    (and reads into the user's array) cost by request size as any other.
+    cost by request size as any other.
     """
-    if rw == "r" and into_buffer:
+    if rw == "r":
         _add(terms, buf_r=nbytes)
     else:
         _bytes(terms, rw, nbytes, size)
@@ -373,6 +373,7 @@ def _independent_view(a: "Access", p: Params, rw: str, base: str = "datatype") -
 
 def _sieving(a: "Access", p: Params, rw: str) -> Structure:
     ranks, rmw, near = [], [], _overlaps(a)
+    share = _first_touch(a) if rw == "w" else 0.0
     for r, (b, reg, seg, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.segments, a.spans)):
         t: Terms = {}
         if b == 0:
@@ -384,7 +385,7 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
             _add(t, window=reg, **{f"call_{rw}": reg})
             _bytes(t, rw, b, b / reg)
             if rw == "w":
-                _new_pages(t, _first_touch(a) * _pages(b, reg, (lo, hi)), b / reg)
+                _new_pages(t, share * _pages(b, reg, (lo, hi)), b / reg)
             if seg > reg:
                 _add(t, elem=b / a.itemsize, copy=b)
         else:  # slab windows of whole rows, holes read through
