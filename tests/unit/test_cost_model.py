@@ -69,15 +69,34 @@ def test_interleaved_ranks_create_each_shared_page_once():
     assert m.predict("posix", a).seconds == pytest.approx(512e-6 + 1 * 5e-7, rel=1e-12)
 
 
-def test_read_modify_write_creates_the_pages_of_the_holes_too():
-    m = model(nprocs=1, cores=1, page_w=1e-6)
-    # one rank, 4 regions of 64 B 64 KiB apart, within one 4 MiB sieve window: the window
-    # (3 x 65600 + 64 bytes: 49 pages) is written back whole, holes and all
+def test_read_modify_write_over_holes_pays_hole_pages_not_bytes():
+    m = model(nprocs=1, cores=1, page_w=1e-6, hole_w=7e-6, buf_r=1e-9, byte_w__4096=2e-9, byte_w__524288=2e-9)
+    # one rank, 4 regions of 64 B 64 KiB apart, within one 512 KiB ROMIO window: the window
+    # (3 x 65600 + 64 bytes: 49 pages, none written yet) is read and written back whole
     a = access(True, (256,), (4,), (4,), ((0, 3 * 65600 + 64),), total=3 * 65600 + 64)
-    assert m.predict("datatype", a).seconds == pytest.approx(49e-6, rel=1e-12)
+    assert m.predict("datatype", a).seconds == pytest.approx(49 * 7e-6, rel=1e-12)
     # ROMIO's independent contiguous write creates only the pages of its bytes
     one = access(True, (256,), (1,), (1,), ((0, 256),), total=256)
-    assert m.predict("datatype", one).seconds == pytest.approx(1e-6, rel=1e-12)
+    assert m.predict("datatype", one).seconds == pytest.approx(1e-6 + 256 * 2e-9, rel=1e-12)
+
+
+def test_read_modify_write_of_overlapping_windows_creates_each_hole_page_once():
+    m = model(nprocs=2, cores=2, hole_w=7e-6, buf_r=1e-9, byte_w__4096=2e-9, byte_w__524288=2e-9)
+    # two ranks, 8-byte regions alternating over 32 pages: each rank's 512 KiB ROMIO window
+    # covers the whole span; each makes half of its pages (16) from holes, reads the other
+    # 16 pages' bytes as data and writes them back
+    a = access(True, (65536, 65536), (8192, 8192), (8192, 8192), ((0, 131064), (8, 131072)), total=131072)
+    data = 131064 - 16 * 4096
+    assert m.predict("datatype", a).seconds == pytest.approx(16 * 7e-6 + data * 1e-9 + data * 2e-9, rel=1e-9)
+
+
+def test_romio_windows_skip_holes_wider_than_the_buffer():
+    m = model(nprocs=1, cores=1, call_w=1e-6, call_r=1e-6, lock=1e-5, hole_w=7e-6)
+    # 4 regions of 1 MiB, 4 MiB apart: 512 KiB windows start at each region, 2 per region,
+    # 8 in all (8 locks, 8 reads, 8 writes), covering 4 MiB = 1024 pages, not the 13 MiB span
+    mib = 1 << 20
+    a = access(True, (4 * mib,), (4,), (4,), ((0, 13 * mib),), total=13 * mib)
+    assert m.predict("datatype", a).seconds == pytest.approx(8 * (1e-6 + 1e-6 + 1e-5) + 1024 * 7e-6, rel=1e-12)
 
 
 def test_reads_into_a_method_buffer_cost_buf_r_whatever_their_size():
@@ -105,11 +124,12 @@ def test_list_io_is_one_call_and_a_region_walk():
 
 def test_sieving_write_takes_turns_when_windows_with_holes_overlap():
     m = model(base_sieving_w=1e-4, sync=2e-5, elem=1e-8, copy=1e-10, call_w=1e-6, call_r=5e-7, window=3e-6,
-              byte_w__4096=1e-9, buf_r=5e-10, byte_r__4096=7e-9)
+              byte_w__4096=1e-9, buf_r=5e-10, byte_r__4096=7e-9, hole_w=4e-6)
     a = access(True, (64, 64), (8, 8), (8, 8), ((0, 120), (8, 128)))
-    # per rank: one 120-byte window read (into the sieve buffer: buf_r) and written whole, 8 elements copied
-    per_rank = 3e-6 + 8 * 1e-8 + 64 * 1e-10 + 1e-6 + 120 * 1e-9 + 5e-7 + 120 * 5e-10
-    assert per_rank == pytest.approx(4.7664e-6, rel=1e-12)
+    # per rank: one 120-byte window read and written whole, 8 elements copied; the window's
+    # one page is new (made from a hole by the first turn: half a page each)
+    per_rank = 3e-6 + 8 * 1e-8 + 64 * 1e-10 + 1e-6 + 5e-7 + 0.5 * 4e-6
+    assert per_rank == pytest.approx(6.5864e-6, rel=1e-12)
     pred = m.predict("sieving", a)
     assert pred.seconds == pytest.approx(2 * per_rank + 1e-4 + 2 * 2e-5, rel=1e-12)  # two turns
 
@@ -121,15 +141,15 @@ def test_sieving_read_of_far_apart_regions_skips_the_holes():
     assert m.predict("sieving", a).seconds == pytest.approx(4e-6 + 8e-6 + 256e-9, rel=1e-12)
 
 
-def test_datatype_writes_queue_on_locks_and_the_active_rank_runs_faster():
+def test_datatype_writes_over_other_ranks_regions_overlap_their_windows_not_their_time():
     m = model(nprocs=4, cores=2, base_datatype_w=3e-4, call_r=1e-6, call_w=2e-6, copy=1e-10, ds_w=1e-7, lock=1e-5,
-              buf_r=1e-9, byte_w__4096=2e-9)
+              hole_w=4e-6)
     a = access(True, (64,) * 4, (8,) * 4, (8,) * 4, tuple((8 * r, 8 * r + 232) for r in range(4)))
-    # each rank reads its 232-byte span into ROMIO's buffer, patches 8 regions, writes it back
-    per_rank = 1e-6 + 2e-6 + 64 * 1e-10 + 8 * 1e-7 + 1e-5 + 232 * 1e-9 + 232 * 2e-9
-    assert per_rank == pytest.approx(1.45024e-5, rel=1e-12)
-    # four ranks on two cores, serialized: the sum over ranks, each at twice the speed
-    assert m.predict("datatype", a).seconds == pytest.approx(4 * per_rank / 2 + 3e-4, rel=1e-12)
+    # each rank reads its 232-byte window (a quarter of its one page is its to make from a
+    # hole), patches 8 regions, writes it back; ROMIO's window locks pipeline the ranks, so
+    # the slowest rank sets the time
+    per_rank = 1e-6 + 2e-6 + 64 * 1e-10 + 8 * 1e-7 + 1e-5 + 0.25 * 4e-6
+    assert m.predict("datatype", a).seconds == pytest.approx(per_rank + 3e-4, rel=1e-12)
 
 
 def test_servers_read_packs_exchanges_and_serves_a_chunk_each():
@@ -173,6 +193,30 @@ def test_collective_interleaved_goes_through_one_aggregator():
     a = access(False, (512, 512), (64, 64), (64, 64), ((0, 1016), (8, 1024)))
     aggregator = 64 * 1e-9 + 512 * 1e-10 + 128 * 2e-7 + 1024 * 1e-9 + 3e-6 + 1024 * 1e-9
     assert m.predict("collective", a).seconds == pytest.approx(1e-4 + aggregator, rel=1e-12)
+
+
+def test_an_aggregator_works_alone_while_the_other_ranks_wait():
+    consts = dict(coll_region=2e-7, exchange=1e-9, call_r=3e-6, buf_r=1e-9)
+    # four ranks, 8-byte regions interleaved over 2 KiB: one aggregator (cb_nodes 1) handles
+    # all 256 regions, receives all 2048 bytes and reads the 2048-byte span in one call
+    a = access(False, (512,) * 4, (64,) * 4, (64,) * 4, tuple((8 * r, 8 * r + 2024) for r in range(4)), total=2048)
+    alone = 256 * 2e-7 + 2048 * 1e-9 + 3e-6 + 2048 * 1e-9
+    # measured with 4 ranks busy on 2 cores (contention 2); alone it has a core to itself
+    assert model(nprocs=4, cores=2, **consts).predict("collective", a).seconds == pytest.approx(alone / 2, rel=1e-12)
+    # with a core per rank there is no contention to be spared
+    assert model(nprocs=4, cores=4, **consts).predict("collective", a).seconds == pytest.approx(alone, rel=1e-12)
+
+
+def test_servers_with_holes_read_them_and_only_busy_servers_work():
+    m = model(nprocs=4, cores=2, call_r=1e-6, call_w=2e-6, hole_w=7e-6, shm=1e-9)
+    # two ranks' 4 KiB, 4 KiB apart (a 12 KiB span): 16 MiB buffers, so with 4 servers of
+    # 3 rows of 4 KiB each takes one row; each row-chunk (one page) is read (a hole), patched
+    # and written back; three of four servers busy, contention max(1, 3/2) / 2
+    a = Access(writing=True, level=3, itemsize=8, total_bytes=12288, rank_bytes=(4096, 4096, 0, 0),
+               rank_regions=(1, 1, 0, 0), rank_segments=(1, 1, 0, 0),
+               rank_spans=((0, 4096), (8192, 12288), (0, 0), (0, 0)), row_bytes=4096)
+    server = (1e-6 + 2e-6 + 1 * 7e-6) * 1.5 / 2
+    assert m.predict("servers", a).seconds == pytest.approx(4096 * 1e-9 + server, rel=1e-12)
 
 
 def test_constants_scale_with_cpu_contention_for_other_rank_counts():

@@ -3,9 +3,10 @@
 A short micro-benchmark, run collectively by the ranks that will use the target:
 
 1. direct timings: collective open and close, ``MPI_File_sync`` of little and of many
-   dirty bytes, the per-write overhead of SDM itself (a tiny dataset written and read
-   through a session with a scratch SQLite catalog), the write-time checksum per byte,
-   and a plain ``os.pwrite`` call (what codes that write value by value pay per value);
+   dirty bytes, a read-modify-write over a new file's holes, the per-write overhead of
+   SDM itself (a tiny dataset written and read through a session with a scratch SQLite
+   catalog), the write-time checksum per byte, and a plain ``os.pwrite`` call (what
+   codes that write value by value pay per value);
 2. every I/O method on a set of small NCIO patterns chosen so that each constant of
    the model (:mod:`sdm.planner.model`) is exercised: tiny and large requests,
    sequential and jumping, holes, noncontiguous memory, interleaved ranks;
@@ -109,7 +110,8 @@ def nnls(a: np.ndarray, b: np.ndarray, iterations: int = 500) -> np.ndarray:
     return x
 
 
-def fit(samples: list[Sample], prior: dict[str, float] | None = None, weight: float = 0.03) -> dict[str, float]:
+def fit(samples: list[Sample], prior: dict[str, float] | None = None, weight: float = 0.03,
+        known: dict[str, float] | None = None) -> dict[str, float]:
     """Constants minimizing relative errors on *samples*, pulled weakly to *prior*.
 
     Parameters
@@ -120,11 +122,15 @@ def fit(samples: list[Sample], prior: dict[str, float] | None = None, weight: fl
         (default :data:`~sdm.planner.model.DEFAULTS`).
     weight : float
         Strength of the pull, relative to one sample.
+    known : dict, optional
+        Constants measured directly: their share of each sample is taken off before
+        the others are fitted, and they are returned as given.
     """
     prior = {**DEFAULTS, **(prior or {})}
-    names = list(CONSTANTS)
+    known = {k: v for k, v in (known or {}).items() if k in CONSTANTS}
+    names = [k for k in CONSTANTS if k not in known]
     rows = [[s.counts.get(k, 0.0) / s.seconds for k in names] for s in samples]
-    rhs = [1.0] * len(samples)
+    rhs = [1.0 - sum(v * s.counts.get(k, 0.0) for k, v in known.items()) / s.seconds for s in samples]
     for i, k in enumerate(names):
         row = [0.0] * len(names)
         row[i] = weight / prior[k] if prior[k] > 0 else 0.0
@@ -133,7 +139,7 @@ def fit(samples: list[Sample], prior: dict[str, float] | None = None, weight: fl
     a, b = np.array(rows), np.array(rhs)
     scale = np.array([prior[k] if prior[k] > 0 else 1.0 for k in names])  # solve in units of the prior
     x = nnls(a * scale, b) * scale
-    return {k: float(v) for k, v in zip(names, x)}
+    return {**{k: float(v) for k, v in zip(names, x)}, **known}
 
 
 # ------------------------------------------------------------------------ measuring
@@ -170,6 +176,27 @@ def _fsync(comm: MPI.Comm, directory: Path, repeats: int) -> tuple[float, float]
             samples.append(timed(comm, sync))
     full = statistics.median(samples)
     return idle, max(full - idle, 0.0) / (per_rank * size)
+
+
+def _holes(comm: MPI.Comm, directory: Path, repeats: int, share: int = 2 * M) -> float:
+    """Seconds per page of a read-modify-write over file space not written yet (``hole_w``).
+
+    Every rank reads its *share* of a new sparse file (the kernel makes zeroed pages for
+    the holes) and writes it back, as a sieving or server window over a new step does.
+    Measured apart because in the method samples these pages always come with the
+    window's other costs.
+    """
+    rank, size = comm.Get_rank(), comm.Get_size()
+    buf = np.empty(share, dtype=np.uint8)
+    samples = []
+    for _ in range(repeats + 1):
+        with scratch_file(comm, directory, share * size, name="sdm-calibrate-holes") as (fh, _):
+            def rmw() -> None:
+                fh.Read_at(rank * share, buf)
+                fh.Write_at(rank * share, buf)
+
+            samples.append(timed(comm, rmw))
+    return statistics.median(samples[1:]) / (share / 4096)
 
 
 def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> dict[str, float]:
@@ -271,7 +298,7 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
                 first, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data)  # warm-up
                 times, _, _ = run_method(comm, directory, pattern, method, writing, repeats, data=data,
                                          inner=calls_for(comm, first[0]), settle=True)
-                counts = structure(method, access, model.params()).counts(model.contention(nprocs))
+                counts = structure(method, access, model.params()).counts()
                 out.append(Sample(method, pattern, writing, counts, statistics.median(times)))
         if progress is not None:
             progress(f"{i + 1}/{len(runs)} {method} {pattern.label}")
@@ -315,10 +342,11 @@ def _calibrate(comm: MPI.Comm, directory: Path, quick: bool, repeats: int,
     direct.update(_sdm_overhead(comm, directory, 3 if quick else 8))
     direct["pwrite"] = _pwrite_call(comm, directory, 2000 if quick else 20000)
     direct["checksum_byte"] = _checksum_byte(comm, (1 if quick else 8) * M)
+    direct["hole_w"] = _holes(comm, directory, repeats)
     if progress is not None:
         progress("open, sync and SDM overhead measured")
     samples = measure_runs(comm, directory, QUICK_RUNS if quick else RUNS, repeats, romio, progress)
-    constants = fit(samples) if comm.Get_rank() == 0 else None
+    constants = fit(samples, known=direct) if comm.Get_rank() == 0 else None
     constants = comm.bcast(constants, root=0)
     model = CostModel(constants={**DEFAULTS, **constants, **direct}, nprocs=comm.Get_size(),
                       cores=comm.bcast(os.cpu_count() or 1, root=0), romio=romio, calibrated=True,

@@ -15,6 +15,10 @@ page_w              per file page a write touches first (a new time step's pages
                     the writers of a method share them out: regions, windows, chunks)
 page_part_w         per such page a write smaller than a page creates alone (the kernel
                     gives it a page of its own; large writes create pages in large folios)
+hole_w              per page of a read-modify-write window the file does not hold yet (a new
+                    step's holes), read and written back: reading a hole makes a zeroed
+                    page-cache page and writing fills it, both in small pages (measured
+                    directly: about twice what a large write into new pages costs)
 byte_w@S, byte_r@S  per byte, for requests of size S (4 KiB, 512 KiB, 16 MiB; log-linear
                     in between, flat outside): the cost per byte depends on request size
 list_w, list_r      per region walked inside one list-I/O call (MPI library, in C)
@@ -40,10 +44,10 @@ Each method turns an :class:`~sdm.planner.Access` into per-rank counts of these 
 (:func:`structure`); the constants are *effective* ones, measured with all ranks of the
 calibration busy at once (``nprocs`` ranks on ``cores`` cores), so a rank's time is its
 counts times the constants.  Ranks combine by the slowest one, except where a method
-serializes them: sieving writes take turns (waiting ranks spin in a barrier), ROMIO's
-data-sieving writes queue on file locks (waiting ranks sleep, so the active one runs
-``nprocs / cores`` times faster).  For another number of ranks the constants scale with
-the CPU contention ``max(1, P / cores)``.
+serializes them: sieving writes with overlapping windows take turns.  Work that only
+some ranks do while the others wait (ROMIO's aggregators, SDM's busy servers) runs
+faster by the contention it is spared.  For another number of ranks the constants scale
+with the CPU contention ``max(1, P / cores)``.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ SIZES = (4096, 524288, 16777216)  #: request sizes of the byte-cost table
 METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 
 _PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
-    "sync", "call_w", "call_r", "seek_w", "seek_r", "page_w", "page_part_w", "buf_r", "list_w", "list_r", "ds_w", "ds_r", "lock", "window",
+    "sync", "call_w", "call_r", "seek_w", "seek_r", "page_w", "page_part_w", "hole_w", "buf_r", "list_w", "list_r", "ds_w", "ds_r", "lock", "window",
     "pack",
         "elem", "copy", "exchange", "shm", "coll_region")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
@@ -86,7 +90,7 @@ DEFAULTS: dict[str, float] = {
     "open": 5e-4, **{f"base_{m}_{x}": b for m, b in (("posix", 5e-5), ("list", 5e-5), ("datatype", 5e-5),
                                                       ("sieving", 3e-4), ("servers", 1e-3), ("collective", 3e-4))
                      for x in "wr"},
-    "sync": 1e-4, "pack": 2e-8, "page_w": 1e-6, "page_part_w": 5e-6, "buf_r": 1.5e-10,
+    "sync": 1e-4, "pack": 2e-8, "page_w": 1e-6, "page_part_w": 5e-6, "hole_w": 7e-6, "buf_r": 1.5e-10,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
     "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "shm": 3e-10, "coll_region": 1.5e-7,
     "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "first_w": 2e-3, "first_r": 5e-4, "session_r": 2e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
@@ -116,6 +120,8 @@ class Params:
     on every rank with 16 MiB buffers, in shared memory (``shm``: the ranks are taken
     to share a node unless ``sdm_shm=disable``); ROMIO data-sieving buffers 4 MiB
     (reads) and 512 KiB (writes), collective buffers 16 MiB on ``cb_nodes`` aggregators.
+    ``cores`` is the number of cores the ranks share (0: unknown), for work only some
+    ranks do at once (:func:`_alone`).
     """
 
     sieve_buffer: int = 4 << 20
@@ -127,9 +133,11 @@ class Params:
     ind_wr_buffer: int = 512 << 10
     cb_buffer: int = 16 << 20
     cb_nodes: int = 1
+    cores: int = 0
 
     @classmethod
-    def of(cls, hints: Mapping[str, Any] | None = None, romio: Mapping[str, Any] | None = None) -> "Params":
+    def of(cls, hints: Mapping[str, Any] | None = None, romio: Mapping[str, Any] | None = None,
+           cores: int = 0) -> "Params":
         """Parameters from the session's MPI/SDM hints, over the target's ROMIO defaults."""
         from ..io._support import int_hint
 
@@ -145,6 +153,7 @@ class Params:
             ind_wr_buffer=int_hint(h, "ind_wr_buffer_size", d.ind_wr_buffer),
             cb_buffer=int_hint(h, "cb_buffer_size", d.cb_buffer),
             cb_nodes=int_hint(h, "cb_nodes", d.cb_nodes),
+            cores=cores,
         )
 
     def buffer_of(self, method: str) -> int:
@@ -168,29 +177,18 @@ class Structure:
         Counts paid once by the whole access (collective synchronizations).
     turns : list of list of int, optional
         Ranks that run one after another, turn by turn (sieving writes).
-    queued : list of int
-        Ranks serialized on file locks (ROMIO data-sieving writes).
     """
 
     ranks: list[Terms]
     shared: Terms = field(default_factory=dict)
     turns: list[list[int]] | None = None
-    queued: list[int] = field(default_factory=list)
 
-    def seconds(self, c: Mapping[str, float], contention: float = 1.0) -> tuple[float, Terms]:
+    def seconds(self, c: Mapping[str, float]) -> tuple[float, Terms]:
         """Predicted seconds and the seconds of each constant (for the slowest path)."""
         per = [sum(n * c.get(k, 0.0) for k, n in r.items()) for r in self.ranks]
         path: list[tuple[int, float]]  # (rank, weight) whose terms make up the prediction
         if self.turns is not None:
             path = [(max(turn, key=lambda r: per[r]), 1.0) for turn in self.turns if turn]
-        elif self.queued:
-            free = [r for r in range(len(per)) if r not in set(self.queued)]
-            serial = sum(per[r] for r in self.queued) / contention
-            slow = max(free, key=lambda r: per[r]) if free else None
-            if slow is not None and per[slow] > serial:
-                path = [(slow, 1.0)]
-            else:
-                path = [(r, 1.0 / contention) for r in self.queued]
         else:
             path = [(int(np.argmax(per)), 1.0)] if per else []
         terms: Terms = {}
@@ -201,7 +199,7 @@ class Structure:
             terms[k] = terms.get(k, 0.0) + n * c.get(k, 0.0)
         return sum(terms.values()), terms
 
-    def counts(self, contention: float = 1.0, rank: int | None = None) -> Terms:
+    def counts(self, rank: int | None = None) -> Terms:
         """Counts along the path of *rank* (default: the rank moving most bytes), linear in the constants.
 
         Used to fit the constants on symmetric accesses, where every rank is the slowest.
@@ -209,12 +207,7 @@ class Structure:
         if not self.ranks:
             return dict(self.shared)
         heavy = rank if rank is not None else int(np.argmax([sum(r.values()) for r in self.ranks]))
-        if self.turns is not None:
-            weight = float(sum(1 for turn in self.turns if turn))
-        elif self.queued and heavy in self.queued:
-            weight = len(self.queued) / contention
-        else:
-            weight = 1.0
+        weight = 1.0 if self.turns is None else float(sum(1 for turn in self.turns if turn))
         out = {k: weight * n for k, n in self.ranks[heavy].items()}
         for k, n in self.shared.items():
             out[k] = out.get(k, 0.0) + n
@@ -246,22 +239,29 @@ def _bytes(terms: Terms, rw: str, nbytes: float, size: float) -> None:
         terms[key] = terms.get(key, 0.0) + w * nbytes
 
 
-def _buffered(terms: Terms, rw: str, nbytes: float, size: float) -> None:
-    """Add *nbytes* a method moves through its own buffer in requests of *size* bytes.
-
-    Reads into a reused buffer cost ``buf_r`` per byte, whatever the request size; writes
-    cost by request size as any other.
-    """
-    if rw == "r":
-        _add(terms, buf_r=nbytes)
-    else:
-        _bytes(terms, rw, nbytes, size)
-
-
 def _add(terms: Terms, **counts: float) -> Terms:
     for k, v in counts.items():
         if v:
             terms[k] = terms.get(k, 0.0) + v
+    return terms
+
+
+def _alone(p: Params, active: int, nprocs: int) -> float:
+    """Time factor of work *active* of *nprocs* ranks do at once while the others wait.
+
+    The constants are measured with every rank busy; fewer ranks share the cores, and
+    the kernel's page allocation, with fewer (measured here, 4 ranks on 2 cores: a new
+    page costs 2.6-3.3 us with all four writing, 1.2-1.3 us with one at a time).
+    """
+    if not p.cores:
+        return 1.0
+    return max(1.0, active / p.cores) / max(1.0, nprocs / p.cores)
+
+
+def _merge(terms: Terms, part: Terms, factor: float = 1.0) -> Terms:
+    """Add *part* times *factor* to *terms*."""
+    for k, v in part.items():
+        terms[k] = terms.get(k, 0.0) + factor * v
     return terms
 
 
@@ -317,6 +317,16 @@ def _span_pages(a: "Access", near: np.ndarray, r: int) -> float:
     return math.ceil((hi - lo) / PAGE) / (1 + int(near[r].sum()))
 
 
+def _rmw(t: Terms, span: float, size: float, holes: float) -> None:
+    """A read-modify-write of *span* bytes in requests of *size*: read into the method's buffer,
+    patched and written back whole.  *holes* of its pages are not in the file yet: reading
+    them makes zeroed pages, writing back fills them (``hole_w`` for both); the rest is
+    read as data (``buf_r``) and overwritten."""
+    filled = min(span, holes * PAGE)
+    _add(t, hole_w=holes, buf_r=span - filled)
+    _bytes(t, "w", span - filled, size)
+
+
 def _posix(a: "Access", p: Params, rw: str) -> Structure:
     ranks, share = [], _first_touch(a) if rw == "w" else 0.0
     for b, reg, seg, span in zip(a.rank_bytes, a.rank_regions, a.segments, a.spans):
@@ -344,31 +354,41 @@ def _list(a: "Access", p: Params, rw: str) -> Structure:
     return Structure(ranks, {f"base_list_{rw}": 1})
 
 
+def _romio_windows(nbytes: int, regions: int, span: int, buffer: int) -> tuple[int, float, bool]:
+    """ROMIO's data-sieving windows over a rank's regions: (count, bytes covered, tiled).
+
+    A window starts at the first region it has not covered yet and is one buffer long:
+    where regions repeat within a buffer the windows tile the span; farther apart, every
+    region starts windows of its own and the holes between are skipped.
+    """
+    if span / regions <= buffer:
+        n = math.ceil(span / buffer)
+        return n, float(span), True
+    n = regions * math.ceil(nbytes / regions / buffer)
+    return n, float(min(span, n * buffer)), False
+
+
 def _independent_view(a: "Access", p: Params, rw: str, base: str = "datatype") -> Structure:
     """ROMIO's independent path through a file view (data sieving when noncontiguous)."""
-    ranks, holed, near = [], [], _overlaps(a)
+    ranks, near = [], _overlaps(a)
     for r, (b, reg, mem, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.memory, a.spans)):
         t = _add({}, pack=_packing(mem))
-        if rw == "w":  # data sieving writes the whole span back, holes too
-            _add(t, page_w=math.ceil(b / PAGE) if reg <= 1 else _span_pages(a, near, r))
         if reg <= 1:
             _add(t, **{f"call_{rw}": 1 if b else 0})
             _bytes(t, rw, b, b)
-        else:
-            span = hi - lo
-            buf = p.ind_rd_buffer if rw == "r" else p.ind_wr_buffer
-            n = math.ceil(span / buf)
-            _add(t, call_r=n, copy=b, **{f"ds_{rw}": reg})
-            _buffered(t, "r", span, min(span, buf))
             if rw == "w":
+                _add(t, page_w=math.ceil(b / PAGE))
+        else:  # data sieving: windows read and, writing, written back whole, holes too
+            buf = p.ind_rd_buffer if rw == "r" else p.ind_wr_buffer
+            n, covered, tiled = _romio_windows(b, reg, hi - lo, buf)
+            _add(t, call_r=n, copy=b, **{f"ds_{rw}": reg})
+            if rw == "r":
+                _add(t, buf_r=covered)  # into the method's reused buffer
+            else:
                 _add(t, call_w=n, lock=n)
-                _bytes(t, "w", span, min(span, buf))
-                holed.append(r)
+                _rmw(t, covered, min(covered, buf), _span_pages(a, near, r) if tiled else covered / PAGE)
         ranks.append(t)
-    queued = []
-    if holed:
-        queued = [r for r in holed if near[r].any()]
-    return Structure(ranks, {f"base_{base}_{rw}": 1}, queued=queued)
+    return Structure(ranks, {f"base_{base}_{rw}": 1})
 
 
 def _sieving(a: "Access", p: Params, rw: str) -> Structure:
@@ -393,13 +413,15 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
             n = max(1, math.ceil(span / (row * max(1, p.sieve_buffer // row))))
             size = span / n
             _add(t, elem=b / a.itemsize, copy=b, window=n, **{f"call_{rw}": n})
-            _buffered(t, rw, span, size)
-            if rw == "w":  # whole windows are written back, holes too
-                _add(t, page_w=_span_pages(a, near, r))
-            if rw == "w" and span > b:
+            if rw == "r":
+                _add(t, buf_r=span)  # into the method's reused buffer
+            elif span > b:  # whole windows are read and written back, holes too
                 _add(t, call_r=n)
-                _buffered(t, "r", span, size)
+                _rmw(t, span, size, _span_pages(a, near, r))
                 rmw.append(r)
+            else:
+                _add(t, page_w=_span_pages(a, near, r))
+                _bytes(t, "w", span, size)
         ranks.append(t)
     if rw == "r":
         return Structure(ranks, {"base_sieving_r": 1})
@@ -409,6 +431,21 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
         conflict[:, r] |= near[r]
     turns = turns_of(conflict) or [[]]
     return Structure(ranks, {"base_sieving_w": 1, "sync": float(len(turns))}, turns=turns)
+
+
+def _serve(t: Terms, rw: str, nbytes: float, chunk: float, calls: int, holes: bool) -> None:
+    """An aggregator's (or server's) share of *nbytes* of the file, moved in *chunk*-byte buffers.
+
+    Its part of the file is its own: writing with holes, all of it is read first (holes).
+    """
+    if rw == "r":
+        _add(t, buf_r=nbytes)  # into the method's reused buffer
+    elif holes:
+        _add(t, call_r=calls)
+        _rmw(t, nbytes, chunk, math.ceil(nbytes / PAGE))
+    else:
+        _add(t, page_w=math.ceil(nbytes / PAGE))
+        _bytes(t, "w", nbytes, chunk)
 
 
 def _servers(a: "Access", p: Params, rw: str) -> Structure:
@@ -436,13 +473,9 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
             mine = math.ceil(chunks / busy)
             if not p.shm:
                 _add(t, elem=total / a.itemsize / busy, copy=total / busy)
-            _add(t, **{f"call_{rw}": mine})
-            _buffered(t, rw, span / busy, chunk)
-            if rw == "w":
-                _add(t, page_w=math.ceil(span / busy / PAGE))
-            if rw == "w" and total < span:
-                _add(t, call_r=mine)
-                _buffered(t, "r", span / busy, chunk)
+            serve = _add({}, **{f"call_{rw}": mine})
+            _serve(serve, rw, span / busy, chunk, mine, holes=total < span)
+            _merge(t, serve, _alone(p, busy, nproc))
         ranks.append(t)
     return Structure(ranks, {f"base_servers_{rw}": 1, "sync": 2 * rounds if p.shm else rounds})
 
@@ -456,16 +489,11 @@ def _collective(a: "Access", p: Params, rw: str) -> Structure:
     total = sum(a.rank_bytes)
     k = max(1, min(p.cb_nodes, a.nprocs))
     ranks = [_add({}, elem=b / a.itemsize, copy=b, pack=_packing(mem)) for b, mem in zip(a.rank_bytes, a.memory)]
-    for r in range(k):  # the aggregators: every region passes through them
-        t = ranks[r * a.nprocs // k]
+    for r in range(k):  # the aggregators: every region passes through them, the other ranks wait
         n = math.ceil(span / k / p.cb_buffer)
-        _add(t, coll_region=sum(a.rank_regions) / k, exchange=total / k, **{f"call_{rw}": n})
-        _buffered(t, rw, span / k, min(span / k, p.cb_buffer))
-        if rw == "w":
-            _add(t, page_w=math.ceil(span / k / PAGE))
-        if rw == "w" and total < span:
-            _add(t, call_r=n)
-            _buffered(t, "r", span / k, min(span / k, p.cb_buffer))
+        t = _add({}, coll_region=sum(a.rank_regions) / k, exchange=total / k, **{f"call_{rw}": n})
+        _serve(t, rw, span / k, min(span / k, p.cb_buffer), n, holes=total < span)
+        _merge(ranks[r * a.nprocs // k], t, _alone(p, k, a.nprocs))
     return Structure(ranks, {f"base_collective_{rw}": 1})
 
 
@@ -534,12 +562,12 @@ class CostModel:
 
     def params(self, hints: Mapping[str, Any] | None = None) -> Params:
         """Method parameters under *hints* on this target."""
-        return Params.of(hints, self.romio)
+        return Params.of(hints, self.romio, self.cores)
 
     def predict(self, method: str, access: "Access", hints: Mapping[str, Any] | None = None) -> Prediction:
         """Predicted seconds of *method* for *access*."""
         s = structure(method, access, self.params(hints))
-        seconds, terms = s.seconds(self.scaled(access.nprocs), self.contention(access.nprocs))
+        seconds, terms = s.seconds(self.scaled(access.nprocs))
         return Prediction(method, seconds, terms)
 
     def predict_all(self, access: "Access", hints: Mapping[str, Any] | None = None,
