@@ -305,7 +305,7 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     names, methods = tuple(sweeps or ncio.SWEEP_NAMES), tuple(methods or METHODS)
     try:
         with steady_memory(comm) as memory:
-            model = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None)
+            model, calibration = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None)
             plan = ncio.sweeps(quick, names)
             reps = repeats or (1 if quick else 5)
             kwargs = dict(methods=methods, repeats=reps, model=model, hints=hints or {})
@@ -327,7 +327,7 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     meta = _meta(comm, target, {"repeats": reps, "methods": list(methods), "sweeps": list(names), "quick": quick,
                                 "model": model.label, "load_before": load_before, "load_after": os.getloadavg()[0],
                                 "free_page_reporting": memory["free_page_reporting"]})
-    write_ncio(rows, meta, model, out)
+    write_ncio(rows, meta, model, out, calibration)
     con.print(f"wrote {out}/ncio.json, ncio.md, ncio.png")
 
 
@@ -336,8 +336,10 @@ def _ensure(path: Path) -> str:
     return str(path)
 
 
-def _model_for(comm: Any, target: Path, catalog: str | None, fresh: bool, quick: bool, con: Console | None) -> Any:
-    """The stored calibration of *target*, or a fresh one (stored), or the defaults."""
+def _model_for(comm: Any, target: Path, catalog: str | None, fresh: bool, quick: bool,
+               con: Console | None) -> tuple[Any, dict[str, Any]]:
+    """The stored calibration of *target*, or a fresh one (stored), or the defaults; with the
+    fresh calibration's direct timings and samples (empty otherwise)."""
     from ..planner.model import CostModel
 
     rank0 = comm.Get_rank() == 0
@@ -348,19 +350,22 @@ def _model_for(comm: Any, target: Path, catalog: str | None, fresh: bool, quick:
             row = _save(url, target, model, samples, direct)
             if con is not None:
                 con.print(f"calibration {row} stored in {url}")
-        return model
+        return model, {"direct": direct, "samples": [s.as_dict() for s in samples]}
     record = comm.bcast(_latest(url, str(target)) if rank0 else None, root=0)
-    return CostModel.from_calibration(record)
+    return CostModel.from_calibration(record), {}
 
 
-def write_ncio(rows: list[dict[str, Any]], meta: dict[str, Any], model: Any, out: Path) -> None:
-    """ncio.json (every sample), ncio.md (tables and goals) and ncio.png in *out*."""
+def write_ncio(rows: list[dict[str, Any]], meta: dict[str, Any], model: Any, out: Path,
+               calibration: dict[str, Any] | None = None) -> None:
+    """ncio.json (every sample, and the samples of a fresh calibration), ncio.md (tables and
+    goals) and ncio.png in *out*."""
     from ..planner import ncio
 
     out.mkdir(parents=True, exist_ok=True)
     summary = ncio.summarize(rows)
-    (out / "ncio.json").write_text(json.dumps({"meta": meta, "model": model.to_json(), "summary": summary,
-                                               "goals": ncio.goals(summary), "rows": rows}, indent=1, default=str))
+    (out / "ncio.json").write_text(json.dumps({"meta": meta, "model": model.to_json(), "calibration": calibration or {},
+                                               "summary": summary, "goals": ncio.goals(summary), "rows": rows},
+                                              indent=1, default=str))
     (out / "ncio.md").write_text(ncio.markdown(summary, meta))
     ncio.plot(summary, meta, out / "ncio.png")
 

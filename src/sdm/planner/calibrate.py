@@ -3,10 +3,10 @@
 A short micro-benchmark, run collectively by the ranks that will use the target:
 
 1. direct timings: collective open and close, ``MPI_File_sync`` of little and of many
-   dirty bytes, a read-modify-write over a new file's holes, the per-write overhead of
-   SDM itself (a tiny dataset written and read through a session with a scratch SQLite
-   catalog), the write-time checksum per byte, and a plain ``os.pwrite`` call (what
-   codes that write value by value pay per value);
+   dirty bytes, a read-modify-write over a new file's holes, fresh memory's page
+   faults, the per-write overhead of SDM itself (a tiny dataset written and read
+   through a session with a scratch SQLite catalog), the write-time checksum per byte,
+   and a plain ``os.pwrite`` call (what codes that write value by value pay per value);
 2. every I/O method on a set of small NCIO patterns chosen so that each constant of
    the model (:mod:`sdm.planner.model`) is exercised: tiny and large requests,
    sequential and jumping, holes, noncontiguous memory, interleaved ranks;
@@ -199,6 +199,30 @@ def _holes(comm: MPI.Comm, directory: Path, repeats: int, share: int = 2 * M) ->
     return statistics.median(samples[1:]) / (share / 4096)
 
 
+def _fault(comm: MPI.Comm, repeats: int, nbytes: int = 16 * M) -> float:
+    """Seconds per page one rank pays touching fresh anonymous memory while the others wait (``fault``).
+
+    What ROMIO's two-phase I/O pays on a file handle's first collective write: the
+    aggregator's collective buffer (``cb_buffer_size``, allocated at the open) is touched
+    for the first time.
+    """
+    import mmap
+
+    samples = []
+    for _ in range(repeats + 1):
+        region = mmap.mmap(-1, nbytes) if comm.Get_rank() == 0 else None
+        try:
+            def touch() -> None:
+                if region is not None:
+                    np.frombuffer(region, dtype=np.uint8)[::4096] = 1
+
+            samples.append(timed(comm, touch))
+        finally:
+            if region is not None:
+                region.close()
+    return statistics.median(samples[1:]) / (nbytes / 4096)
+
+
 def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> dict[str, float]:
     """Seconds an SDM write and read of a tiny dataset take (catalog, allgathers, checksum), and what
     first accesses add: a dataset's first write (its catalog rows, the method's plans), its first
@@ -343,6 +367,7 @@ def _calibrate(comm: MPI.Comm, directory: Path, quick: bool, repeats: int,
     direct["pwrite"] = _pwrite_call(comm, directory, 2000 if quick else 20000)
     direct["checksum_byte"] = _checksum_byte(comm, (1 if quick else 8) * M)
     direct["hole_w"] = _holes(comm, directory, repeats)
+    direct["fault"] = _fault(comm, repeats)
     if progress is not None:
         progress("open, sync and SDM overhead measured")
     samples = measure_runs(comm, directory, QUICK_RUNS if quick else RUNS, repeats, romio, progress)

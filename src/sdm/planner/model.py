@@ -27,6 +27,9 @@ lock                per read-modify-write window of ROMIO's data sieving (file l
 window              per window of SDM's sieving (its Python bookkeeping)
 pack                per noncontiguous memory block the MPI datatype engine gathers or scatters
 elem, copy          numpy strided copies: per element and per byte (sieving, servers)
+fault               per page of fresh memory a rank touches first: ROMIO's collective buffer,
+                    allocated when a file is opened, on the handle's first collective write
+                    (measured directly)
 exchange            per byte moved between ranks in MPI messages (two-phase collective, servers
                     without shared memory)
 shm                 per byte a rank copies into (out of) the servers' shared-memory slabs
@@ -81,7 +84,7 @@ METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 _PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
     "sync", "call_w", "call_r", "seek_w", "seek_r", "page_w", "page_part_w", "hole_w", "buf_r", "list_w", "list_r", "ds_w", "ds_r", "lock", "window",
     "pack",
-        "elem", "copy", "exchange", "shm", "coll_region")
+        "elem", "copy", "fault", "exchange", "shm", "coll_region")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
 _FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "first_r", "session_r")  # not CPU-bound per rank: not scaled
 
@@ -92,7 +95,7 @@ DEFAULTS: dict[str, float] = {
                      for x in "wr"},
     "sync": 1e-4, "pack": 2e-8, "page_w": 1e-6, "page_part_w": 5e-6, "hole_w": 7e-6, "buf_r": 1.5e-10,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
-    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "exchange": 5e-10, "shm": 3e-10, "coll_region": 1.5e-7,
+    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "fault": 2e-6, "exchange": 5e-10, "shm": 3e-10, "coll_region": 1.5e-7,
     "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "first_w": 2e-3, "first_r": 5e-4, "session_r": 2e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
     **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},
 }
@@ -489,11 +492,14 @@ def _collective(a: "Access", p: Params, rw: str) -> Structure:
     total = sum(a.rank_bytes)
     k = max(1, min(p.cb_nodes, a.nprocs))
     ranks = [_add({}, elem=b / a.itemsize, copy=b, pack=_packing(mem)) for b, mem in zip(a.rank_bytes, a.memory)]
-    for r in range(k):  # the aggregators: every region passes through them, the other ranks wait
+    for r in range(k):  # the aggregators: every region passes through them
         n = math.ceil(span / k / p.cb_buffer)
-        t = _add({}, coll_region=sum(a.rank_regions) / k, exchange=total / k, **{f"call_{rw}": n})
-        _serve(t, rw, span / k, min(span / k, p.cb_buffer), n, holes=total < span)
-        _merge(ranks[r * a.nprocs // k], t, _alone(p, k, a.nprocs))
+        t = _add(ranks[r * a.nprocs // k], coll_region=sum(a.rank_regions) / k, exchange=total / k)
+        if rw == "w":  # the handle's collective buffer, touched first (a new file per write: every write)
+            _add(t, fault=math.ceil(min(span / k, p.cb_buffer) / PAGE))
+        io = _add({}, **{f"call_{rw}": n})  # the file accesses, while the other ranks wait
+        _serve(io, rw, span / k, min(span / k, p.cb_buffer), n, holes=total < span)
+        _merge(t, io, _alone(p, k, a.nprocs))
     return Structure(ranks, {f"base_collective_{rw}": 1})
 
 
