@@ -101,8 +101,9 @@ def measure(comm: MPI.Comm, base: Path, model: Any, repeats: int, say: Any) -> l
                     if comm.Get_rank() == 0:
                         shutil.rmtree(root, ignore_errors=True)
                 p = by[method]
-                opens = {1: w.writes, 2: w.datasets, 3: 1}[level] * model.constants["open"]
-                pw = w.writes * p["per_write"] + opens + model.first_writes(w.datasets)
+                files = {1: w.writes, 2: w.datasets, 3: 1}[level]
+                opens = files * model.constants["open"]
+                pw = w.writes * p["per_write"] + opens + files * p["per_file"] + model.first_writes(w.datasets)
                 pr = w.writes * w.reads * p["per_read"] + opens + (model.first_reads(w.datasets) if w.reads else 0.0)
                 mw, mr = median(t["write"] for t in times), median(t["read"] for t in times)
                 rows.append({"workload": wi, "shape": list(w.shape), "distribution": w.distribution,

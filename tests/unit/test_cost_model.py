@@ -7,6 +7,7 @@ checked on paper.  Constants not named are zero.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -214,7 +215,10 @@ def test_a_collective_write_touches_the_new_handles_buffer_first():
     # two ranks interleaved over 64 KiB: the aggregator's 16 MiB buffer is touched over
     # 16 pages (what the span needs), and 16 new file pages are written
     a = access(True, (32768, 32768), (4096, 4096), (4096, 4096), ((0, 65528), (8, 65536)), total=65536)
-    assert m.predict("collective", a).seconds == pytest.approx(16 * 2e-6 + 16 * 1e-6, rel=1e-12)
+    new_file = dataclasses.replace(a, level=1)  # a file per write: every write opens a new handle
+    assert m.predict("collective", new_file).seconds == pytest.approx(16 * 2e-6 + 16 * 1e-6, rel=1e-12)
+    # at levels 2 and 3 the file stays open: its buffer was touched by an earlier write
+    assert m.predict("collective", a).seconds == pytest.approx(16 * 1e-6, rel=1e-12)
 
 
 def test_servers_with_holes_read_them_and_only_busy_servers_work():
@@ -281,3 +285,13 @@ def test_ncio_orders_are_shuffled_permutations_fixed_by_the_seed():
     assert orders == [_shuffled(names, seed) for seed in range(20)]  # the same on every rank
     assert len({tuple(o) for o in orders}) > 10
     assert {o[o.index("auto") - 1] for o in orders if o[0] != "auto"} != {"servers"}  # auto's predecessor varies
+
+
+def test_a_new_files_first_collective_write_is_paid_per_file_opened():
+    m = model(nprocs=2, cores=2, fault=2e-6)
+    w = Workload(shape=(2048,), dtype="f8", distribution="cyclic", datasets=1, every=1, iterations=4, ranks=2,
+                 reads=0, sync=False)
+    row = next(r for r in predict(w, m)["rows"] if r["method"] == "collective")
+    # 16 KiB interleaved by two ranks: the aggregator's buffer is touched over 4 pages, once per file
+    assert row["per_file"] == pytest.approx(4 * 2e-6, rel=1e-12)
+    assert row["total"][1] - row["total"][3] == pytest.approx((4 - 1) * 4 * 2e-6, rel=1e-9)  # 4 files against 1

@@ -203,7 +203,8 @@ def pattern_access(comm: MPI.Comm, pattern: Pattern, writing: bool, hints: dict 
     """The planner's :class:`Access` for an NCIO pattern (one allgather of rank stats)."""
     p, r = comm.Get_size(), comm.Get_rank()
     stats = comm.allgather(pattern.stats(p, r).as_tuple())
-    return Access.from_stats(stats, writing=writing, level=3, itemsize=ITEM, total_bytes=pattern.file_bytes(p),
+    # level 1: every timed write goes to a new file (see scratch_files)
+    return Access.from_stats(stats, writing=writing, level=1, itemsize=ITEM, total_bytes=pattern.file_bytes(p),
                              hints=hints, row_bytes=row_bytes(pattern.shape(p), ITEM))
 
 
