@@ -261,13 +261,6 @@ def _alone(p: Params, active: int, nprocs: int) -> float:
     return max(1.0, active / p.cores) / max(1.0, nprocs / p.cores)
 
 
-def _merge(terms: Terms, part: Terms, factor: float = 1.0) -> Terms:
-    """Add *part* times *factor* to *terms*."""
-    for k, v in part.items():
-        terms[k] = terms.get(k, 0.0) + factor * v
-    return terms
-
-
 def _overlaps(a: "Access") -> np.ndarray:
     """Ranks whose file spans overlap (matrix); empty ranks overlap nobody."""
     lo = np.array([s[0] for s in a.spans], dtype=np.int64)
@@ -478,7 +471,8 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
                 _add(t, elem=total / a.itemsize / busy, copy=total / busy)
             serve = _add({}, **{f"call_{rw}": mine})
             _serve(serve, rw, span / busy, chunk, mine, holes=total < span)
-            _merge(t, serve, _alone(p, busy, nproc))
+            f = _alone(p, busy, nproc)
+            _add(t, **{name: f * n for name, n in serve.items()})
         ranks.append(t)
     return Structure(ranks, {f"base_servers_{rw}": 1, "sync": 2 * rounds if p.shm else rounds})
 
@@ -499,7 +493,8 @@ def _collective(a: "Access", p: Params, rw: str) -> Structure:
             _add(t, fault=math.ceil(min(span / k, p.cb_buffer) / PAGE))
         io = _add({}, **{f"call_{rw}": n})  # the file accesses, while the other ranks wait
         _serve(io, rw, span / k, min(span / k, p.cb_buffer), n, holes=total < span)
-        _merge(t, io, _alone(p, k, a.nprocs))
+        f = _alone(p, k, a.nprocs)
+        _add(t, **{name: f * n for name, n in io.items()})
     return Structure(ranks, {f"base_collective_{rw}": 1})
 
 
