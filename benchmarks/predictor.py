@@ -35,7 +35,7 @@ from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
 from sdm.examples._template import Stopwatch, pattern
 from sdm.planner.calibrate import calibrate, store
 from sdm.planner.measure import steady_memory
-from sdm.planner.predict import Workload, distribution_of, predict
+from sdm.planner.predict import Workload, distribution_of, held_files, opened_files, predict
 
 WORKLOADS = (
     Workload(shape=(96, 96, 96), dtype="f8", distribution="(Block, Block, Block)", datasets=2, every=2,
@@ -101,9 +101,9 @@ def measure(comm: MPI.Comm, base: Path, model: Any, repeats: int, say: Any) -> l
                     if comm.Get_rank() == 0:
                         shutil.rmtree(root, ignore_errors=True)
                 p = by[method]
-                files = {1: w.writes, 2: w.datasets, 3: 1}[level]
-                opens = files * model.constants["open"]
-                pw = w.writes * p["per_write"] + opens + files * p["per_file"] + model.first_writes(w.datasets)
+                opens = opened_files(level, w) * model.constants["open"]
+                pw = (w.writes * p["per_write"] + opens + held_files(level, w) * p["per_held_file"]
+                      + model.first_writes(w.datasets))
                 pr = w.writes * w.reads * p["per_read"] + opens + (model.first_reads(w.datasets) if w.reads else 0.0)
                 mw, mr = median(t["write"] for t in times), median(t["read"] for t in times)
                 rows.append({"workload": wi, "shape": list(w.shape), "distribution": w.distribution,

@@ -210,15 +210,20 @@ def test_an_aggregator_works_alone_while_the_other_ranks_wait():
                                                                                                 rel=1e-12)
 
 
-def test_a_collective_write_touches_the_new_handles_buffer_first():
+def test_a_new_handles_first_collective_write_touches_its_buffer():
     m = model(nprocs=2, cores=2, fault=2e-6, page_w=1e-6)
     # two ranks interleaved over 64 KiB: the aggregator's 16 MiB buffer is touched over
-    # 16 pages (what the span needs), and 16 new file pages are written
+    # 16 pages (what the span needs), apart from the access itself (16 new file pages)
     a = access(True, (32768, 32768), (4096, 4096), (4096, 4096), ((0, 65528), (8, 65536)), total=65536)
-    new_file = dataclasses.replace(a, level=1)  # a file per write: every write opens a new handle
-    assert m.predict("collective", new_file).seconds == pytest.approx(16 * 2e-6 + 16 * 1e-6, rel=1e-12)
-    # at levels 2 and 3 the file stays open: its buffer was touched by an earlier write
+    assert m.new_handle("collective", a) == pytest.approx(16 * 2e-6, rel=1e-12)
     assert m.predict("collective", a).seconds == pytest.approx(16 * 1e-6, rel=1e-12)
+    # a 4 KiB buffer (a hint) is touched over one page
+    assert m.new_handle("collective", a, {"cb_buffer_size": 4096}) == pytest.approx(2e-6, rel=1e-12)
+    # reads, other methods and rank spans that do not overlap (independent I/O) use no buffer
+    assert m.new_handle("collective", dataclasses.replace(a, writing=False)) == 0.0
+    assert m.new_handle("datatype", a) == 0.0
+    apart = access(True, (32768, 32768), (1, 1), (1, 1), ((0, 32768), (32768, 65536)), total=65536)
+    assert m.new_handle("collective", apart) == 0.0
 
 
 def test_servers_with_holes_read_them_and_only_busy_servers_work():
@@ -287,11 +292,13 @@ def test_ncio_orders_are_shuffled_permutations_fixed_by_the_seed():
     assert {o[o.index("auto") - 1] for o in orders if o[0] != "auto"} != {"servers"}  # auto's predecessor varies
 
 
-def test_a_new_files_first_collective_write_is_paid_per_file_opened():
-    m = model(nprocs=2, cores=2, fault=2e-6)
-    w = Workload(shape=(2048,), dtype="f8", distribution="cyclic", datasets=1, every=1, iterations=4, ranks=2,
+def test_a_new_handles_first_collective_write_is_paid_per_file_held_open():
+    m = model(nprocs=2, cores=2, fault=2e-6, open=1e-3)
+    w = Workload(shape=(2048,), dtype="f8", distribution="cyclic", datasets=3, every=1, iterations=4, ranks=2,
                  reads=0, sync=False)
     row = next(r for r in predict(w, m)["rows"] if r["method"] == "collective")
-    # 16 KiB interleaved by two ranks: the aggregator's buffer is touched over 4 pages, once per file
-    assert row["per_file"] == pytest.approx(4 * 2e-6, rel=1e-12)
-    assert row["total"][1] - row["total"][3] == pytest.approx((4 - 1) * 4 * 2e-6, rel=1e-9)  # 4 files against 1
+    # 16 KiB interleaved by two ranks: the aggregator's buffer is touched over 4 pages
+    assert row["per_held_file"] == pytest.approx(4 * 2e-6, rel=1e-12)
+    # level 1 opens 12 files one after the other (one buffer, reused), level 2 holds 3 open, level 3 one
+    assert row["total"][1] - row["total"][3] == pytest.approx((12 - 1) * 1e-3, rel=1e-9)
+    assert row["total"][2] - row["total"][3] == pytest.approx((3 - 1) * (1e-3 + 4 * 2e-6), rel=1e-9)

@@ -25,7 +25,7 @@ from ..io.base import make_transfer
 from . import Access, Planner, row_bytes
 from .patterns import ITEM, Pattern
 
-__all__ = ["warm_memory", "steady_memory", "scratch_file", "scratch_files", "data_file", "timed", "pattern_access",
+__all__ = ["warm_memory", "steady_memory", "scratch_file", "data_file", "timed", "pattern_access",
            "run_method", "calls_for", "check_file"]
 
 
@@ -150,44 +150,36 @@ def _write_quietly(path: Path, value: str) -> None:
 @contextmanager
 def scratch_file(comm: MPI.Comm, directory: str | Path, nbytes: int, hints: dict[str, str] | None = None,
                  name: str = "sdm-bench") -> Iterator[tuple[MPI.File, Path]]:
-    """A new file of *nbytes* zero bytes in *directory*, open on every rank, and its path; removed afterwards."""
-    with scratch_files(comm, directory, nbytes, 1, hints, name) as files:
-        yield files[0]
-
-
-@contextmanager
-def scratch_files(comm: MPI.Comm, directory: str | Path, nbytes: int, count: int,
-                  hints: dict[str, str] | None = None, name: str = "sdm-bench") -> Iterator[list[tuple[MPI.File, Path]]]:
-    """*count* new sparse files of *nbytes* bytes, open on every rank; closed and removed afterwards.
+    """A new sparse file of *nbytes* bytes in *directory*, open on every rank, and its path;
+    closed and removed afterwards.
 
     Every timed write goes to a file of its own, as a new time step does: rewriting one
     file with every method would make each method's time depend on the one before it
     (e.g. after one large write the page cache holds large folios, and small writes of
-    several ranks then contend for their locks).
+    several ranks then contend for their locks).  Files are opened one at a time, as SDM
+    opens a level-1 file per write: ROMIO allocates a handle's 16 MiB collective buffer
+    at the open, and only a buffer freed by an earlier close comes back already touched.
     """
     stem = comm.bcast(f".{name}-{os.getpid()}-{next(_COUNTER)}" if comm.Get_rank() == 0 else None, root=0)
-    paths = [Path(directory) / f"{stem}-{k}.dat" for k in range(count)]
+    path = Path(directory) / f"{stem}.dat"
     if comm.Get_rank() == 0:
-        for path in paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as f:
-                f.truncate(nbytes)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            f.truncate(nbytes)
     comm.Barrier()
     info = MPI.Info.Create()
     for k, v in (hints or {}).items():
         info.Set(str(k), str(v))
-    files = []
+    fh = None
     try:
-        for path in paths:
-            files.append((MPI.File.Open(comm, str(path), MPI.MODE_RDWR, info), path))
-        yield files
+        fh = MPI.File.Open(comm, str(path), MPI.MODE_RDWR, info)
+        yield fh, path
     finally:
         info.Free()
-        for fh, _ in files:
+        if fh is not None:
             fh.Close()
         if comm.Get_rank() == 0:
-            for path in paths:
-                path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
 
 
 def timed(comm: MPI.Comm, fn: Callable[[], Any]) -> float:
@@ -203,7 +195,7 @@ def pattern_access(comm: MPI.Comm, pattern: Pattern, writing: bool, hints: dict 
     """The planner's :class:`Access` for an NCIO pattern (one allgather of rank stats)."""
     p, r = comm.Get_size(), comm.Get_rank()
     stats = comm.allgather(pattern.stats(p, r).as_tuple())
-    # level 1: every timed write goes to a new file (see scratch_files)
+    # level 1: every timed write goes to a new file (see scratch_file)
     return Access.from_stats(stats, writing=writing, level=1, itemsize=ITEM, total_bytes=pattern.file_bytes(p),
                              hints=hints, row_bytes=row_bytes(pattern.shape(p), ITEM))
 
@@ -260,8 +252,8 @@ def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: 
     for _ in range(repeats):
         times.append(0.0)
         if writing:
-            with scratch_files(comm, directory, pattern.file_bytes(nprocs), inner + settle, hints, "sdm-write") as files:
-                for k, (fh, path) in enumerate(files):
+            for k in range(inner + settle):  # a file at a time, each closed before the next opens, as SDM does
+                with scratch_file(comm, directory, pattern.file_bytes(nprocs), hints, "sdm-write") as (fh, path):
                     call(fh)
                     if settle and k == 0:
                         times[-1] = 0.0

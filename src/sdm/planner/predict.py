@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from . import Access, Planner, row_bytes
 from .hints import parse_pattern
 from .model import METHODS, CostModel
 
-__all__ = ["Workload", "distribution_of", "workload_access", "predict"]
+__all__ = ["Workload", "distribution_of", "workload_access", "opened_files", "held_files", "predict"]
 
 
 @dataclass(frozen=True)
@@ -159,9 +159,15 @@ def _strides(shape: tuple[int, ...], order: str, item: int) -> list[int]:
     return file_strides(shape, order, item)
 
 
-def _files(level: int, w: Workload) -> int:
+def opened_files(level: int, w: Workload) -> int:
     """Files opened (and closed) in the run at *level*."""
     return {1: w.writes, 2: w.datasets, 3: 1}[level]
+
+
+def held_files(level: int, w: Workload) -> int:
+    """Files open at the same time at *level*: SDM keeps the files that later writes append
+    to open (levels 2 and 3) and closes a level-1 file after its write."""
+    return {1: 1, 2: w.datasets, 3: 1}[level]
 
 
 def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
@@ -178,9 +184,8 @@ def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
     wa = workload_access(w, True, hints)
     ra = workload_access(w, False, hints) if w.reads else None
     wpred = {p.method: p for p in model.predict_all(wa, mpi_hints)}
-    # what a file's first write adds (ROMIO's collective buffer touched first), paid per file opened
-    fresh = {p.method: max(0.0, p.seconds - wpred[p.method].seconds)
-             for p in model.predict_all(replace(wa, level=1), mpi_hints)}
+    # what a new handle's first write adds (ROMIO's collective buffer touched first), per file held open
+    fresh = {m: model.new_handle(m, wa, mpi_hints) for m in METHODS}
     rpred = {p.method: p for p in model.predict_all(ra, mpi_hints)} if ra is not None else {}
     wdec = planner.choose("auto", wa)
     rdec = planner.choose("auto", ra) if ra is not None else None
@@ -193,12 +198,13 @@ def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
         per_read = (rpred[rm].seconds + model.overhead(w.nbytes, w.ranks, writing=False)) if rpred else 0.0
         totals = {}
         for level in (1, 2, 3):
-            opens = _files(level, w) * (model.constants["open"] * (2 if nreads else 1) + fresh[wm])
+            opens = (opened_files(level, w) * model.constants["open"] * (2 if nreads else 1)
+                     + held_files(level, w) * fresh[wm])
             totals[level] = (w.writes * per_write + nreads * per_read + opens + model.first_writes(w.datasets)
                              + (model.first_reads(w.datasets) if nreads else 0.0))
         rows.append({"method": m, "write_method": wm, "read_method": rm, "write_access": wpred[wm].seconds,
                      "read_access": rpred[rm].seconds if rpred else None, "per_write": per_write,
-                     "per_file": fresh[wm],
+                     "per_held_file": fresh[wm],
                      "per_read": per_read if rpred else None, "total": totals})
     return {
         "workload": {**asdict(w), "dumps": w.dumps, "writes": w.writes, "bytes_per_write": w.nbytes},
