@@ -174,35 +174,57 @@ def test_servers_in_shared_memory_copy_once_and_pay_two_barriers_per_round():
     assert m.predict("servers", a).seconds == pytest.approx(per_rank + 1e-3 + 2 * 1e-4, rel=1e-12)
 
 
-def test_noncontiguous_memory_costs_mpi_packing_per_block():
-    m = model(base_datatype_w=1e-4, call_w=1e-6, pack=2e-8, byte_w__4096=1e-9)
+def test_numpy_copies_pay_per_element_and_per_contiguous_run():
+    m = model(base_servers_r=1e-3, elem=2e-9, run=5e-8, shm=3e-10)
+    # the same 4096 bytes per rank as 512 runs of one element, or as one run of 512
+    scattered = access(False, (4096, 4096), (512, 512), (512, 512), ((0, 8184), (8, 8192)), total=8192)
+    whole = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 4096), (4096, 8192)), total=8192)
+    assert m.predict("servers", scattered).seconds == pytest.approx(1e-3 + 512 * 2e-9 + 512 * 5e-8 + 4096 * 3e-10,
+                                                                    rel=1e-12)
+    assert m.predict("servers", whole).seconds == pytest.approx(1e-3 + 512 * 2e-9 + 5e-8 + 4096 * 3e-10, rel=1e-12)
+
+
+def test_noncontiguous_memory_costs_mpi_packing_per_block_and_byte():
+    m = model(base_datatype_w=1e-4, call_w=1e-6, pack=2e-8, pack_byte=3e-10, byte_w__4096=1e-9)
     a = Access(writing=True, level=3, itemsize=8, total_bytes=1024, rank_bytes=(512,), rank_regions=(1,),
                rank_segments=(64,), rank_spans=((0, 512),), rank_memory=(64,))
-    # file contiguous: one call of 512 B, the 64 memory blocks gathered by MPI first
-    assert m.predict("datatype", a).seconds == pytest.approx(1e-4 + 1e-6 + 64 * 2e-8 + 512e-9, rel=1e-12)
+    # file contiguous: one call of 512 B, the 64 memory blocks (512 B) gathered by MPI first
+    assert m.predict("datatype", a).seconds == pytest.approx(1e-4 + 1e-6 + 64 * 2e-8 + 512 * 3e-10 + 512e-9,
+                                                             rel=1e-12)
+    # contiguous memory is not packed
+    one = dataclasses.replace(a, rank_memory=(1,), rank_segments=(1,))
+    assert m.predict("datatype", one).seconds == pytest.approx(1e-4 + 1e-6 + 512e-9, rel=1e-12)
 
 
 def test_collective_without_interleaving_is_independent_io():
-    m = model(base_collective_w=5e-4, call_w=1e-6, byte_w__4096=1e-9)
+    m = model(base_collective_w=5e-4, base_datatype_w=1e-4, call_w=1e-6, byte_w__4096=1e-9)
     a = access(True, (1024, 1024), (1, 1), (1, 1), ((0, 1024), (1024, 2048)), total=2048)
-    assert m.predict("collective", a).seconds == pytest.approx(5e-4 + 1e-6 + 1024e-9, rel=1e-12)
+    # ROMIO finds no interleaving and writes independently through the view: datatype I/O's costs
+    assert m.predict("collective", a).seconds == pytest.approx(1e-4 + 1e-6 + 1024e-9, rel=1e-12)
+    assert m.predict("collective", a).seconds == m.predict("datatype", a).seconds
 
 
 def test_collective_interleaved_goes_through_one_aggregator():
-    m = model(base_collective_r=1e-4, elem=1e-9, copy=1e-10, coll_region=2e-7, exchange=1e-9, call_r=3e-6,
-              buf_r=1e-9)
+    m = model(base_collective_r=1e-4, base_collective_w=2e-4, elem=1e-9, copy=1e-10, coll_region_r=2e-7,
+              coll_region_w=3e-7, exchange=1e-9, call_r=3e-6, buf_r=1e-9, page_w=1e-6, byte_w__4096=2e-9)
     a = access(False, (512, 512), (64, 64), (64, 64), ((0, 1016), (8, 1024)))
     aggregator = 64 * 1e-9 + 512 * 1e-10 + 128 * 2e-7 + 1024 * 1e-9 + 3e-6 + 1024 * 1e-9
     assert m.predict("collective", a).seconds == pytest.approx(1e-4 + aggregator, rel=1e-12)
+    # writing, a region costs more (ROMIO merges the offsets to find holes); the span is
+    # written (one call, zero cost here) into one new page in requests of 1024 B
+    aggregator = 64 * 1e-9 + 512 * 1e-10 + 128 * 3e-7 + 1024 * 1e-9 + 1e-6 + 1024 * 2e-9
+    w = dataclasses.replace(a, writing=True)
+    assert m.predict("collective", w).seconds == pytest.approx(2e-4 + aggregator, rel=1e-12)
 
 
 def test_an_aggregator_works_alone_while_the_other_ranks_wait():
-    consts = dict(coll_region=2e-7, exchange=1e-9, call_r=3e-6, buf_r=1e-9)
+    consts = dict(coll_region_r=2e-7, exchange=1e-9, call_r=3e-6, buf_r=1e-9)
     # four ranks, 8-byte regions interleaved over 2 KiB: one aggregator (cb_nodes 1) handles
     # all 256 regions, moves all 2048 bytes to the ranks and reads the 2048-byte span in one call
     a = access(False, (512,) * 4, (64,) * 4, (64,) * 4, tuple((8 * r, 8 * r + 2024) for r in range(4)), total=2048)
-    shared, alone = 256 * 2e-7 + 2048 * 1e-9, 3e-6 + 2048 * 1e-9
-    # measured with 4 ranks busy on 2 cores (contention 2); reading alone it has a core to itself
+    shared, alone = 256 * 2e-7 + 2048 * 1e-9 + 2048 * 1e-9, 3e-6
+    # measured with 4 ranks busy on 2 cores (contention 2); calling alone it has a core to
+    # itself; copying cached pages (buf_r) is bound by memory, which the waiting ranks do not use
     assert model(nprocs=4, cores=2, **consts).predict("collective", a).seconds == pytest.approx(shared + alone / 2,
                                                                                                 rel=1e-12)
     # with a core per rank there is no contention to be spared

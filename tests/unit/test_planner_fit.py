@@ -40,7 +40,7 @@ def test_constants_no_sample_sees_fall_back_to_the_prior():
     samples = [Sample("posix", Pattern(8, 1), True, {"call_w": 1000.0}, 1000 * 3e-6)]
     got = fit(samples)
     assert got["call_w"] == pytest.approx(3e-6, rel=0.01)
-    assert got["coll_region"] == pytest.approx(DEFAULTS["coll_region"], rel=1e-6)
+    assert got["coll_region_r"] == pytest.approx(DEFAULTS["coll_region_r"], rel=1e-6)
 
 
 def test_constants_measured_directly_are_taken_off_the_samples_before_fitting():

@@ -51,6 +51,7 @@ RUNS: tuple[tuple[str, Pattern], ...] = (
     ("list", Pattern(4 * K, 128)),
     ("datatype", Pattern(8, 16384)), ("datatype", Pattern(64, 4096, 256)),
     ("datatype", Pattern(64, 4096, mem_contig=False, file_contig=True)), ("datatype", Pattern(1 * M, 4)),
+    ("datatype", Pattern(8, 16384, mem_contig=False, file_contig=True)),  # tells pack per block from per byte
     ("sieving", Pattern(8, 16384)), ("sieving", Pattern(64, 512, 64 * K)), ("sieving", Pattern(4 * K, 256)),
     ("sieving", Pattern(64, 4096, 0, mem_contig=False)),
     ("servers", Pattern(8, 16384)), ("servers", Pattern(4 * K, 512)), ("servers", Pattern(256 * K, 8)),

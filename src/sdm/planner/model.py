@@ -25,15 +25,18 @@ list_w, list_r      per region walked inside one list-I/O call (MPI library, in 
 ds_w, ds_r          per region copied by ROMIO's data sieving
 lock                per read-modify-write window of ROMIO's data sieving (file lock)
 window              per window of SDM's sieving (its Python bookkeeping)
-pack                per noncontiguous memory block the MPI datatype engine gathers or scatters
-elem, copy          numpy strided copies: per element and per byte (sieving, servers)
+pack, pack_byte     per noncontiguous memory block the MPI datatype engine gathers or scatters,
+                    and per byte it moves so
+elem, copy, run     numpy strided copies: per element, per byte and per run contiguous in
+                    both memory and file (sieving, servers)
 fault               per page of fresh memory a rank touches first: ROMIO's collective buffer,
                     allocated when a file is opened, on the handle's first collective write
                     (measured directly; not part of an access: :meth:`CostModel.new_handle`)
 exchange            per byte moved between ranks in MPI messages (two-phase collective, servers
                     without shared memory)
 shm                 per byte a rank copies into (out of) the servers' shared-memory slabs
-coll_region         per file region through ROMIO's two-phase collective I/O
+coll_region_w/_r    per file region through ROMIO's two-phase collective I/O (a write also
+                    merges the regions' offsets, sorted, to find the holes it must read first)
 fsync, fsync_byte   per sync as SDM makes it (:mod:`sdm.storage.durability`) and per byte it flushes
 commit, lookup      per SDM write / read beyond the method (allgathers, catalog)
 first_w             per dataset, what its first write adds (its catalog rows, the method's plans)
@@ -83,8 +86,8 @@ METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 
 _PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
     "sync", "call_w", "call_r", "seek_w", "seek_r", "page_w", "page_part_w", "hole_w", "buf_r", "list_w", "list_r", "ds_w", "ds_r", "lock", "window",
-    "pack",
-        "elem", "copy", "fault", "exchange", "shm", "coll_region")
+    "pack", "pack_byte",
+        "elem", "copy", "run", "fault", "exchange", "shm", "coll_region_w", "coll_region_r")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
 _FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "first_r", "session_r")  # not CPU-bound per rank: not scaled
 
@@ -93,9 +96,9 @@ DEFAULTS: dict[str, float] = {
     "open": 5e-4, **{f"base_{m}_{x}": b for m, b in (("posix", 5e-5), ("list", 5e-5), ("datatype", 5e-5),
                                                       ("sieving", 3e-4), ("servers", 1e-3), ("collective", 3e-4))
                      for x in "wr"},
-    "sync": 1e-4, "pack": 2e-8, "page_w": 1e-6, "page_part_w": 5e-6, "hole_w": 7e-6, "buf_r": 1.5e-10,
+    "sync": 1e-4, "pack": 2e-8, "pack_byte": 2e-10, "page_w": 1e-6, "page_part_w": 5e-6, "hole_w": 7e-6, "buf_r": 1.5e-10,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
-    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "fault": 2e-6, "exchange": 5e-10, "shm": 3e-10, "coll_region": 1.5e-7,
+    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "run": 1e-8, "fault": 2e-6, "exchange": 5e-10, "shm": 3e-10, "coll_region_w": 2e-7, "coll_region_r": 1.2e-7,
     "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "first_w": 2e-3, "first_r": 5e-4, "session_r": 2e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
     **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},
 }
@@ -340,15 +343,16 @@ def _posix(a: "Access", p: Params, rw: str) -> Structure:
     return Structure(ranks, {f"base_posix_{rw}": 1})
 
 
-def _packing(mem: int) -> float:
-    """Memory blocks the MPI datatype engine walks (none for one contiguous block)."""
-    return float(mem) if mem > 1 else 0.0
+def _packing(nbytes: float, mem: int) -> Terms:
+    """What the MPI datatype engine does gathering (scattering) *nbytes* in *mem* memory
+    blocks: per block and per byte (nothing for one contiguous block)."""
+    return _add({}, pack=mem, pack_byte=nbytes) if mem > 1 else {}
 
 
 def _list(a: "Access", p: Params, rw: str) -> Structure:
     ranks, share = [], _first_touch(a) if rw == "w" else 0.0
     for b, reg, seg, mem, span in zip(a.rank_bytes, a.rank_regions, a.segments, a.memory, a.spans):
-        t = _add({}, pack=_packing(mem), **{f"call_{rw}": 1 if b else 0, f"list_{rw}": seg, f"seek_{rw}": reg})
+        t = _add(_packing(b, mem), **{f"call_{rw}": 1 if b else 0, f"list_{rw}": seg, f"seek_{rw}": reg})
         if rw == "w":
             _new_pages(t, share * _pages(b, reg, span), b / seg if seg else 0)
         _bytes(t, rw, b, b / seg if seg else 0)
@@ -374,7 +378,7 @@ def _independent_view(a: "Access", p: Params, rw: str, base: str = "datatype") -
     """ROMIO's independent path through a file view (data sieving when noncontiguous)."""
     ranks, near = [], _overlaps(a)
     for r, (b, reg, mem, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.memory, a.spans)):
-        t = _add({}, pack=_packing(mem))
+        t = _packing(b, mem)
         if reg <= 1:
             _add(t, **{f"call_{rw}": 1 if b else 0})
             _bytes(t, rw, b, b)
@@ -409,12 +413,12 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
             if rw == "w":
                 _new_pages(t, share * _pages(b, reg, (lo, hi)), b / reg)
             if seg > reg:
-                _add(t, elem=b / a.itemsize, copy=b)
+                _add(t, elem=b / a.itemsize, copy=b, run=seg)
         else:  # slab windows of whole rows, holes read through
             row = a.row_bytes or a.itemsize
             n = max(1, math.ceil(span / (row * max(1, p.sieve_buffer // row))))
             size = span / n
-            _add(t, elem=b / a.itemsize, copy=b, window=n, **{f"call_{rw}": n})
+            _add(t, elem=b / a.itemsize, copy=b, run=seg, window=n, **{f"call_{rw}": n})
             if rw == "r":
                 _add(t, buf_r=span)  # into the method's reused buffer
             elif span > b:  # whole windows are read and written back, holes too
@@ -466,10 +470,10 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
     chunk = min(per * row, span)
     servers = {j * nproc // k for j in range(busy)}
     ranks = []
-    for r, b in enumerate(a.rank_bytes):
+    for r, (b, seg) in enumerate(zip(a.rank_bytes, a.segments)):
         # shared memory: each byte moves once, straight into (out of) another rank's slab (an exchange
         # through memory); else packed (copy), sent (exchange) and unpacked by the server
-        t = _add({}, elem=b / a.itemsize, copy=0 if p.shm else b, **{"shm" if p.shm else "exchange": b})
+        t = _add({}, elem=b / a.itemsize, copy=0 if p.shm else b, run=seg, **{"shm" if p.shm else "exchange": b})
         if r in servers:
             mine = math.ceil(chunks / busy)
             if not p.shm:
@@ -477,7 +481,7 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
             serve = _add({}, **{f"call_{rw}": mine})
             _serve(serve, rw, span / busy, chunk, mine, holes=total < span)
             f = _alone(p, busy, nproc)
-            _add(t, **{name: f * n for name, n in serve.items()})
+            _add(t, **{name: (1 if name == "buf_r" else f) * n for name, n in serve.items()})
         ranks.append(t)
     return Structure(ranks, {f"base_servers_{rw}": 1, "sync": 2 * rounds if p.shm else rounds})
 
@@ -485,18 +489,18 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
 def _collective(a: "Access", p: Params, rw: str) -> Structure:
     near = _overlaps(a)
     if not near.any():  # ROMIO's "automatic" collective buffering falls back to independent I/O
-        return _independent_view(a, p, rw, base="collective")
+        return _independent_view(a, p, rw)
     span = _data_span(a)
     total = sum(a.rank_bytes)
     k = max(1, min(p.cb_nodes, a.nprocs))
-    ranks = [_add({}, elem=b / a.itemsize, copy=b, pack=_packing(mem)) for b, mem in zip(a.rank_bytes, a.memory)]
+    ranks = [_add(_packing(b, mem), elem=b / a.itemsize, copy=b) for b, mem in zip(a.rank_bytes, a.memory)]
     for r in range(k):  # the aggregators: every region passes through them
         n = math.ceil(span / k / p.cb_buffer)
-        t = _add(ranks[r * a.nprocs // k], coll_region=sum(a.rank_regions) / k, exchange=total / k)
+        t = _add(ranks[r * a.nprocs // k], **{f"coll_region_{rw}": sum(a.rank_regions) / k}, exchange=total / k)
         io = _add({}, **{f"call_{rw}": n})  # the file accesses, while the other ranks wait
         _serve(io, rw, span / k, min(span / k, p.cb_buffer), n, holes=total < span)
         f = _alone(p, k, a.nprocs)
-        _add(t, **{name: f * n for name, n in io.items()})
+        _add(t, **{name: (1 if name == "buf_r" else f) * n for name, n in io.items()})
     return Structure(ranks, {f"base_collective_{rw}": 1})
 
 
