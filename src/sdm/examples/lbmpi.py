@@ -246,7 +246,8 @@ def predicted(model: Any, grid: Grid, variant: str, method: str, nprocs: int, st
     SDM variants: every write's :class:`~sdm.planner.Access` (all ranks' pieces, the
     memory layout SDM sees: the F-ordered 4-D array, or for four files each field as
     the C-ordered copy SDM makes of a strided view) through the method (``auto``: the
-    planner's choice), plus the commit, the sync, one open per file and each dataset's first write.  The original:
+    planner's choice), plus the commit, the sync, one open per file, each open file's new
+    collective buffer and each dataset's first write.  The original:
     every element a call of its own (:mod:`posix`'s terms), one sync per field file.
     """
     from sdm.layout.regions import file_strides, rank_stats
@@ -275,7 +276,8 @@ def predicted(model: Any, grid: Grid, variant: str, method: str, nprocs: int, st
     chosen = Planner(mpi_hints=hints, model=model).choose(method, a).method.name
     per_write = model.predict(chosen, a, hints).seconds + model.overhead(nbytes, nprocs, writing=True, sync=sync,
                                                                          checksum=checksum)
-    return writes * per_write + files * c["open"] + model.first_writes(files), chosen
+    held = files * model.new_handle(chosen, a, hints)  # level 2: every file stays open, its buffer new
+    return writes * per_write + files * c["open"] + held + model.first_writes(files), chosen
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -311,22 +311,35 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
     """Time every (method, pattern) for writes and reads, each sample after one untimed call (collective).
 
     Samples are taken as the NCIO benchmark takes them (:func:`~sdm.planner.measure.run_method` with
-    ``settle``), so that the constants fitted here predict what the benchmark measures.
+    ``settle``), so that the constants fitted here predict what the benchmark measures.  The
+    repeats are taken in rounds over all runs, not one run after another: a disturbance
+    of a second or two (a virtual machine's host taking its cores back: one calibration
+    here saw every sample of two seconds 2-4x slow) then spoils one repeat of many
+    samples, which their medians discard, instead of every repeat of a few.
     """
     nprocs = comm.Get_size()
     model = CostModel(nprocs=nprocs, cores=os.cpu_count() or 1, romio=romio)
-    out = []
-    for i, (method, pattern) in enumerate(runs):
-        with data_file(comm, directory, pattern) as (data, _):
-            for writing in (True, False):
-                access = pattern_access(comm, pattern, writing)
-                first, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data)  # warm-up
-                times, _, _ = run_method(comm, directory, pattern, method, writing, repeats, data=data,
-                                         inner=calls_for(comm, first[0]), settle=True)
-                counts = structure(method, access, model.params()).counts()
-                out.append(Sample(method, pattern, writing, counts, statistics.median(times)))
+    cases = [(method, pattern, writing) for method, pattern in runs for writing in (True, False)]
+    inner: dict[tuple[str, Pattern, bool], int] = {}
+    times: dict[tuple[str, Pattern, bool], list[float]] = {case: [] for case in cases}
+    for rnd in range(repeats):
+        for method, pattern in runs:
+            with data_file(comm, directory, pattern) as (data, _):
+                for writing in (True, False):
+                    case = (method, pattern, writing)
+                    if case not in inner:
+                        first, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data)  # warm-up
+                        inner[case] = calls_for(comm, first[0])
+                    t, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data, inner=inner[case],
+                                         settle=True)
+                    times[case] += t
         if progress is not None:
-            progress(f"{i + 1}/{len(runs)} {method} {pattern.label}")
+            progress(f"round {rnd + 1}/{repeats} of {len(runs)} method runs timed")
+    out = []
+    for method, pattern, writing in cases:
+        access = pattern_access(comm, pattern, writing)
+        counts = structure(method, access, model.params()).counts()
+        out.append(Sample(method, pattern, writing, counts, statistics.median(times[(method, pattern, writing)])))
     return out
 
 

@@ -8,7 +8,8 @@ workload is a group of equally shaped datasets written every ``every`` iteration
 ``ranks`` ranks with a distribution such as ``(Block, Block, *)``; for every method
 (and ``auto``) and every file organization level the predicted seconds are:
 
-``writes * (T_method + T_commit + T_checksum + T_sync) + files_opened(level) * T_open``
+``writes * (T_method + T_commit + T_checksum + T_sync) + files_opened(level) * T_open
++ held_files(level) * T_new_handle``
 
 plus, when the data will be read back (``reads`` per written step), the same for the
 reads.  Levels differ in the files opened: one per dataset and step (level 1), one per
