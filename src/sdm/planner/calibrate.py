@@ -25,6 +25,7 @@ import os
 import statistics
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -322,19 +323,21 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
     cases = [(method, pattern, writing) for method, pattern in runs for writing in (True, False)]
     inner: dict[tuple[str, Pattern, bool], int] = {}
     times: dict[tuple[str, Pattern, bool], list[float]] = {case: [] for case in cases}
-    for rnd in range(repeats):
-        for method, pattern in runs:
-            with data_file(comm, directory, pattern) as (data, _):
-                for writing in (True, False):
-                    case = (method, pattern, writing)
-                    if case not in inner:
-                        first, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data)  # warm-up
-                        inner[case] = calls_for(comm, first[0])
-                    t, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data, inner=inner[case],
-                                         settle=True)
-                    times[case] += t
-        if progress is not None:
-            progress(f"round {rnd + 1}/{repeats} of {len(runs)} method runs timed")
+    with ExitStack() as files:
+        # every data file written (and synced) before any timing: a sample taken right after a
+        # file was written and synced ran up to 2x slower while the file system caught up
+        data = {pattern: files.enter_context(data_file(comm, directory, pattern))[0] for _, pattern in runs}
+        for rnd in range(repeats):
+            for case in cases:
+                method, pattern, writing = case
+                if case not in inner:
+                    first, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data[pattern])  # warm-up
+                    inner[case] = calls_for(comm, first[0])
+                t, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data[pattern],
+                                     inner=inner[case], settle=True)
+                times[case] += t
+            if progress is not None:
+                progress(f"round {rnd + 1}/{repeats} of {len(runs)} method runs timed")
     out = []
     for method, pattern, writing in cases:
         access = pattern_access(comm, pattern, writing)

@@ -374,7 +374,7 @@ def _romio_windows(nbytes: int, regions: int, span: int, buffer: int) -> tuple[i
     return n, float(min(span, n * buffer)), False
 
 
-def _independent_view(a: "Access", p: Params, rw: str, base: str = "datatype") -> Structure:
+def _independent_view(a: "Access", p: Params, rw: str) -> Structure:
     """ROMIO's independent path through a file view (data sieving when noncontiguous)."""
     ranks, near = [], _overlaps(a)
     for r, (b, reg, mem, (lo, hi)) in enumerate(zip(a.rank_bytes, a.rank_regions, a.memory, a.spans)):
@@ -394,7 +394,7 @@ def _independent_view(a: "Access", p: Params, rw: str, base: str = "datatype") -
                 _add(t, call_w=n, lock=n)
                 _rmw(t, covered, min(covered, buf), _span_pages(a, near, r) if tiled else covered / PAGE)
         ranks.append(t)
-    return Structure(ranks, {f"base_{base}_{rw}": 1})
+    return Structure(ranks, {f"base_datatype_{rw}": 1})
 
 
 def _sieving(a: "Access", p: Params, rw: str) -> Structure:
