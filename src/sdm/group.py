@@ -298,7 +298,8 @@ class Group:
         payloads = agree(s.comm, failure, ((tuple(names), _key(step), bool(overwrite), method), plan, stats))
         _check_same_call(payloads, "write")
         places = payloads[0][1]
-        decisions = [s.planner.choose(method or s.method, self._access(n, True, payloads, i)) for i, n in enumerate(names)]
+        accesses = [self._access(n, True, payloads, i) for i, n in enumerate(names)]
+        decisions = [s.planner.choose(method or s.method, a) for a in accesses]
         shares: list[tuple[float, int]] = []
         failure = None
         deferred: dict[Path, None] = {}  # open files synced once, after every transfer
@@ -325,6 +326,8 @@ class Group:
             integrity.to_hex(integrity.combine([g[i][1] for g in gathered])) if s.checksum else "" for i in range(len(names))
         ]
         seconds = [max(g[i][0] for g in gathered) for i in range(len(names))]
+        for a, decision, secs in zip(accesses, decisions, seconds):  # the same on every rank
+            s.planner.observe(a, decision.method.name, secs)
         root_call(s.comm, self._commit, names, int(step), places, checksums, decisions, seconds, overwrite)
         for n in names:
             self._steps[n].add(int(step))
@@ -495,15 +498,17 @@ class Group:
         _check_same_call(payloads, "read")
         rel, offset, expected = payloads[0][1]
         view, arr = prepared  # type: ignore[misc]
-        decision = s.planner.choose(method or s.method, self._access(name, False, payloads))
+        access = self._access(name, False, payloads)
+        decision = s.planner.choose(method or s.method, access)
         path = self._absolute(rel)
-        _, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
+        seconds, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
         check = check and bool(expected)  # nothing to compare with when written without checksum
         partial = None
         if failure is None and check:
             partial, failure = capture(self._partial_checksum, name, view, arr, rank=s.rank)
-        shares = agree(s.comm, failure, partial)
-        if check and integrity.to_hex(integrity.combine(shares)) != expected:
+        shares = agree(s.comm, failure, (partial, seconds or 0.0))
+        s.planner.observe(access, decision.method.name, max(t for _, t in shares))  # the same on every rank
+        if check and integrity.to_hex(integrity.combine([p for p, _ in shares])) != expected:
             raise IntegrityError(
                 f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
                 f"{expected}; the file was changed or damaged after the write"

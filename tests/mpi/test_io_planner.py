@@ -61,6 +61,46 @@ def test_auto_decisions_use_the_stored_calibration_and_are_recorded(comm, mpi_tm
         np.testing.assert_array_equal(got, G)
 
 
+def test_a_tie_is_measured_on_the_first_writes_and_the_same_method_kept_on_every_rank(comm, mpi_tmp):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/cat.db"
+    root = Path(mpi_tmp).resolve()
+    # posix and list writes predicted 100 and 105 us (a tie the model cannot break); reads not tied
+    consts = {**{k: 0.0 for k in DEFAULTS}, "base_posix_w": 1e-4, "base_list_w": 1.05e-4, "base_posix_r": 1e-4,
+              "base_list_r": 1e-3}
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        cat.save_calibration(str(root), size, CostModel(consts, nprocs=size, calibrated=True).to_json())
+        cat.close()
+    comm.Barrier()
+    shape = (8, 6)
+    grid = tuple(__import__("mpi4py").MPI.Compute_dims(size, [0, 0]))
+    steps = 10
+    arrays = [global_array(shape, "f8", "C", seed=k) for k in range(steps)]
+    with sdm.open("tie", root=root, catalog=url, planner_hints={"methods": "posix,list", "trials": 2}) as s:
+        g = s.make_group("g", ["a"], dtype="f8", shape=shape, view=sdm.Cyclic())
+        for k in range(steps):
+            g.write("a", k, local_from_global(arrays[k], cyclic_indices(shape, grid, rank))[0])
+        settled = [d.reason for d in s.planner._decided.values()]
+        assert len(settled) == 1 and " measured fastest of a tie (" in settled[0]
+        assert all(other == settled for other in comm.allgather(settled))  # every rank ended the trial alike
+        run_id = s.run_id
+    comm.Barrier()
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        writes = sorted((w.step, w) for _, _, w in cat.writes(run_id))
+        cat.close()
+        methods = [w.method for _, w in writes]
+        assert methods[:6] == ["posix", "list"] * 3  # one warm-up and two timed writes each, in turns
+        assert all(w.reason.startswith(f"auto (trial, access {k + 1} of 6): trying {w.method} of posix, list")
+                   for k, (_, w) in enumerate(writes[:6]))
+        assert all(w.reason == settled[0] and w.reason.startswith(f"auto: {w.method} measured")
+                   for _, w in writes[6:])
+        for (step, w), expected in zip(writes, arrays):  # every step's bytes, whichever method wrote them
+            got = np.memmap(root / w.path, dtype="f8", mode="r", offset=w.offset, shape=shape)
+            np.testing.assert_array_equal(got, expected)
+
+
 def _access_like(session, group, local):
     """The access every rank describes for its write (what the planner decides on)."""
     from sdm.planner import Access, rank_stats_tuple

@@ -20,6 +20,7 @@ from ..errors import InvalidNameError
 from ..io import IOMethod, get_method, method_names
 from .hints import Hints, conforms
 from .model import METHODS, CostModel, Prediction
+from .trials import TIE, Trial, contenders
 
 __all__ = ["Access", "Decision", "Planner", "choose_method", "rank_stats_tuple", "row_bytes"]
 
@@ -199,6 +200,7 @@ class Planner:
         self.mpi_hints = dict(mpi_hints or {})
         self.model = model if model is not None else CostModel.from_calibration(calibration)
         self._decided: dict[tuple, Decision] = {}  # an application writes the same access every step
+        self._trials: dict[tuple, tuple[Trial, str]] = {}  # ties being measured, and what was predicted
 
     def choose(self, requested: str, access: Access | None = None) -> Decision:
         """Resolve a requested method name (or ``"auto"``) for *access*.
@@ -218,15 +220,39 @@ class Planner:
         key = access.key() if access is not None else None
         if key is not None and key in self._decided:
             return self._decided[key]
+        if key is not None and key in self._trials:
+            return _trying(*self._trials[key])
         decision = self._auto(access)
+        if isinstance(decision, tuple):  # a tie: the next accesses measure it
+            _bounded(self._trials)[key] = decision
+            return _trying(*decision)
         if key is not None:
-            if len(self._decided) >= 256:
-                self._decided.pop(next(iter(self._decided)))
-            self._decided[key] = decision
+            _bounded(self._decided)[key] = decision
         return decision
 
-    def _auto(self, access: Access | None) -> Decision:
-        """The decision for ``"auto"`` (see :meth:`choose`)."""
+    def observe(self, access: Access, method: str, seconds: float) -> None:
+        """Tell the planner that *method* took *seconds* for *access* (collective by agreement).
+
+        Only accesses whose ``auto`` decision is a trial (:mod:`sdm.planner.trials`) use
+        it; when the trial is over, ``auto`` keeps the measured fastest for this access.
+        Every rank must pass the same *seconds* (the slowest rank's), as every rank
+        must reach the same decision.
+        """
+        key = access.key()
+        if key not in self._trials:
+            return
+        trial, predicted = self._trials[key]
+        if trial.observe(method, seconds):
+            del self._trials[key]
+            winner = trial.winner()
+            _bounded(self._decided)[key] = Decision(
+                get_method(winner),
+                f"auto: {winner} measured fastest of a tie ({trial.summary()}; median of {trial.runs} "
+                f"accesses each); {predicted}",
+            )
+
+    def _auto(self, access: Access | None) -> Decision | tuple[Trial, str]:
+        """The decision for ``"auto"``, or a trial when the model sees a tie (see :meth:`choose`)."""
         if access is not None and access.kind == "map":
             return Decision(
                 get_method("exchange"),
@@ -239,6 +265,11 @@ class Planner:
             return self._rule(hints, candidates, said)
         preds = self.model.predict_all(access, self.mpi_hints, tuple(candidates))
         best = preds[0]
+        tied = contenders([(p.method, p.seconds) for p in preds]) if hints.trials else ()
+        if len(tied) > 1:
+            predicted = ", ".join(f"{p.method} {_ms(p.seconds)}" for p in preds if p.method in tied)
+            return Trial(tied, hints.trials), (f"predicted {predicted}, within {TIE:.0%} of each other; "
+                                                f"{self.model.label}{said}")
         others = ", ".join(f"{p.method} {_ms(p.seconds)}" for p in preds[1:])
         return Decision(
             get_method(best.method),
@@ -277,6 +308,20 @@ class Planner:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms"
+
+
+def _trying(trial: Trial, predicted: str) -> Decision:
+    """The decision for the next access of a trial."""
+    return Decision(get_method(trial.current()),
+                    f"auto (trial, access {trial.done + 1} of {trial.length}): trying {trial.current()} of "
+                    f"{', '.join(trial.methods)}; {predicted}")
+
+
+def _bounded(cache: dict) -> dict:
+    """*cache* with room for one more entry (the oldest goes beyond 256)."""
+    if len(cache) >= 256:
+        cache.pop(next(iter(cache)))
+    return cache
 
 
 def choose_method(requested: str, access: Access | None = None) -> Decision:

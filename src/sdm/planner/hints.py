@@ -15,6 +15,9 @@ buffer_limit  bytes of extra memory a rank may spend on I/O buffers (excludes me
               whose buffers are larger: sieving, servers, collective)
 methods       comma-separated methods ``auto`` may choose from (e.g. ``"collective,servers"``
               on a file system without POSIX coherence or file locks)
+trials        timed accesses per method when the predictions of several methods are
+              within 10 % (a tie the model cannot break): the first accesses try each
+              (:mod:`sdm.planner.trials`); 0 trusts the model (default 3)
 =============  ==========================================================================
 """
 
@@ -74,6 +77,7 @@ class Hints:
     mostly: str | None = None
     buffer_limit: int | None = None
     methods: tuple[str, ...] | None = None
+    trials: int = 3
 
     @classmethod
     def parse(cls, hints: Mapping[str, Any] | None) -> "Hints":
@@ -107,7 +111,11 @@ class Hints:
         if methods is not None:
             items = methods.split(",") if isinstance(methods, str) else methods
             methods = tuple(m.strip() for m in items if m.strip())
-        return cls(pattern, frequency, mostly, limit, methods)
+        raw = h.get("trials", cls.trials)
+        trials = int(raw) if isinstance(raw, (int, str)) and str(raw).strip().isdigit() else -1
+        if trials < 0:
+            raise InvalidNameError(f"planner hint trials={h.get('trials')!r} must be a whole number >= 0")
+        return cls(pattern, frequency, mostly, limit, methods, trials)
 
     def describe(self) -> str:
         """The hints in a few words (for decision reasons), '' when none were given."""
@@ -122,4 +130,6 @@ class Hints:
             parts.append(f"buffers <= {self.buffer_limit} B")
         if self.methods:
             parts.append(f"methods {','.join(self.methods)}")
+        if self.trials != Hints.trials:
+            parts.append(f"{self.trials} trial accesses per tied method")
         return "; ".join(parts)

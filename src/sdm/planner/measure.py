@@ -222,7 +222,8 @@ def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: 
     Writes go to new files in *directory* (one per call); reads read *data* (see
     :func:`data_file`).  Each sample is the mean of *inner* calls, each between two
     barriers (more than one for calls too short to time alone).  For ``auto`` the
-    planner's decision is part of every call, as in an SDM write.  With *settle*, each
+    planner's decision is part of every call, as in an SDM write, and every call's time
+    is reported to the planner, which measures ties that way (:mod:`sdm.planner.trials`).  With *settle*, each
     sample starts with one untimed call: when methods take turns, the first call after
     another method pays for what that method left behind (caches, scheduling; up to
     2x for a 5 ms call here), which an application repeating one access never sees.
@@ -247,7 +248,10 @@ def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: 
                 m = get_method(chosen)
                 (m.write if writing else m.read)(t)
 
-            times[-1] += timed(comm, once)
+            seconds = timed(comm, once)  # the same on every rank
+            if method == "auto":  # a tie the model cannot break is measured by the first calls
+                planner.observe(access, chosen, seconds)  # type: ignore[union-attr, arg-type]
+            times[-1] += seconds
 
     for _ in range(repeats):
         times.append(0.0)

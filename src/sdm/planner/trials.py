@@ -1,0 +1,88 @@
+"""Measured tie-breaks: when the model cannot tell two methods apart, the first accesses try both.
+
+The cost model predicts NCIO points with a median error of about 10 % on a busy
+2-core machine; two methods predicted closer than that are a tie the model cannot
+break (measured: at such points the predicted-faster method was the slower one by up
+to 1.8x).  An application repeats the same access every step, so its own first steps
+can settle the tie, as autotuners and FFTW's planner do: ``auto`` alternates between
+the contenders, each one's first access untimed (it builds its plans), then keeps the
+one with the lower median.  A trial costs at most what a wrong guess would: every
+contender was predicted within the tie margin of the best.
+
+Every rank must feed :meth:`Trial.observe` the same seconds (the slowest rank's, as the
+write path agrees them), so that every rank ends the trial with the same method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+
+__all__ = ["TIE", "WARMUP", "Trial", "contenders"]
+
+#: Relative gap under which two predictions are a tie (about the model's median error).
+TIE = 0.10
+#: Untimed accesses per contender before its timed ones (plans and caches are built).
+WARMUP = 1
+#: Contenders tried at most (the best prediction and the next ones within the margin).
+MOST = 3
+
+
+def contenders(predictions: list[tuple[str, float]], margin: float = TIE) -> tuple[str, ...]:
+    """Methods predicted within *margin* of the fastest (fastest first, at most :data:`MOST`).
+
+    *predictions* are ``(method, seconds)`` pairs, fastest first.
+    """
+    best = predictions[0][1]
+    return tuple(m for m, s in predictions if s <= best * (1 + margin))[:MOST]
+
+
+@dataclass
+class Trial:
+    """The schedule and timings of one access's trial.
+
+    Attributes
+    ----------
+    methods : tuple of str
+        The contenders, fastest predicted first; they take turns.
+    runs : int
+        Timed accesses per contender.
+    times : dict
+        Method -> seconds of its timed accesses so far.
+    """
+
+    methods: tuple[str, ...]
+    runs: int
+    times: dict[str, list[float]] = field(default_factory=dict)
+    done: int = 0
+
+    @property
+    def length(self) -> int:
+        """Accesses the trial takes."""
+        return len(self.methods) * (WARMUP + self.runs)
+
+    def current(self) -> str:
+        """The method the next access tries."""
+        return self.methods[self.done % len(self.methods)]
+
+    def observe(self, method: str, seconds: float) -> bool:
+        """Record an access of *method* that took *seconds*; returns whether the trial is over.
+
+        An access by another method than :meth:`current` (a caller that did not follow
+        the schedule) is not counted.
+        """
+        if method != self.current():
+            return False
+        if self.done >= WARMUP * len(self.methods):
+            self.times.setdefault(method, []).append(float(seconds))
+        self.done += 1
+        return self.done >= self.length
+
+    def winner(self) -> str:
+        """The contender with the lowest median time (ties: the one predicted faster)."""
+        return min(self.methods, key=lambda m: (median(self.times.get(m) or [float("inf")]), self.methods.index(m)))
+
+    def summary(self) -> str:
+        """The measured medians in a few words, winner first."""
+        ranked = sorted(self.methods, key=lambda m: median(self.times.get(m) or [float("inf")]))
+        return ", ".join(f"{m} {median(self.times[m]) * 1e3:.3g} ms" for m in ranked if self.times.get(m))

@@ -1,0 +1,92 @@
+"""Ties the model cannot break are measured by the first accesses (sdm.planner.trials)."""
+
+from __future__ import annotations
+
+import pytest
+from sdm.errors import InvalidNameError
+from sdm.planner import Access, Planner
+from sdm.planner.model import CONSTANTS, CostModel
+from sdm.planner.trials import Trial, contenders
+
+ZERO = {k: 0.0 for k in (*CONSTANTS, "open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "first_r",
+                         "session_r", "pwrite", "checksum_byte")}
+
+
+def _access() -> Access:
+    return Access(writing=True, level=3, itemsize=8, total_bytes=8192, rank_bytes=(4096, 4096),
+                  rank_regions=(512, 512), rank_segments=(512, 512), rank_spans=((0, 8184), (8, 8192)))
+
+
+def _planner(**hints) -> Planner:
+    # posix 100 us, list 105 us (a tie: within 10 %), datatype 150 us; nothing else costs
+    model = CostModel({**ZERO, "base_posix_w": 1e-4, "base_list_w": 1.05e-4, "base_datatype_w": 1.5e-4},
+                      nprocs=2, cores=2, calibrated=True, label="calibration 7")
+    return Planner(hints={"methods": "posix,list,datatype", **hints}, model=model)
+
+
+def test_contenders_are_the_methods_within_the_margin_fastest_first():
+    preds = [("servers", 1.0), ("sieving", 1.05), ("posix", 1.1), ("list", 1.2), ("collective", 1.0999)]
+    assert contenders(preds) == ("servers", "sieving", "posix")  # at most three
+    assert contenders([("servers", 1.0), ("posix", 1.2)]) == ("servers",)
+    assert contenders([("posix", 0.0), ("list", 0.0)]) == ("posix", "list")
+
+
+def test_a_trial_alternates_warms_up_then_keeps_the_lower_median():
+    t = Trial(("posix", "list"), runs=2)
+    assert t.length == 6
+    order = []
+    for seconds in ({"posix": 9.0, "list": 9.0}, {"posix": 3.0, "list": 1.0}, {"posix": 2.0, "list": 5.0}):
+        for _ in range(2):
+            order.append(t.current())
+            over = t.observe(t.current(), seconds[t.current()])
+    assert over and order == ["posix", "list"] * 3
+    assert t.times == {"posix": [3.0, 2.0], "list": [1.0, 5.0]}  # the warm-ups (9 s) are not counted
+    assert t.winner() == "posix"  # medians 2.5 s against 3 s
+    assert t.summary() == "posix 2.5e+03 ms, list 3e+03 ms"
+
+
+def test_an_access_off_the_schedule_is_not_counted():
+    t = Trial(("posix", "list"), runs=1)
+    assert t.observe("list", 1.0) is False and t.done == 0  # posix's turn
+    assert t.observe("posix", 1.0) is False and t.current() == "list"
+
+
+def test_auto_measures_a_tie_on_the_first_accesses_and_keeps_the_fastest():
+    planner, a = _planner(), _access()
+    first = planner.choose("auto", a)
+    assert first.method.name == "posix"
+    assert first.reason == ("auto (trial, access 1 of 8): trying posix of posix, list; predicted posix 0.1 ms, "
+                            "list 0.105 ms, within 10% of each other; calibration 7; hints: methods posix,list,datatype")
+    assert planner.choose("auto", a).reason == first.reason  # nothing observed: the same turn
+    measured = {"posix": 2e-3, "list": 1e-3}  # the model's runner-up is faster here
+    tried = []
+    for _ in range(8):
+        d = planner.choose("auto", a)
+        tried.append(d.method.name)
+        planner.observe(a, d.method.name, measured[d.method.name])
+    assert tried == ["posix", "list"] * 4
+    final = planner.choose("auto", a)
+    assert final.method.name == "list"
+    assert final.reason == ("auto: list measured fastest of a tie (list 1 ms, posix 2 ms; median of 3 accesses each); "
+                            "predicted posix 0.1 ms, list 0.105 ms, within 10% of each other; calibration 7; "
+                            "hints: methods posix,list,datatype")
+    planner.observe(a, "posix", 0.0)  # after the trial, timings change nothing
+    assert planner.choose("auto", a) is final
+
+
+def test_without_trials_auto_takes_the_prediction():
+    d = _planner(trials=0).choose("auto", _access())
+    assert d.method.name == "posix" and d.reason.startswith("auto: posix predicted 0.1 ms")
+    assert "0 trial accesses per tied method" in d.reason
+
+
+def test_a_clear_winner_needs_no_trial():
+    d = _planner(methods="posix,datatype").choose("auto", _access())
+    assert d.method.name == "posix" and d.reason.startswith("auto: posix predicted")
+
+
+@pytest.mark.parametrize("value", ["-1", "2.5", "many", True, 1.5])
+def test_a_bad_trials_hint_is_rejected(value):
+    with pytest.raises(InvalidNameError) as exc:
+        _planner(trials=value).choose("auto", _access())
+    assert str(exc.value) == f"planner hint trials={value!r} must be a whole number >= 0"
