@@ -6,9 +6,11 @@ makes, and :meth:`Planner.choose` turns the same :class:`Access` into the same
 :class:`Decision` on every rank, so the method is always chosen collectively.  With
 ``"auto"`` the planner predicts every method's time with the cost model calibrated for
 the storage target (:mod:`sdm.planner.model`, ``sdm calibrate``) and takes the
-fastest; without a calibration it follows the MDMS rule (collective I/O unless the
-declared access pattern conforms to the stored layout).  The decision and its reason
-are recorded with every write in the catalog.
+fastest -- or, when several are predicted within the model's error, lets the first
+accesses measure them (:mod:`sdm.planner.trials`, fed by :meth:`Planner.observe`);
+without a calibration it follows the MDMS rule (collective I/O unless the declared
+access pattern conforms to the stored layout).  The decision and its reason are
+recorded with every write in the catalog.
 """
 
 from __future__ import annotations

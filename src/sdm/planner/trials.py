@@ -3,7 +3,7 @@
 The cost model predicts NCIO points with a median error of about 10 % on a busy
 2-core machine; two methods predicted closer than that are a tie the model cannot
 break (measured: at such points the predicted-faster method was the slower one by up
-to 1.8x).  An application repeats the same access every step, so its own first steps
+to 1.2x).  An application repeats the same access every step, so its own first steps
 can settle the tie, as autotuners and FFTW's planner do: ``auto`` alternates between
 the contenders, each one's first access untimed (it builds its plans), then keeps the
 one with the lower median.  A trial costs at most what a wrong guess would: every
