@@ -86,30 +86,41 @@ def run_workload(comm: MPI.Comm, w: Workload, level: int, method: str, root: Pat
 
 
 def measure(comm: MPI.Comm, base: Path, model: Any, repeats: int, say: Any) -> list[dict[str, Any]]:
+    """Every (workload, level, method) *repeats* times, in rounds over all of them.
+
+    Rounds, not one configuration's repeats in a row: a disturbance of a few seconds (one
+    run here saw a configuration's writes and reads 2.5-3x slow in two repeats of three,
+    against 0.044-0.049 s when re-run) then spoils one repeat of several configurations,
+    which their medians discard.
+    """
+    workloads = [Workload(**{**w0.__dict__, "ranks": comm.Get_size()}) for w0 in WORKLOADS]
+    configs = [(wi, level, method) for wi in range(len(workloads)) for level in (1, 2, 3) for method in METHODS]
+    times: dict[tuple, list[dict[str, Any]]] = {c: [] for c in configs}
+    for rep in range(repeats):
+        for wi, level, method in configs:
+            root = fresh(comm, base, f"w{wi}-l{level}-{method}-{rep}")
+            times[(wi, level, method)].append(run_workload(comm, workloads[wi], level, method, root, model))
+            comm.Barrier()
+            if comm.Get_rank() == 0:
+                shutil.rmtree(root, ignore_errors=True)
+        say(f"round {rep + 1}/{repeats} of {len(configs)} runs")
     rows = []
-    for wi, w0 in enumerate(WORKLOADS):
-        w = Workload(**{**w0.__dict__, "ranks": comm.Get_size()})
+    for wi, w in enumerate(workloads):
         pred = predict(w, model, hints={"frequency": w.reads})
         by = {r["method"]: r for r in pred["rows"]}
         for level in (1, 2, 3):
             for method in METHODS:
-                times = []
-                for rep in range(repeats):
-                    root = fresh(comm, base, f"w{wi}-l{level}-{method}-{rep}")
-                    times.append(run_workload(comm, w, level, method, root, model))
-                    comm.Barrier()
-                    if comm.Get_rank() == 0:
-                        shutil.rmtree(root, ignore_errors=True)
+                runs = times[(wi, level, method)]
                 p = by[method]
                 opens = opened_files(level, w) * model.constants["open"]
                 pw = (w.writes * p["per_write"] + opens + held_files(level, w) * p["per_held_file"]
                       + model.first_writes(w.datasets))
                 pr = w.writes * w.reads * p["per_read"] + opens + (model.first_reads(w.datasets) if w.reads else 0.0)
-                mw, mr = median(t["write"] for t in times), median(t["read"] for t in times)
+                mw, mr = median(t["write"] for t in runs), median(t["read"] for t in runs)
                 rows.append({"workload": wi, "shape": list(w.shape), "distribution": w.distribution,
                              "level": level, "method": method, "write_method": p["write_method"],
-                             "read_method": p["read_method"], "used": times[0]["used"], "writes": w.writes,
-                             "bytes": w.nbytes,
+                             "read_method": p["read_method"], "used": ",".join(sorted({t["used"] for t in runs})),
+                             "writes": w.writes, "bytes": w.nbytes,
                              "predicted_write": pw, "measured_write": mw, "predicted_read": pr, "measured_read": mr})
                 say(f"workload {wi} level {level} {method:10s} write {mw:.3f} s (pred {pw:.3f}) "
                     f"read {mr:.3f} s (pred {pr:.3f})")
@@ -135,7 +146,7 @@ def other_points(out: Path) -> list[dict[str, Any]]:
 
 def markdown(rows: list[dict], points: list[dict], meta: dict) -> str:
     head = (f"# Predictor benchmark\n\n{meta['nprocs']} ranks on {meta['cores']} cores, {meta['date']}; "
-            f"median of {meta['repeats']} repeats; load average {meta['load_before']:.1f} before, "
+            f"median of {meta['repeats']} repeats in rounds; load average {meta['load_before']:.1f} before, "
             f"{meta['load_after']:.1f} after; free page reporting {meta.get('free_page_reporting', 'absent')}; "
             f"model: {meta['model']}.\n\n"
             "Whole SDM runs (every write: open, I/O, sync, catalog commit; then every step read back once) "
