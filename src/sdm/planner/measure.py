@@ -223,8 +223,8 @@ def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: 
     :func:`data_file`).  Each sample is the mean of *inner* calls, each between two
     barriers (more than one for calls too short to time alone).  For ``auto`` the
     planner's decision is part of every call, as in an SDM write, and every call's time
-    is reported to the planner, which measures ties that way (:mod:`sdm.planner.trials`).  With *settle*, each
-    sample starts with one untimed call: when methods take turns, the first call after
+    is reported to the planner, which measures ties that way (:mod:`sdm.planner.trials`).
+    With *settle*, each sample starts with one untimed call: when methods take turns, the first call after
     another method pays for what that method left behind (caches, scheduling; up to
     2x for a 5 ms call here), which an application repeating one access never sees.
 
