@@ -154,34 +154,37 @@ def test_datatype_writes_over_other_ranks_regions_overlap_their_windows_not_thei
 
 
 def test_servers_read_packs_exchanges_and_serves_a_chunk_each():
-    m = model(base_servers_r=1e-3, sync=1e-4, elem=2e-9, copy=1e-10, exchange=3e-10, call_r=1e-6,
+    m = model(base_servers_r=1e-3, sync=1e-4, run=2e-8, copy=1e-10, exchange=3e-10, call_r=1e-6,
               buf_r=5e-10)
     a = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 8192), (0, 8192)), total=8192)
-    # each rank: its 512 elements packed and exchanged, plus a 4096-byte chunk served (512 elements)
-    per_rank = 1024 * 2e-9 + 8192 * 1e-10 + 4096 * 3e-10 + 1e-6 + 4096 * 5e-10
+    # each rank: its one run of 512 elements packed and exchanged, plus a 4096-byte chunk
+    # served (read, and the one run of it unpacked)
+    per_rank = 2 * 2e-8 + 8192 * 1e-10 + 4096 * 3e-10 + 1e-6 + 4096 * 5e-10
     assert m.predict("servers", a, {"sdm_shm": "disable"}).seconds == pytest.approx(per_rank + 1e-3 + 1e-4,
                                                                                       rel=1e-12)
 
 
 def test_servers_in_shared_memory_copy_once_and_pay_two_barriers_per_round():
-    m = model(base_servers_r=1e-3, sync=1e-4, elem=2e-9, copy=1e-10, exchange=9e-10, shm=3e-10, call_r=1e-6,
+    m = model(base_servers_r=1e-3, sync=1e-4, run=2e-8, copy=1e-10, exchange=9e-10, shm=3e-10, call_r=1e-6,
               buf_r=5e-10)
     a = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 8192), (0, 8192)), total=8192)
-    # each rank: its 512 elements copied once, out of the servers' slabs (shm, not MPI
-    # messages: no packing, no unpacking by the server), plus its 4096-byte chunk read;
-    # one round, two barriers
-    per_rank = 512 * 2e-9 + 4096 * 3e-10 + 1e-6 + 4096 * 5e-10
+    # each rank: its one run of 512 elements copied once, out of the servers' slabs (shm,
+    # not MPI messages: no packing, no unpacking by the server), plus its 4096-byte chunk
+    # read; one round, two barriers
+    per_rank = 2e-8 + 4096 * 3e-10 + 1e-6 + 4096 * 5e-10
     assert m.predict("servers", a).seconds == pytest.approx(per_rank + 1e-3 + 2 * 1e-4, rel=1e-12)
 
 
-def test_numpy_copies_pay_per_element_and_per_contiguous_run():
+def test_numpy_copies_pay_per_single_element_or_per_longer_run():
     m = model(base_servers_r=1e-3, elem=2e-9, run=5e-8, shm=3e-10)
-    # the same 4096 bytes per rank as 512 runs of one element, or as one run of 512
+    # the same 4096 bytes per rank as 512 runs of one element (numpy's inner loop copies
+    # them one by one), as one run of 512, or as 64 runs of 8 (an outer iteration each)
     scattered = access(False, (4096, 4096), (512, 512), (512, 512), ((0, 8184), (8, 8192)), total=8192)
     whole = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 4096), (4096, 8192)), total=8192)
-    assert m.predict("servers", scattered).seconds == pytest.approx(1e-3 + 512 * 2e-9 + 512 * 5e-8 + 4096 * 3e-10,
-                                                                    rel=1e-12)
-    assert m.predict("servers", whole).seconds == pytest.approx(1e-3 + 512 * 2e-9 + 5e-8 + 4096 * 3e-10, rel=1e-12)
+    rows = access(False, (4096, 4096), (64, 64), (64, 64), ((0, 8128), (64, 8192)), total=8192)
+    assert m.predict("servers", scattered).seconds == pytest.approx(1e-3 + 512 * 2e-9 + 4096 * 3e-10, rel=1e-12)
+    assert m.predict("servers", whole).seconds == pytest.approx(1e-3 + 5e-8 + 4096 * 3e-10, rel=1e-12)
+    assert m.predict("servers", rows).seconds == pytest.approx(1e-3 + 64 * 5e-8 + 4096 * 3e-10, rel=1e-12)
 
 
 def test_noncontiguous_memory_costs_mpi_packing_per_block_and_byte():
@@ -205,14 +208,16 @@ def test_collective_without_interleaving_is_independent_io():
 
 
 def test_collective_interleaved_goes_through_one_aggregator():
-    m = model(base_collective_r=1e-4, base_collective_w=2e-4, elem=1e-9, copy=1e-10, coll_region_r=2e-7,
+    m = model(base_collective_r=1e-4, base_collective_w=2e-4, copy=1e-10, coll_region_r=2e-7,
               coll_region_w=3e-7, exchange=1e-9, call_r=3e-6, buf_r=1e-9, page_w=1e-6, byte_w__4096=2e-9)
     a = access(False, (512, 512), (64, 64), (64, 64), ((0, 1016), (8, 1024)))
-    aggregator = 64 * 1e-9 + 512 * 1e-10 + 128 * 2e-7 + 1024 * 1e-9 + 3e-6 + 1024 * 1e-9
+    # the aggregator: its own 512 bytes copied, the 128 regions of both ranks, all 1024
+    # bytes exchanged, the 1024-byte span read in one call into its buffer
+    aggregator = 512 * 1e-10 + 128 * 2e-7 + 1024 * 1e-9 + 3e-6 + 1024 * 1e-9
     assert m.predict("collective", a).seconds == pytest.approx(1e-4 + aggregator, rel=1e-12)
     # writing, a region costs more (ROMIO merges the offsets to find holes); the span is
     # written (one call, zero cost here) into one new page in requests of 1024 B
-    aggregator = 64 * 1e-9 + 512 * 1e-10 + 128 * 3e-7 + 1024 * 1e-9 + 1e-6 + 1024 * 2e-9
+    aggregator = 512 * 1e-10 + 128 * 3e-7 + 1024 * 1e-9 + 1e-6 + 1024 * 2e-9
     w = dataclasses.replace(a, writing=True)
     assert m.predict("collective", w).seconds == pytest.approx(2e-4 + aggregator, rel=1e-12)
 

@@ -27,8 +27,9 @@ lock                per read-modify-write window of ROMIO's data sieving (file l
 window              per window of SDM's sieving (its Python bookkeeping)
 pack, pack_byte     per noncontiguous memory block the MPI datatype engine gathers or scatters,
                     and per byte it moves so
-elem, copy, run     numpy strided copies: per element, per byte and per run contiguous in
-                    both memory and file (sieving, servers)
+elem, copy, run     numpy strided copies (sieving, servers): per element of runs one element
+                    long (numpy's inner loop copies them one by one), per byte, and per
+                    longer run contiguous in both memory and file (an outer iteration each)
 fault               per page of fresh memory a rank touches first: ROMIO's collective buffer,
                     allocated when a file is opened, on the handle's first collective write
                     (measured directly; not part of an access: :meth:`CostModel.new_handle`)
@@ -413,12 +414,12 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
             if rw == "w":
                 _new_pages(t, share * _pages(b, reg, (lo, hi)), b / reg)
             if seg > reg:
-                _add(t, elem=b / a.itemsize, copy=b, run=seg)
+                _add(t, copy=b, **_runs(b, seg, a.itemsize))
         else:  # slab windows of whole rows, holes read through
             row = a.row_bytes or a.itemsize
             n = max(1, math.ceil(span / (row * max(1, p.sieve_buffer // row))))
             size = span / n
-            _add(t, elem=b / a.itemsize, copy=b, run=seg, window=n, **{f"call_{rw}": n})
+            _add(t, copy=b, **_runs(b, seg, a.itemsize), window=n, **{f"call_{rw}": n})
             if rw == "r":
                 _add(t, buf_r=span)  # into the method's reused buffer
             elif span > b:  # whole windows are read and written back, holes too
@@ -462,6 +463,18 @@ def _serve(t: Terms, p: Params, rw: str, nbytes: float, chunk: float, calls: int
     _add(t, **{k: n if k == "buf_r" else f * n for k, n in io.items()})
 
 
+def _runs(nbytes: float, runs: int, itemsize: int) -> Terms:
+    """What a numpy strided copy of *nbytes* in *runs* contiguous runs iterates over.
+
+    Runs of one element are copied element by element in numpy's inner loop (``elem``);
+    runs of several elements cost an outer iteration each (``run``), their bytes a
+    memory copy (``copy``, counted by the caller).
+    """
+    if not runs:
+        return {}
+    return {"elem": float(runs)} if nbytes <= runs * itemsize else {"run": float(runs)}
+
+
 def _servers(a: "Access", p: Params, rw: str) -> Structure:
     nproc = a.nprocs
     k = min(p.servers or nproc, nproc)
@@ -481,11 +494,11 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
     for r, (b, seg) in enumerate(zip(a.rank_bytes, a.segments)):
         # shared memory: each byte moves once, straight into (out of) another rank's slab (an exchange
         # through memory); else packed (copy), sent (exchange) and unpacked by the server
-        t = _add({}, elem=b / a.itemsize, copy=0 if p.shm else b, run=seg, **{"shm" if p.shm else "exchange": b})
+        t = _add({}, copy=0 if p.shm else b, **_runs(b, seg, a.itemsize), **{"shm" if p.shm else "exchange": b})
         if r in servers:
             mine = math.ceil(chunks / busy)
             if not p.shm:
-                _add(t, elem=total / a.itemsize / busy, copy=total / busy)
+                _add(t, copy=total / busy, **_runs(total / busy, math.ceil(sum(a.segments) / busy), a.itemsize))
             _serve(t, p, rw, span / busy, chunk, mine, total < span, busy, nproc)
         ranks.append(t)
     return Structure(ranks, {f"base_servers_{rw}": 1, "sync": 2 * rounds if p.shm else rounds})
@@ -503,7 +516,7 @@ def _collective(a: "Access", p: Params, rw: str) -> Structure:
     span = _data_span(a)
     total = sum(a.rank_bytes)
     k = _aggregators(a, p)
-    ranks = [_add(_packing(b, mem), elem=b / a.itemsize, copy=b) for b, mem in zip(a.rank_bytes, a.memory)]
+    ranks = [_add(_packing(b, mem), copy=b) for b, mem in zip(a.rank_bytes, a.memory)]
     for r in range(k):  # the aggregators: every region passes through them
         n = math.ceil(span / k / p.cb_buffer)
         t = _add(ranks[r * a.nprocs // k], **{f"coll_region_{rw}": sum(a.rank_regions) / k}, exchange=total / k)
