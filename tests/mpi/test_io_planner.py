@@ -119,8 +119,8 @@ def test_the_planner_is_a_pure_function_of_its_inputs(comm):
     assert len(set(decisions)) == 1
 
 
-@pytest.mark.parametrize("writing", [True, False])
-def test_settled_samples_time_inner_calls_after_one_untimed_call(comm, mpi_tmp, monkeypatch, writing):
+@pytest.mark.parametrize("writing,settle", [(True, 1), (False, 1), (True, 2), (False, 3)])
+def test_settled_samples_time_inner_calls_after_untimed_calls(comm, mpi_tmp, monkeypatch, writing, settle):
     from sdm.planner import measure
     from sdm.planner.patterns import Pattern
 
@@ -131,11 +131,11 @@ def test_settled_samples_time_inner_calls_after_one_untimed_call(comm, mpi_tmp, 
     monkeypatch.setattr(measure, "check_file", lambda *a: (checked.append(1), real_check(*a))[1])
     with measure.data_file(comm, mpi_tmp, pattern) as (data, _):
         times, chosen, ok = measure.run_method(comm, mpi_tmp, pattern, "list", writing, 3, data=data, inner=2,
-                                               settle=True, check=True)
+                                               settle=settle, check=True)
     assert chosen == "list" and ok
     assert len(times) == 3 and all(t > 0 for t in times)
-    assert len(calls) == 3 * (2 + 1)  # each sample: one untimed call, then two timed ones
-    assert len(checked) == (3 * 2 if writing else 0)  # every timed write's file is checked, not the settling one
+    assert len(calls) == 3 * (2 + settle)  # each sample: the untimed calls, then two timed ones
+    assert len(checked) == (3 * 2 if writing else 0)  # every timed write's file is checked, not the settling ones
 
 
 def test_steady_memory_holds_free_page_reporting_once_per_node(comm, mpi_tmp, monkeypatch):

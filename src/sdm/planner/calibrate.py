@@ -43,6 +43,7 @@ __all__ = ["RUNS", "QUICK_RUNS", "REPEATS", "Sample", "calibrate", "fit", "nnls"
 
 K, M = 1 << 10, 1 << 20
 REPEATS = 5  #: timed repeats per calibration sample (median)
+SETTLE = 0.03  #: seconds of untimed calls before each calibration sample (see :func:`measure_runs`)
 
 #: (method, pattern) pairs timed for writes and reads; symmetric over the ranks.
 RUNS: tuple[tuple[str, Pattern], ...] = (
@@ -309,19 +310,28 @@ def _romio(fh: MPI.File) -> dict[str, int]:
 
 def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern], ...], repeats: int,
                  romio: dict[str, int], progress: Callable[[str], None] | None = None) -> list[Sample]:
-    """Time every (method, pattern) for writes and reads, each sample after one untimed call (collective).
+    """Time every (method, pattern) for writes and reads, each sample after untimed calls (collective).
 
-    Samples are taken as the NCIO benchmark takes them (:func:`~sdm.planner.measure.run_method` with
-    ``settle``), so that the constants fitted here predict what the benchmark measures.  The
-    repeats are taken in rounds over all runs, not one run after another: a disturbance
-    of a second or two (a virtual machine's host taking its cores back: one calibration
-    here saw every sample of two seconds 2-4x slow) then spoils one repeat of many
-    samples, which their medians discard, instead of every repeat of a few.
+    Samples are taken as the NCIO benchmark takes them (:func:`~sdm.planner.measure.run_method`
+    after untimed calls), so that the constants fitted here predict what the benchmark
+    measures.  The repeats are taken in rounds over all runs, not one run after another:
+    a disturbance of a second or two (a virtual machine's host taking its cores back:
+    one calibration here saw every sample of two seconds 2-4x slow) then spoils one
+    repeat of many samples, which their medians discard, instead of every repeat of a few.
+
+    A round comes back to a sample after every other one ran, which the benchmark never
+    does: it times the methods of one pattern in turns, on the same data.  Data that other
+    samples' hundreds of MiB went through since takes several passes to read at full
+    speed again (measured here, 16 MiB per rank: 10-170 ms for the first pass, then 5.9,
+    6.1, 4.7, 3.5, 3.1, 2.9 ms, settling at 2.7 ms after eight), so each sample starts
+    with about :data:`SETTLE` seconds of untimed calls (at least two).  With one untimed
+    call, the calibrations of this 16 MiB read timed it at 3.5-4.0 ms.
     """
     nprocs = comm.Get_size()
     model = CostModel(nprocs=nprocs, cores=os.cpu_count() or 1, romio=romio)
     cases = [(method, pattern, writing) for method, pattern in runs for writing in (True, False)]
     inner: dict[tuple[str, Pattern, bool], int] = {}
+    settle: dict[tuple[str, Pattern, bool], int] = {}
     times: dict[tuple[str, Pattern, bool], list[float]] = {case: [] for case in cases}
     with ExitStack() as files:
         # every data file written (and synced) before any timing: a sample taken right after a
@@ -331,10 +341,11 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
             for case in cases:
                 method, pattern, writing = case
                 if case not in inner:
-                    first, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data[pattern])  # warm-up
-                    inner[case] = calls_for(comm, first[0])
+                    first, _, _ = run_method(comm, directory, pattern, method, writing, 3, data=data[pattern])  # warm-up
+                    inner[case] = calls_for(comm, min(first))
+                    settle[case] = max(2, calls_for(comm, min(first), SETTLE, 16))
                 t, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data[pattern],
-                                     inner=inner[case], settle=True)
+                                     inner=inner[case], settle=settle[case])
                 times[case] += t
             if progress is not None:
                 progress(f"round {rnd + 1}/{repeats} of {len(runs)} method runs timed")

@@ -216,7 +216,7 @@ def data_file(comm: MPI.Comm, directory: str | Path, pattern: Pattern,
 def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: str, writing: bool, repeats: int,
                *, data: MPI.File | None = None, planner: Planner | None = None, access: Access | None = None,
                hints: dict | None = None, inner: int = 1, check: bool = False,
-               settle: bool = False) -> tuple[list[float], str, bool]:
+               settle: int = 0) -> tuple[list[float], str, bool]:
     """Time *method* (or ``"auto"`` through *planner*) on *pattern*, *repeats* times.
 
     Writes go to new files in *directory* (one per call); reads read *data* (see
@@ -224,9 +224,9 @@ def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: 
     barriers (more than one for calls too short to time alone).  For ``auto`` the
     planner's decision is part of every call, as in an SDM write, and every call's time
     is reported to the planner, which measures ties that way (:mod:`sdm.planner.trials`).
-    With *settle*, each sample starts with one untimed call: when methods take turns, the first call after
-    another method pays for what that method left behind (caches, scheduling; up to
-    2x for a 5 ms call here), which an application repeating one access never sees.
+    With *settle*, each sample starts with that many untimed calls: when methods take turns, the first
+    call after another method pays for what that method left behind (caches, scheduling;
+    up to 2x for a 5 ms call here), which an application repeating one access never sees.
 
     Returns
     -------
@@ -259,14 +259,14 @@ def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: 
             for k in range(inner + settle):  # a file at a time, each closed before the next opens, as SDM does
                 with scratch_file(comm, directory, pattern.file_bytes(nprocs), hints, "sdm-write") as (fh, path):
                     call(fh)
-                    if settle and k == 0:
+                    if k < settle:
                         times[-1] = 0.0
                     elif check:
                         ok &= check_file(comm, fh, path, pattern)
         else:
-            if settle:
+            for _ in range(settle):
                 call(data)  # type: ignore[arg-type]
-                times[-1] = 0.0
+            times[-1] = 0.0
             for _ in range(inner):
                 call(data)  # type: ignore[arg-type]
             if check:

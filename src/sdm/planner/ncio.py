@@ -146,7 +146,7 @@ def _point(comm: MPI.Comm, directory: str | Path, pattern: Pattern, names: list[
             times: dict[str, list[float]] = {m: [] for m in names}
             for rep in range(repeats):
                 for m in _shuffled(names, rep + 1000 * writing):
-                    got, chosen[m], _ = run_method(comm, directory, pattern, m, writing, 1, inner=inner[m], settle=True,
+                    got, chosen[m], _ = run_method(comm, directory, pattern, m, writing, 1, inner=inner[m], settle=1,
                                                    **kwargs)
                     times[m].extend(got)  # auto: what it runs at the end (a tie is settled by its first calls)
             preds = {p.method: p for p in planner.model.predict_all(access, hints)}
