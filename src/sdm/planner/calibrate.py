@@ -33,8 +33,8 @@ from typing import Any, Callable
 import numpy as np
 from mpi4py import MPI
 
-from .measure import (WARM_BYTES, calls_for, data_file, pattern_access, run_method, scratch_file, steady_memory,
-                      timed)
+from .measure import (WARM_BYTES, calls_for, data_file, pattern_access, run_method, scratch_file, settle_calls,
+                      steady_memory, timed)
 from ..storage.durability import make_durable
 from .model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
@@ -43,7 +43,6 @@ __all__ = ["RUNS", "QUICK_RUNS", "REPEATS", "Sample", "calibrate", "fit", "nnls"
 
 K, M = 1 << 10, 1 << 20
 REPEATS = 5  #: timed repeats per calibration sample (median)
-SETTLE = 0.03  #: seconds of untimed calls before each calibration sample (see :func:`measure_runs`)
 
 #: (method, pattern) pairs timed for writes and reads; symmetric over the ranks.
 RUNS: tuple[tuple[str, Pattern], ...] = (
@@ -319,13 +318,9 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
     one calibration here saw every sample of two seconds 2-4x slow) then spoils one
     repeat of many samples, which their medians discard, instead of every repeat of a few.
 
-    A round comes back to a sample after every other one ran, which the benchmark never
-    does: it times the methods of one pattern in turns, on the same data.  Data that other
-    samples' hundreds of MiB went through since takes several passes to read at full
-    speed again (measured here, 16 MiB per rank: 10-170 ms for the first pass, then 5.9,
-    6.1, 4.7, 3.5, 3.1, 2.9 ms, settling at 2.7 ms after eight), so each sample starts
-    with about :data:`SETTLE` seconds of untimed calls (at least two).  With one untimed
-    call, the calibrations of this 16 MiB read timed it at 3.5-4.0 ms.
+    A round comes back to a sample after every other one ran: each sample starts with
+    untimed calls until its data is read at full speed again
+    (:func:`~sdm.planner.measure.settle_calls`), as the benchmark's samples do.
     """
     nprocs = comm.Get_size()
     model = CostModel(nprocs=nprocs, cores=os.cpu_count() or 1, romio=romio)
@@ -342,8 +337,7 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
                 method, pattern, writing = case
                 if case not in inner:
                     first, _, _ = run_method(comm, directory, pattern, method, writing, 3, data=data[pattern])  # warm-up
-                    inner[case] = calls_for(comm, min(first))
-                    settle[case] = max(2, calls_for(comm, min(first), SETTLE, 16))
+                    inner[case], settle[case] = calls_for(comm, min(first)), settle_calls(comm, min(first))
                 t, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data[pattern],
                                      inner=inner[case], settle=settle[case])
                 times[case] += t

@@ -26,7 +26,7 @@ from . import Access, Planner, row_bytes
 from .patterns import ITEM, Pattern
 
 __all__ = ["warm_memory", "steady_memory", "scratch_file", "data_file", "timed", "pattern_access",
-           "run_method", "calls_for", "check_file"]
+           "run_method", "calls_for", "settle_calls", "check_file"]
 
 
 _COUNTER = iter(range(1 << 62))
@@ -289,6 +289,22 @@ def calls_for(comm: MPI.Comm, seconds: float, target: float = 0.02, most: int = 
     milliseconds (16 calls left such samples 10 % apart between two runs of the same code).
     """
     return int(comm.bcast(max(1, min(most, int(target / max(seconds, 1e-9)))), root=0))
+
+
+#: Seconds of untimed calls before each sample (:func:`settle_calls`).
+SETTLE = 0.03
+
+
+def settle_calls(comm: MPI.Comm, seconds: float) -> int:
+    """Untimed calls before each sample of a call taking *seconds*: about :data:`SETTLE` seconds, at least two.
+
+    A sample comes back to its data after other work went through the memory. Such
+    data takes several passes to read at full speed again (measured here, 16 MiB per
+    rank after 280 MiB of other files: 10-170 ms for the first pass, then 5.9, 6.1, 4.7,
+    3.5, 3.1, 2.9 ms, settling at 2.7 ms after eight), and one untimed call left the
+    calibration's samples of it at 3.5-4.0 ms.
+    """
+    return max(2, calls_for(comm, seconds, SETTLE, 16))
 
 
 def check_file(comm: MPI.Comm, fh: MPI.File, path: Path, pattern: Pattern) -> bool:

@@ -5,8 +5,8 @@ regions, how large, how far apart, contiguous or not in memory and in the file -
 decides the speed of each I/O method.  :func:`run` sweeps those parameters one at a
 time around a base point (:func:`sweeps`), timing every method for writes and reads,
 ``auto`` included, side by side: for each repeat the methods run in a new shuffled
-order, each sample after one untimed call, and medians over the repeats are reported.  Each point also carries the cost model's
-prediction for every method.  Every timed write goes to a new file (as a new time step
+order, each sample after untimed calls (:func:`~sdm.planner.measure.settle_calls`), and medians over
+the repeats are reported.  Each point also carries the cost model's prediction for every method.  Every timed write goes to a new file (as a new time step
 does); every method's first write is checked byte for byte against a numpy-built
 reference, and its first read against the values written.
 """
@@ -22,7 +22,7 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from . import Planner
-from .measure import calls_for, data_file, pattern_access, run_method
+from .measure import calls_for, data_file, pattern_access, run_method, settle_calls
 from .model import METHODS, CostModel
 from .patterns import Pattern
 
@@ -138,16 +138,17 @@ def _point(comm: MPI.Comm, directory: str | Path, pattern: Pattern, names: list[
         for writing in (True, False):
             access = pattern_access(comm, pattern, writing)
             kwargs = dict(data=data, planner=planner, access=access, hints=hints)
-            verified, chosen, inner = {}, {}, {}
+            verified, chosen, inner, settle = {}, {}, {}, {}
             for m in names:  # warm-up, and proof that each method moves every byte right
                 first, chosen[m], verified[m] = run_method(comm, directory, pattern, m, writing, 1, check=True,
                                                            **kwargs)
-                inner[m] = calls_for(comm, first[0])
+                more, _, _ = run_method(comm, directory, pattern, m, writing, 2, **kwargs)
+                inner[m], settle[m] = calls_for(comm, min(first + more)), settle_calls(comm, min(first + more))
             times: dict[str, list[float]] = {m: [] for m in names}
             for rep in range(repeats):
                 for m in _shuffled(names, rep + 1000 * writing):
-                    got, chosen[m], _ = run_method(comm, directory, pattern, m, writing, 1, inner=inner[m], settle=1,
-                                                   **kwargs)
+                    got, chosen[m], _ = run_method(comm, directory, pattern, m, writing, 1, inner=inner[m],
+                                                   settle=settle[m], **kwargs)
                     times[m].extend(got)  # auto: what it runs at the end (a tie is settled by its first calls)
             preds = {p.method: p for p in planner.model.predict_all(access, hints)}
             for m in names:
@@ -156,7 +157,7 @@ def _point(comm: MPI.Comm, directory: str | Path, pattern: Pattern, names: list[
                     "pattern": pattern.as_dict(), "label": pattern.label, "direction": "write" if writing else "read",
                     "method": m, "chosen": run_as, "times": times[m], "median": statistics.median(times[m]),
                     "predicted": preds[run_as].seconds, "terms": preds[run_as].top(3), "verified": verified[m],
-                    "calls_per_sample": inner[m], "nbytes": sum(access.rank_bytes),
+                    "calls_per_sample": inner[m], "untimed_calls": settle[m], "nbytes": sum(access.rank_bytes),
                     "regions": sum(access.rank_regions),
                 })
     return out
