@@ -20,9 +20,11 @@ def test_quick_calibration_is_the_same_on_every_rank(comm, mpi_tmp):
     assert model.calibrated and model.nprocs == comm.Get_size()
     assert all(math.isfinite(v) and v >= 0 for v in model.constants.values())
     assert set(CONSTANTS) <= set(model.constants)
-    assert {"open", "fsync", "commit", "lookup", "first_w", "first_r", "session_r", "hole_w", "fault"} <= set(direct)
+    assert {"open", "fsync", "commit", "lookup", "first_w", "first_r", "session_r", "hole_w", "fault",
+            "copy"} <= set(direct)
     # constants measured directly are kept as measured, not refitted
-    assert model.constants["hole_w"] == direct["hole_w"] > 0 and model.constants["fault"] == direct["fault"] > 0
+    for name in ("hole_w", "fault", "copy"):
+        assert model.constants[name] == direct[name] > 0
     assert len(samples) == 2 * len(QUICK_RUNS)  # every run written and read
     everyone = comm.allgather(sorted(model.constants.items()))
     assert all(e == everyone[0] for e in everyone)

@@ -5,8 +5,8 @@ A short micro-benchmark, run collectively by the ranks that will use the target:
 1. direct timings: collective open and close, ``MPI_File_sync`` of little and of many
    dirty bytes, a read-modify-write over a new file's holes, fresh memory's page
    faults, the per-write overhead of SDM itself (a tiny dataset written and read
-   through a session with a scratch SQLite catalog), the write-time checksum per byte,
-   and a plain ``os.pwrite`` call (what codes that write value by value pay per value);
+   through a session with a scratch SQLite catalog), the write-time checksum and a
+   large memory copy per byte, and a plain ``os.pwrite`` call (what codes that write value by value pay per value);
 2. every I/O method on a set of small NCIO patterns chosen so that each constant of
    the model (:mod:`sdm.planner.model`) is exercised: tiny and large requests,
    sequential and jumping, holes, noncontiguous memory, interleaved ranks;
@@ -295,6 +295,20 @@ def _checksum_byte(comm: MPI.Comm, nbytes: int) -> float:
     return _median_time(comm, lambda: partial_sum64(values, [np.arange(n)], (n,), "C"), 3) / nbytes
 
 
+def _copy_byte(comm: MPI.Comm, nbytes: int = 4 * M) -> float:
+    """Seconds per byte of a large memory copy, all ranks at once (``copy``).
+
+    Measured apart because in the method samples a copy always comes with a file
+    access of the same bytes (ROMIO's data sieving copies out of the buffer it read,
+    SDM's sieving out of its slab), and the fit cannot tell the two apart: left to
+    it, ``copy`` fitted to 0 and large sieved reads were predicted at 0.6 of measured.
+    *nbytes* is the size of the methods' buffers (ROMIO's ``ind_rd_buffer_size``).
+    """
+    source = np.ones(nbytes, dtype=np.uint8)
+    target = np.zeros(nbytes, dtype=np.uint8)
+    return _median_time(comm, lambda: np.copyto(target, source), 5) / nbytes
+
+
 def _romio(fh: MPI.File) -> dict[str, int]:
     """The ROMIO buffer settings and aggregator count the target's files get by default."""
     info = fh.Get_info()
@@ -388,6 +402,7 @@ def _calibrate(comm: MPI.Comm, directory: Path, quick: bool, repeats: int,
     direct.update(_sdm_overhead(comm, directory, 3 if quick else 8))
     direct["pwrite"] = _pwrite_call(comm, directory, 2000 if quick else 20000)
     direct["checksum_byte"] = _checksum_byte(comm, (1 if quick else 8) * M)
+    direct["copy"] = _copy_byte(comm)
     direct["hole_w"] = _holes(comm, directory, repeats)
     direct["fault"] = _fault(comm, repeats)
     if progress is not None:

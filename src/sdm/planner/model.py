@@ -38,6 +38,8 @@ exchange            per byte moved between ranks in MPI messages (two-phase coll
 shm                 per byte a rank copies into (out of) the servers' shared-memory slabs
 coll_region_w/_r    per file region through ROMIO's two-phase collective I/O (a write also
                     merges the regions' offsets, sorted, to find the holes it must read first)
+coll_check          per collective call that finds the ranks' regions not interleaved (ROMIO
+                    gathers every rank's offset range first, then falls back to independent I/O)
 fsync, fsync_byte   per sync as SDM makes it (:mod:`sdm.storage.durability`) and per byte it flushes
 commit, lookup      per SDM write / read beyond the method (allgathers, catalog)
 first_w             per dataset, what its first write adds (its catalog rows, the method's plans)
@@ -88,7 +90,7 @@ METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 _PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
     "sync", "call_w", "call_r", "seek_w", "seek_r", "page_w", "page_part_w", "hole_w", "buf_r", "list_w", "list_r", "ds_w", "ds_r", "lock", "window",
     "pack", "pack_byte",
-        "elem", "copy", "run", "fault", "exchange", "shm", "coll_region_w", "coll_region_r")
+        "elem", "copy", "run", "fault", "exchange", "shm", "coll_region_w", "coll_region_r", "coll_check")
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
 _FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "first_r", "session_r")  # not CPU-bound per rank: not scaled
 
@@ -99,7 +101,7 @@ DEFAULTS: dict[str, float] = {
                      for x in "wr"},
     "sync": 1e-4, "pack": 2e-8, "pack_byte": 2e-10, "page_w": 1e-6, "page_part_w": 5e-6, "hole_w": 7e-6, "buf_r": 1.5e-10,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
-    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "run": 1e-8, "fault": 2e-6, "exchange": 5e-10, "shm": 3e-10, "coll_region_w": 2e-7, "coll_region_r": 1.2e-7,
+    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "run": 1e-8, "fault": 2e-6, "exchange": 5e-10, "shm": 3e-10, "coll_region_w": 2e-7, "coll_region_r": 1.2e-7, "coll_check": 3e-5,
     "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "first_w": 2e-3, "first_r": 5e-4, "session_r": 2e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
     **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},
 }
@@ -511,8 +513,10 @@ def _aggregators(a: "Access", p: Params) -> int:
 
 def _collective(a: "Access", p: Params, rw: str) -> Structure:
     near = _overlaps(a)
-    if not near.any():  # ROMIO's "automatic" collective buffering falls back to independent I/O
-        return _independent_view(a, p, rw)
+    if not near.any():  # ROMIO's "automatic" collective buffering falls back to independent I/O,
+        fallback = _independent_view(a, p, rw)  # once the ranks' offset ranges are gathered
+        _add(fallback.shared, coll_check=1)
+        return fallback
     span = _data_span(a)
     total = sum(a.rank_bytes)
     k = _aggregators(a, p)
