@@ -154,7 +154,7 @@ def test_datatype_writes_over_other_ranks_regions_overlap_their_windows_not_thei
 
 
 def test_servers_read_packs_exchanges_and_serves_a_chunk_each():
-    m = model(base_servers_r=1e-3, sync=1e-4, run=2e-8, copy=1e-10, exchange=3e-10, call_r=1e-6,
+    m = model(base_servers_r=1e-3, sync=1e-4, run=2e-8, copy=1e-10, exchange_r=3e-10, call_r=1e-6,
               buf_r=5e-10)
     a = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 8192), (0, 8192)), total=8192)
     # each rank: its one run of 512 elements packed and exchanged, plus a 4096-byte chunk
@@ -165,7 +165,7 @@ def test_servers_read_packs_exchanges_and_serves_a_chunk_each():
 
 
 def test_servers_in_shared_memory_copy_once_and_pay_two_barriers_per_round():
-    m = model(base_servers_r=1e-3, sync=1e-4, run=2e-8, copy=1e-10, exchange=9e-10, shm=3e-10, call_r=1e-6,
+    m = model(base_servers_r=1e-3, sync=1e-4, run=2e-8, copy=1e-10, exchange_r=9e-10, shm=3e-10, call_r=1e-6,
               buf_r=5e-10)
     a = access(False, (4096, 4096), (1, 1), (1, 1), ((0, 8192), (0, 8192)), total=8192)
     # each rank: its one run of 512 elements copied once, out of the servers' slabs (shm,
@@ -210,21 +210,22 @@ def test_collective_without_interleaving_is_independent_io():
 
 def test_collective_interleaved_goes_through_one_aggregator():
     m = model(base_collective_r=1e-4, base_collective_w=2e-4, copy=1e-10, coll_region_r=2e-7,
-              coll_region_w=3e-7, exchange=1e-9, call_r=3e-6, buf_r=1e-9, page_w=1e-6, byte_w__4096=2e-9)
+              coll_region_w=3e-7, exchange_r=1e-9, exchange_w=1.5e-9, call_r=3e-6, buf_r=1e-9, page_w=1e-6, byte_w__4096=2e-9)
     a = access(False, (512, 512), (64, 64), (64, 64), ((0, 1016), (8, 1024)))
     # the aggregator: its own 512 bytes copied, the 128 regions of both ranks, all 1024
     # bytes exchanged, the 1024-byte span read in one call into its buffer
     aggregator = 512 * 1e-10 + 128 * 2e-7 + 1024 * 1e-9 + 3e-6 + 1024 * 1e-9
     assert m.predict("collective", a).seconds == pytest.approx(1e-4 + aggregator, rel=1e-12)
-    # writing, a region costs more (ROMIO merges the offsets to find holes); the span is
-    # written (one call, zero cost here) into one new page in requests of 1024 B
-    aggregator = 512 * 1e-10 + 128 * 3e-7 + 1024 * 1e-9 + 1e-6 + 1024 * 2e-9
+    # writing, a region costs more (ROMIO merges the offsets to find holes), a byte moves
+    # at the write's exchange cost; the span is written (one call, zero cost here) into
+    # one new page in requests of 1024 B
+    aggregator = 512 * 1e-10 + 128 * 3e-7 + 1024 * 1.5e-9 + 1e-6 + 1024 * 2e-9
     w = dataclasses.replace(a, writing=True)
     assert m.predict("collective", w).seconds == pytest.approx(2e-4 + aggregator, rel=1e-12)
 
 
 def test_an_aggregator_works_alone_while_the_other_ranks_wait():
-    consts = dict(coll_region_r=2e-7, exchange=1e-9, call_r=3e-6, buf_r=1e-9)
+    consts = dict(coll_region_r=2e-7, exchange_r=1e-9, call_r=3e-6, buf_r=1e-9)
     # four ranks, 8-byte regions interleaved over 2 KiB: one aggregator (cb_nodes 1) handles
     # all 256 regions, moves all 2048 bytes to the ranks and reads the 2048-byte span in one call
     a = access(False, (512,) * 4, (64,) * 4, (64,) * 4, tuple((8 * r, 8 * r + 2024) for r in range(4)), total=2048)
@@ -330,3 +331,16 @@ def test_a_new_handles_first_collective_write_is_paid_per_file_held_open():
     # level 1 opens 12 files one after the other (one buffer, reused), level 2 holds 3 open, level 3 one
     assert row["total"][1] - row["total"][3] == pytest.approx((12 - 1) * 1e-3, rel=1e-9)
     assert row["total"][2] - row["total"][3] == pytest.approx((3 - 1) * (1e-3 + 4 * 2e-6), rel=1e-9)
+
+
+def test_a_calibration_stored_before_a_split_serves_both_directions():
+    record = {"id": 7, "nprocs": 4, "constants": {"version": 1, "nprocs": 4, "cores": 2, "romio": {},
+                                                  "constants": {"exchange": 4e-10, "coll_region": 1e-7, "copy": 2e-10}}}
+    m = CostModel.from_calibration(record)
+    assert (m.constants["exchange_w"], m.constants["exchange_r"]) == (4e-10, 4e-10)
+    assert (m.constants["coll_region_w"], m.constants["coll_region_r"]) == (1e-7, 1e-7)
+    assert m.constants["copy"] == 2e-10 and m.calibrated
+    # a newer record's own split values win over an old name stored beside them
+    record["constants"]["constants"] = {"exchange": 4e-10, "exchange_r": 6e-10}
+    m = CostModel.from_calibration(record)
+    assert (m.constants["exchange_w"], m.constants["exchange_r"]) == (4e-10, 6e-10)

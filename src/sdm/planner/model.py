@@ -33,8 +33,9 @@ elem, copy, run     numpy strided copies (sieving, servers): per element of runs
 fault               per page of fresh memory a rank touches first: ROMIO's collective buffer,
                     allocated when a file is opened, on the handle's first collective write
                     (measured directly; not part of an access: :meth:`CostModel.new_handle`)
-exchange            per byte moved between ranks in MPI messages (two-phase collective, servers
-                    without shared memory)
+exchange_w/_r       per byte moved between ranks in MPI messages (two-phase collective, servers
+                    without shared memory): writing, every rank sends to the aggregators;
+                    reading, the aggregators send to every rank
 shm                 per byte a rank copies into (out of) the servers' shared-memory slabs
 coll_region_w/_r    per file region through ROMIO's two-phase collective I/O (a write also
                     merges the regions' offsets, sorted, to find the holes it must read first)
@@ -90,7 +91,9 @@ METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 _PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
     "sync", "call_w", "call_r", "seek_w", "seek_r", "page_w", "page_part_w", "hole_w", "buf_r", "list_w", "list_r", "ds_w", "ds_r", "lock", "window",
     "pack", "pack_byte",
-        "elem", "copy", "run", "fault", "exchange", "shm", "coll_region_w", "coll_region_r", "coll_check")
+        "elem", "copy", "run", "fault", "exchange_w", "exchange_r", "shm", "coll_region_w", "coll_region_r", "coll_check")
+#: constants split in two since calibrations were first stored: an old value serves both
+_RENAMED = {"exchange": ("exchange_w", "exchange_r"), "coll_region": ("coll_region_w", "coll_region_r")}
 CONSTANTS = _PER + tuple(f"byte_{x}@{s}" for x in "wr" for s in SIZES)  #: constants the calibration fits
 _FIXED = ("open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "first_r", "session_r")  # not CPU-bound per rank: not scaled
 
@@ -101,7 +104,7 @@ DEFAULTS: dict[str, float] = {
                      for x in "wr"},
     "sync": 1e-4, "pack": 2e-8, "pack_byte": 2e-10, "page_w": 1e-6, "page_part_w": 5e-6, "hole_w": 7e-6, "buf_r": 1.5e-10,
     "call_w": 2.5e-6, "call_r": 2e-6, "seek_w": 1e-7, "seek_r": 1e-7, "list_w": 1.5e-6, "list_r": 8e-7,
-    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "run": 1e-8, "fault": 2e-6, "exchange": 5e-10, "shm": 3e-10, "coll_region_w": 2e-7, "coll_region_r": 1.2e-7, "coll_check": 3e-5,
+    "ds_w": 2e-8, "ds_r": 1.5e-8, "lock": 2e-5, "window": 5e-6, "elem": 3e-9, "copy": 3e-10, "run": 1e-8, "fault": 2e-6, "exchange_w": 5e-10, "exchange_r": 5e-10, "shm": 3e-10, "coll_region_w": 2e-7, "coll_region_r": 1.2e-7, "coll_check": 3e-5,
     "fsync": 1e-3, "fsync_byte": 1e-9, "commit": 2e-3, "lookup": 1e-3, "first_w": 2e-3, "first_r": 5e-4, "session_r": 2e-3, "pwrite": 1.5e-6, "checksum_byte": 4e-10,
     **{f"byte_w@{s}": 4e-10 for s in SIZES}, **{f"byte_r@{s}": 3e-10 for s in SIZES},
 }
@@ -496,7 +499,7 @@ def _servers(a: "Access", p: Params, rw: str) -> Structure:
     for r, (b, seg) in enumerate(zip(a.rank_bytes, a.segments)):
         # shared memory: each byte moves once, straight into (out of) another rank's slab (an exchange
         # through memory); else packed (copy), sent (exchange) and unpacked by the server
-        t = _add({}, copy=0 if p.shm else b, **_runs(b, seg, a.itemsize), **{"shm" if p.shm else "exchange": b})
+        t = _add({}, copy=0 if p.shm else b, **_runs(b, seg, a.itemsize), **{"shm" if p.shm else f"exchange_{rw}": b})
         if r in servers:
             mine = math.ceil(chunks / busy)
             if not p.shm:
@@ -523,7 +526,7 @@ def _collective(a: "Access", p: Params, rw: str) -> Structure:
     ranks = [_add(_packing(b, mem), copy=b) for b, mem in zip(a.rank_bytes, a.memory)]
     for r in range(k):  # the aggregators: every region passes through them
         n = math.ceil(span / k / p.cb_buffer)
-        t = _add(ranks[r * a.nprocs // k], **{f"coll_region_{rw}": sum(a.rank_regions) / k}, exchange=total / k)
+        t = _add(ranks[r * a.nprocs // k], **{f"coll_region_{rw}": sum(a.rank_regions) / k, f"exchange_{rw}": total / k})
         _serve(t, p, rw, span / k, min(span / k, p.cb_buffer), n, total < span, k, a.nprocs)
     return Structure(ranks, {f"base_collective_{rw}": 1})
 
@@ -568,8 +571,12 @@ class CostModel:
         if not record:
             return cls()
         data = record.get("constants", record)
+        stored = {k: float(v) for k, v in data.get("constants", {}).items()}
+        for old, new in _RENAMED.items():  # calibrations stored before a constant was split in two
+            if old in stored:
+                stored = {**{n: stored[old] for n in new}, **stored}
         return cls(
-            constants={**DEFAULTS, **{k: float(v) for k, v in data.get("constants", {}).items()}},
+            constants={**DEFAULTS, **stored},
             nprocs=int(data.get("nprocs", record.get("nprocs", 4))),
             cores=int(data.get("cores", 2)),
             romio=dict(data.get("romio", {})),
