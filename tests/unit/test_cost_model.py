@@ -12,7 +12,7 @@ import math
 
 import pytest
 from sdm.planner import Access
-from sdm.planner.model import CONSTANTS, CostModel, size_weights
+from sdm.planner.model import CONSTANTS, DEFAULTS, CostModel, size_weights
 from sdm.planner.predict import Workload, predict
 
 ZERO = {k: 0.0 for k in (*CONSTANTS, "open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "first_r", "session_r", "pwrite",
@@ -32,8 +32,11 @@ def access(writing, nbytes, regions, segments, spans, total=1024):
 def test_size_weights_interpolate_in_log_size():
     assert size_weights(8) == {4096: 1.0}
     assert size_weights(1 << 30) == {16777216: 1.0}
-    w = size_weights(65536)  # log2: 12 -> 16 -> 19, so 4/7 of the way
-    assert w[4096] == pytest.approx(3 / 7, rel=1e-12) and w[524288] == pytest.approx(4 / 7, rel=1e-12)
+    assert size_weights(65536) == {4096: 0.0, 65536: 1.0}  # exactly on a node
+    w = size_weights(16384)  # log2: 12 -> 14 -> 16, so half way
+    assert w[4096] == pytest.approx(1 / 2, rel=1e-12) and w[65536] == pytest.approx(1 / 2, rel=1e-12)
+    w = size_weights(262144)  # log2: 16 -> 18 -> 19, so 2/3 of the way
+    assert w[65536] == pytest.approx(1 / 3, rel=1e-12) and w[524288] == pytest.approx(2 / 3, rel=1e-12)
 
 
 def test_posix_write_is_calls_seeks_and_bytes_of_the_slowest_rank():
@@ -82,7 +85,8 @@ def test_read_modify_write_over_holes_pays_hole_pages_not_bytes():
 
 
 def test_read_modify_write_of_overlapping_windows_creates_each_hole_page_once():
-    m = model(nprocs=2, cores=2, hole_w=7e-6, buf_r=1e-9, byte_w__4096=2e-9, byte_w__524288=2e-9)
+    m = model(nprocs=2, cores=2, hole_w=7e-6, buf_r=1e-9, byte_w__4096=2e-9, byte_w__65536=2e-9,
+              byte_w__524288=2e-9)
     # two ranks, 8-byte regions alternating over 32 pages: each rank's 512 KiB ROMIO window
     # covers the whole span; each makes half of its pages (16) from holes, reads the other
     # 16 pages' bytes as data and writes them back
@@ -101,8 +105,8 @@ def test_romio_windows_skip_holes_wider_than_the_buffer():
 
 
 def test_reads_into_a_method_buffer_cost_buf_r_whatever_their_size():
-    m = model(nprocs=1, cores=1, call_r=1e-6, buf_r=1e-10, byte_r__4096=1e-9, byte_r__524288=1e-9,
-              byte_r__16777216=1e-9)
+    m = model(nprocs=1, cores=1, call_r=1e-6, buf_r=1e-10, byte_r__4096=1e-9, byte_r__65536=1e-9,
+              byte_r__524288=1e-9, byte_r__16777216=1e-9)
     # 64 regions of 8 KiB, 8 KiB apart: data sieving reads one 1 MiB window into its buffer,
     # posix reads the 64 regions into the array
     a = access(False, (1 << 19,), (64,), (64,), ((0, 1 << 20),), total=1 << 20)
@@ -111,10 +115,10 @@ def test_reads_into_a_method_buffer_cost_buf_r_whatever_their_size():
 
 
 def test_byte_cost_depends_on_request_size():
-    m = model(call_r=1e-6, byte_r__4096=7e-10, byte_r__524288=1.4e-9)
-    a = access(False, (131072,), (2,), (2,), ((0, 131072),), total=131072)
-    # two 64 KiB requests: per byte 3/7 * 0.7 ns + 4/7 * 1.4 ns = 1.1 ns
-    assert m.predict("posix", a).seconds == pytest.approx(2e-6 + 131072 * 1.1e-9, rel=1e-12)
+    m = model(call_r=1e-6, byte_r__4096=7e-10, byte_r__65536=1.4e-9)
+    a = access(False, (32768,), (2,), (2,), ((0, 32768),), total=32768)
+    # two 16 KiB requests: per byte 1/2 * 0.7 ns + 1/2 * 1.4 ns = 1.05 ns
+    assert m.predict("posix", a).seconds == pytest.approx(2e-6 + 32768 * 1.05e-9, rel=1e-12)
 
 
 def test_list_io_is_one_call_and_a_region_walk():
@@ -344,3 +348,12 @@ def test_a_calibration_stored_before_a_split_serves_both_directions():
     record["constants"]["constants"] = {"exchange": 4e-10, "exchange_r": 6e-10}
     m = CostModel.from_calibration(record)
     assert (m.constants["exchange_w"], m.constants["exchange_r"]) == (4e-10, 6e-10)
+
+
+def test_a_calibration_stored_before_a_size_node_predicts_as_it_did():
+    # stored with byte costs at 4 KiB and 512 KiB only: the 64 KiB node is their log-linear
+    # mix (4/7 of the way), so a 64 KiB request costs what the old interpolation gave
+    old = {"byte_r@4096": 7e-10, "byte_r@524288": 1.4e-9, "byte_r@16777216": 2e-10, "call_r": 1e-6}
+    m = CostModel.from_calibration({"nprocs": 2, "constants": {"nprocs": 2, "cores": 2, "constants": old}})
+    assert m.constants["byte_r@65536"] == pytest.approx(3 / 7 * 7e-10 + 4 / 7 * 1.4e-9, rel=1e-12)
+    assert m.constants["byte_w@65536"] == DEFAULTS["byte_w@65536"]  # no write sizes stored: the default

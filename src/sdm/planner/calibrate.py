@@ -47,9 +47,10 @@ REPEATS = 5  #: timed repeats per calibration sample (median)
 #: (method, pattern) pairs timed for writes and reads; symmetric over the ranks.
 RUNS: tuple[tuple[str, Pattern], ...] = (
     ("posix", Pattern(8, 4096)), ("posix", Pattern(64, 2048, mem_contig=False, file_contig=True)),
-    ("posix", Pattern(4 * K, 256)), ("posix", Pattern(256 * K, 8)), ("posix", Pattern(16 * M, 1)),
+    ("posix", Pattern(4 * K, 256)), ("posix", Pattern(64 * K, 32)), ("posix", Pattern(256 * K, 8)),
+    ("posix", Pattern(16 * M, 1)),
     ("list", Pattern(8, 8192)), ("list", Pattern(64, 2048, mem_contig=False, file_contig=True)),
-    ("list", Pattern(4 * K, 128)),
+    ("list", Pattern(4 * K, 128)), ("list", Pattern(64 * K, 32)),
     ("datatype", Pattern(8, 16384)), ("datatype", Pattern(64, 4096, 256)),
     ("datatype", Pattern(64, 4096, mem_contig=False, file_contig=True)), ("datatype", Pattern(1 * M, 4)),
     ("datatype", Pattern(8, 16384, mem_contig=False, file_contig=True)),  # tells pack per block from per byte

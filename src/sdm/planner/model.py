@@ -19,7 +19,7 @@ hole_w              per page of a read-modify-write window the file does not hol
                     step's holes), read and written back: reading a hole makes a zeroed
                     page-cache page and writing fills it, both in small pages (measured
                     directly: about twice what a large write into new pages costs)
-byte_w@S, byte_r@S  per byte, for requests of size S (4 KiB, 512 KiB, 16 MiB; log-linear
+byte_w@S, byte_r@S  per byte, for requests of size S (4 KiB, 64 KiB, 512 KiB, 16 MiB; log-linear
                     in between, flat outside): the cost per byte depends on request size
 list_w, list_r      per region walked inside one list-I/O call (MPI library, in C)
 ds_w, ds_r          per region copied by ROMIO's data sieving
@@ -85,7 +85,7 @@ __all__ = [
     "turns_of",
 ]
 
-SIZES = (4096, 524288, 16777216)  #: request sizes of the byte-cost table
+SIZES = (4096, 65536, 524288, 16777216)  #: request sizes of the byte-cost table
 METHODS = ("posix", "list", "datatype", "sieving", "collective", "servers")
 
 _PER = tuple(f"base_{m}_{x}" for m in METHODS for x in "wr") + (
@@ -122,6 +122,21 @@ def size_weights(size: float) -> dict[int, float]:
             w = (x - math.log(a)) / (math.log(b) - math.log(a))
             return {a: 1.0 - w, b: w}
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _missing_sizes(stored: Mapping[str, float]) -> dict[str, float]:
+    """Byte costs at request sizes a calibration stored before they were in :data:`SIZES`:
+    interpolated log-linearly between the sizes it has, so that it predicts as it did."""
+    out = {}
+    for x in "wr":
+        have = sorted(s for s in SIZES if f"byte_{x}@{s}" in stored)
+        for s in SIZES:
+            if have and s not in have:
+                lo = max((h for h in have if h < s), default=have[0])
+                hi = min((h for h in have if h > s), default=have[-1])
+                w = 0.0 if lo == hi else (math.log(s) - math.log(lo)) / (math.log(hi) - math.log(lo))
+                out[f"byte_{x}@{s}"] = (1 - w) * stored[f"byte_{x}@{lo}"] + w * stored[f"byte_{x}@{hi}"]
+    return out
 
 
 @dataclass(frozen=True)
@@ -575,6 +590,7 @@ class CostModel:
         for old, new in _RENAMED.items():  # calibrations stored before a constant was split in two
             if old in stored:
                 stored = {**{n: stored[old] for n in new}, **stored}
+        stored = {**_missing_sizes(stored), **stored}
         return cls(
             constants={**DEFAULTS, **stored},
             nprocs=int(data.get("nprocs", record.get("nprocs", 4))),
