@@ -8,11 +8,18 @@ measured runs at once instead of one new, noisy run.
 
 Usage::
 
-    python benchmarks/refit.py benchmarks/results/ncio.json           # a file
-    python benchmarks/refit.py --rev HEAD --rev HEAD~5 --misses        # runs committed in git
+    python benchmarks/refit.py                                         # every run in ncio-history/
+    python benchmarks/refit.py benchmarks/results/ncio.json --misses   # a file, and its misses
+    python benchmarks/refit.py --rev HEAD~5                            # ncio.json as committed then
+    python benchmarks/refit.py --margins 0.1,0.25                      # auto's trials replayed
 
 Prints, per run, the predictions within 25 % of measured (and, with ``--misses``, the
-points outside); ``--json FILE`` saves the same figures.
+points outside); ``--json FILE`` saves the same figures.  ``--margins`` replays
+``auto`` at every point of every run as :mod:`sdm.planner.trials` decides it with each
+tie margin: the methods predicted within the margin of the fastest are tried and the
+one measured fastest is kept (the runs' medians standing in for the trial's timings);
+it prints at how many points that choice is more than 10 % slower than the best
+method, and what the trial's accesses cost against the method kept.
 """
 
 from __future__ import annotations
@@ -29,8 +36,10 @@ from sdm.planner import Access, row_bytes
 from sdm.planner.calibrate import Sample, fit
 from sdm.planner.model import DEFAULTS, CostModel, structure
 from sdm.planner.patterns import ITEM, Pattern
+from sdm.planner.trials import MOST
 
 RESULTS = "benchmarks/results/ncio.json"
+HISTORY = Path("benchmarks/results/ncio-history")
 
 
 def access(pattern: Pattern, writing: bool, nprocs: int) -> Access:
@@ -75,6 +84,20 @@ def score(run: dict[str, Any], model: CostModel) -> dict[str, Any]:
             "median_error": statistics.median(errors), "misses": misses}
 
 
+def replay(run: dict[str, Any], model: CostModel, margin: float) -> list[dict[str, Any]]:
+    """Auto with trials at tie *margin* at every point of *run*: what it keeps and what trying cost."""
+    out = []
+    for point in run["summary"]:
+        measured = {m: t for m, t in point["median"].items() if m != "auto"}
+        a = access(Pattern(**point["pattern"]), point["direction"] == "write", run["meta"]["nprocs"])
+        preds = sorted((model.predict(m, a).seconds, m) for m in measured)
+        tried = [m for s, m in preds if s <= preds[0][0] * (1 + margin)][:MOST]
+        kept = min(tried, key=measured.get)
+        out.append({"vs_best": measured[kept] / min(measured.values()), "tried": len(tried),
+                    "trial_cost": sum(measured[m] for m in tried) / len(tried) / measured[kept]})
+    return out
+
+
 def load(source: str, rev: bool) -> dict[str, Any]:
     if rev:
         text = subprocess.run(["git", "show", f"{source}:{RESULTS}"], check=True, capture_output=True, text=True).stdout
@@ -87,22 +110,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("files", nargs="*", help="ncio.json files")
     ap.add_argument("--rev", action="append", default=[], help=f"a git revision whose {RESULTS} to refit")
     ap.add_argument("--misses", action="store_true", help="list the predictions more than 25 %% off")
+    ap.add_argument("--margins", help="tie margins to replay auto's trials with, e.g. 0.1,0.25")
     ap.add_argument("--json", type=Path, help="save the figures here")
     args = ap.parse_args(argv)
-    sources = [(f, False) for f in args.files] + [(r, True) for r in args.rev] or [(RESULTS, False)]
-    out = {}
+    sources = [(f, False) for f in args.files] + [(r, True) for r in args.rev]
+    sources = sources or [(str(f), False) for f in sorted(HISTORY.glob("ncio-*.json"))] or [(RESULTS, False)]
+    margins = [float(m) for m in args.margins.split(",")] if args.margins else []
+    out: dict[str, Any] = {}
+    choices: dict[float, list[dict[str, Any]]] = {m: [] for m in margins}
     for source, rev in sources:
         run = load(source, rev)
         if not run.get("calibration", {}).get("samples"):
             print(f"{source}: no calibration samples stored (run with a fresh calibration)", file=sys.stderr)
             continue
-        result = score(run, refit(run))
+        model = refit(run)
+        result = score(run, model)
         out[source] = result
-        print(f"{source:40s} {result['within_25pct']:4d} of {result['predictions']} within 25 %, "
+        for margin in margins:
+            choices[margin] += replay(run, model, margin)
+        print(f"{source:60s} {result['within_25pct']:4d} of {result['predictions']} within 25 %, "
               f"median error {100 * result['median_error']:.1f} %")
         for m in result["misses"] if args.misses else ():
             print(f"    {m['point']:24s} {m['direction']:5s} {m['method']:10s} {m['measured_ms']:9.3f} ms  "
                   f"predicted x{m['ratio']:.2f}")
+    for margin, points in choices.items():
+        slow = [p["vs_best"] for p in points if p["vs_best"] > 1.10]
+        trials = [p["trial_cost"] for p in points if p["tried"] > 1]
+        out[f"margin {margin}"] = {"points": len(points), "over_10pct": len(slow), "worst": max(p["vs_best"] for p in points),
+                                   "trials": len(trials), "trial_cost": statistics.mean(trials) if trials else 1.0}
+        print(f"tie margin {margin:.0%}: auto's choice more than 10 % slower than the best at {len(slow)} of "
+              f"{len(points)} points (worst {out[f'margin {margin}']['worst']:.2f}x); trials at {len(trials)} points, "
+              f"their accesses x{out[f'margin {margin}']['trial_cost']:.2f} the method kept")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0
