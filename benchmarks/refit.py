@@ -49,14 +49,15 @@ def access(pattern: Pattern, writing: bool, nprocs: int) -> Access:
                              row_bytes=row_bytes(pattern.shape(nprocs), ITEM))
 
 
-def refit(run: dict[str, Any]) -> CostModel:
-    """The model the current code fits to *run*'s stored calibration samples."""
-    stored = run["model"]
-    nprocs, cores, romio = stored["nprocs"], stored["cores"], stored.get("romio", {})
+def refit(run: dict[str, Any], both: bool = False) -> CostModel:
+    """The model the current code fits to *run*'s stored calibration samples (with *both*, also
+    to the same samples timed again after the sweep, where the run has them)."""
+    nprocs, cores, romio = run["model"]["nprocs"], run["model"]["cores"], run["model"].get("romio", {})
     direct = run["calibration"]["direct"]
     blank = CostModel(nprocs=nprocs, cores=cores, romio=romio)
     samples = []
-    for s in run["calibration"]["samples"]:
+    stored = run["calibration"]["samples"] + (run["calibration"].get("after", []) if both else [])
+    for s in stored:
         pattern = Pattern(**s["pattern"])
         counts = structure(s["method"], access(pattern, s["writing"], nprocs), blank.params()).counts()
         samples.append(Sample(s["method"], pattern, s["writing"], counts, s["seconds"]))
@@ -110,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("files", nargs="*", help="ncio.json files")
     ap.add_argument("--rev", action="append", default=[], help=f"a git revision whose {RESULTS} to refit")
     ap.add_argument("--misses", action="store_true", help="list the predictions more than 25 %% off")
+    ap.add_argument("--both", action="store_true",
+                    help="fit to the calibration samples timed before and after the sweep (where stored)")
     ap.add_argument("--margins", help="tie margins to replay auto's trials with, e.g. 0.1,0.25")
     ap.add_argument("--json", type=Path, help="save the figures here")
     args = ap.parse_args(argv)
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         if not run.get("calibration", {}).get("samples"):
             print(f"{source}: no calibration samples stored (run with a fresh calibration)", file=sys.stderr)
             continue
-        model = refit(run)
+        model = refit(run, args.both)
         result = score(run, model)
         out[source] = result
         for margin in margins:

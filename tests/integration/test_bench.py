@@ -86,6 +86,23 @@ def test_bench_ncio_quick_writes_json_markdown_and_png(tmp_path):
     assert not list((tmp_path / "scratch").glob(".sdm-*"))  # scratch files removed
 
 
+@pytest.mark.timeout(TIMEOUT + 30)
+def test_bench_ncio_times_a_fresh_calibrations_samples_again_after_the_sweep(tmp_path):
+    out = tmp_path / "results"
+    done = sdm_cmd("bench", "ncio", "--np", "2", "--quick", "--calibrate", "--sweep", "count", "--dir",
+                   str(tmp_path / "scratch"), "--out", str(out))
+    assert done.returncode == 0, done.stderr + done.stdout
+    data = json.loads((out / "ncio.json").read_text())
+    before, after = data["calibration"]["samples"], data["calibration"]["after"]
+    assert [(s["method"], s["pattern"], s["writing"]) for s in after] == \
+        [(s["method"], s["pattern"], s["writing"]) for s in before]  # the same samples, in the same order
+    assert all(s["seconds"] > 0 for s in after)
+    drift = data["meta"]["calibration_drift"]
+    ratios = [a["seconds"] / b["seconds"] for b, a in zip(before, after)]
+    assert drift["samples"] == len(before) and drift["over_25pct"] == sum(abs(r - 1) > 0.25 for r in ratios)
+    assert f"* the calibration's {len(before)} samples timed again after the sweep" in (out / "ncio.md").read_text()
+
+
 def test_bench_ncio_rejects_unknown_sweeps(tmp_path):
     done = sdm_cmd("bench", "ncio", "--sweep", "diagonal", "--dir", str(tmp_path))
     assert done.returncode == 2 and "diagonal" in done.stderr

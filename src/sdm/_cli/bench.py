@@ -318,6 +318,8 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
                         task, advance=n, description=text), **kwargs)
             else:
                 rows = ncio.run(comm, target, plan, **kwargs)
+            if calibration:  # the same samples again: how far the machine drifted meanwhile
+                calibration["after"] = _retime(comm, target, model, quick)
     finally:
         comm.Barrier()
         if temp and rank0:
@@ -327,8 +329,21 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     meta = _meta(comm, target, {"repeats": reps, "methods": list(methods), "sweeps": list(names), "quick": quick,
                                 "model": model.label, "load_before": load_before, "load_after": os.getloadavg()[0],
                                 "free_page_reporting": memory["free_page_reporting"]})
+    if calibration.get("after"):
+        meta["calibration_drift"] = ncio.drift([s["seconds"] for s in calibration["samples"]],
+                                               [s["seconds"] for s in calibration["after"]])
     write_ncio(rows, meta, model, out, calibration)
     con.print(f"wrote {out}/ncio.json, ncio.md, ncio.png")
+
+
+def _retime(comm: Any, target: Path, model: Any, quick: bool) -> list[dict[str, Any]]:
+    """The calibration's method samples timed again, as the calibration timed them (collective)."""
+    from ..planner.calibrate import QUICK_RUNS, REPEATS, RUNS, measure_runs
+
+    say = _console().print if comm.Get_rank() == 0 else None
+    samples = measure_runs(comm, target, QUICK_RUNS if quick else RUNS, 1 if quick else REPEATS, dict(model.romio),
+                           progress=(lambda text: say(f"calibration samples again: {text}")) if say else None)
+    return [s.as_dict() for s in samples]
 
 
 def _ensure(path: Path) -> str:

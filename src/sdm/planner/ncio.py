@@ -223,7 +223,29 @@ def markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                 out.append("| " + " | ".join(cells) + " |")
             parts.append("\n".join(out) + "\n")
     parts.append(goals_markdown(summary))
+    if meta.get("calibration_drift"):
+        parts.append(drift_markdown(meta["calibration_drift"]))
     return "".join(parts)
+
+
+def drift_markdown(d: dict[str, Any]) -> str:
+    """The goals' line for a :func:`drift` result."""
+    return (f"* the calibration's {d['samples']} samples timed again after the sweep: median change "
+            f"{100 * d['median_change']:.0f} %, {d['over_25pct']} of {d['samples']} moved by more than 25 % "
+            f"(worst {d['worst']:.2f}x): how far the machine itself drifts while the model's inputs stay the same\n")
+
+
+def drift(before: list[float], after: list[float]) -> dict[str, Any]:
+    """How the same samples' times moved between two measurements (*before*, *after*: seconds, pairwise).
+
+    ``worst`` is the largest factor either way (2.0 for a sample that took twice or half as long).
+    """
+    if len(before) != len(after) or not before:
+        raise ValueError(f"drift needs the same samples twice, got {len(before)} and {len(after)} times")
+    ratios = [a / b for b, a in zip(before, after)]
+    changes = [abs(r - 1) for r in ratios]
+    return {"samples": len(ratios), "median_change": statistics.median(changes),
+            "over_25pct": sum(c > 0.25 for c in changes), "worst": max(max(r, 1 / r) for r in ratios)}
 
 
 def goals(summary: list[dict[str, Any]]) -> dict[str, Any]:
