@@ -91,3 +91,27 @@ def test_a_bad_trials_hint_is_rejected(value):
     with pytest.raises(InvalidNameError) as exc:
         _planner(trials=value).choose("auto", _access())
     assert str(exc.value) == f"planner hint trials={value!r} must be a whole number >= 0"
+
+
+def test_a_trials_cost_is_its_turns_then_the_method_predicted_fastest():
+    t = Trial(("posix", "list"), runs=2)  # 6 accesses: posix, list, posix, list, posix, list
+    seconds = {"posix": 1.0, "list": 3.0}
+    assert t.cost(seconds, 10) == 3 * 1.0 + 3 * 3.0 + 4 * 1.0
+    assert t.cost(seconds, 3) == 1.0 + 3.0 + 1.0  # fewer accesses than the trial: its first turns
+    assert t.cost(seconds, 0) == 0.0
+
+
+def test_the_predictor_charges_auto_the_turns_of_a_tie():
+    from sdm.planner.predict import Workload, predict
+
+    # posix 100 us and list 105 us per write: a tie; 8 writes, trials of 3 timed accesses each
+    model = CostModel({**ZERO, "base_posix_w": 1e-4, "base_list_w": 1.05e-4, **{f"base_{m}_w": 1.0 for m in (
+        "datatype", "sieving", "collective", "servers")}}, nprocs=1, cores=1, calibrated=True, label="c")
+    w = Workload(shape=(16,), dtype="f8", distribution="block", datasets=2, every=5, iterations=20, ranks=1)
+    rows = {r["method"]: r for r in predict(w, model)["rows"]}
+    assert w.writes == 8 and rows["auto"]["write_method"] == "posix"
+    # 4 turns each (one untimed, three timed), in all 8 writes: 4 x 100 us + 4 x 105 us, no access left after
+    assert rows["auto"]["total"][3] - rows["posix"]["total"][3] == pytest.approx(4 * 0.05e-4, rel=1e-9)
+    # with trials=0 auto trusts the model: posix's total exactly
+    rows = {r["method"]: r for r in predict(w, model, hints={"trials": 0})["rows"]}
+    assert rows["auto"]["total"][3] == rows["posix"]["total"][3]

@@ -232,6 +232,11 @@ class Planner:
             _bounded(self._decided)[key] = decision
         return decision
 
+    def trial(self, access: Access) -> Trial | None:
+        """The tie *access*'s ``auto`` accesses are measuring (:meth:`choose` starts it), or None."""
+        entry = self._trials.get(access.key())
+        return entry[0] if entry is not None else None
+
     def observe(self, access: Access, method: str, seconds: float) -> None:
         """Tell the planner that *method* took *seconds* for *access* (collective by agreement).
 

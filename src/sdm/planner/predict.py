@@ -11,6 +11,9 @@ workload is a group of equally shaped datasets written every ``every`` iteration
 ``writes * (T_method + T_commit + T_checksum + T_sync) + files_opened(level) * T_open
 + held_files(level) * T_new_handle``
 
+For ``auto`` under a tie (:mod:`sdm.planner.trials`), the first accesses are the trial's,
+each contender's prediction in turn, and the rest the contender predicted fastest.
+
 plus, when the data will be read back (``reads`` per written step), the same for the
 reads.  Levels differ in the files opened: one per dataset and step (level 1), one per
 dataset (level 2), one for the group (level 3).
@@ -191,17 +194,24 @@ def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
     wdec = planner.choose("auto", wa)
     rdec = planner.choose("auto", ra) if ra is not None else None
     nreads = w.writes * w.reads
+    # auto's first accesses measure a tie the model cannot break: each contender takes its turns
+    wtrial, rtrial = planner.trial(wa), (planner.trial(ra) if ra is not None else None)
     rows = []
     for m in [*METHODS, "auto"]:
         wm = wdec.method.name if m == "auto" else m
         rm = (rdec.method.name if rdec is not None else None) if m == "auto" else m
-        per_write = wpred[wm].seconds + model.overhead(w.nbytes, w.ranks, writing=True, sync=w.sync)
-        per_read = (rpred[rm].seconds + model.overhead(w.nbytes, w.ranks, writing=False)) if rpred else 0.0
+        write_overhead = model.overhead(w.nbytes, w.ranks, writing=True, sync=w.sync)
+        read_overhead = model.overhead(w.nbytes, w.ranks, writing=False) if rpred else 0.0
+        per_write = wpred[wm].seconds + write_overhead
+        per_read = (rpred[rm].seconds + read_overhead) if rpred else 0.0
+        writes = _accesses(wtrial if m == "auto" else None, wpred, wm, w.writes) + w.writes * write_overhead
+        reads = (_accesses(rtrial if m == "auto" else None, rpred, rm, nreads) + nreads * read_overhead
+                 if rpred else 0.0)
         totals = {}
         for level in (1, 2, 3):
             opens = (opened_files(level, w) * model.constants["open"] * (2 if nreads else 1)
                      + held_files(level, w) * fresh[wm])
-            totals[level] = (w.writes * per_write + nreads * per_read + opens + model.first_writes(w.datasets)
+            totals[level] = (writes + reads + opens + model.first_writes(w.datasets)
                              + (model.first_reads(w.datasets) if nreads else 0.0))
         rows.append({"method": m, "write_method": wm, "read_method": rm, "write_access": wpred[wm].seconds,
                      "read_access": rpred[rm].seconds if rpred else None, "per_write": per_write,
@@ -214,6 +224,13 @@ def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
         "rows": rows,
         "auto": {"write": wdec.reason, "read": rdec.reason if rdec is not None else None},
     }
+
+
+def _accesses(trial: Any, preds: dict[str, Any], method: str, n: int) -> float:
+    """Predicted seconds of *n* accesses by *method*, or, under a tie's *trial*, by its schedule."""
+    if trial is None:
+        return n * preds[method].seconds
+    return trial.cost({m: preds[m].seconds for m in trial.methods}, n)
 
 
 def parse_shape(text: str) -> tuple[int, ...]:

@@ -15,6 +15,7 @@ write path agrees them), so that every rank ends the trial with the same method.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -81,6 +82,18 @@ class Trial:
             self.times.setdefault(method, []).append(float(seconds))
         self.done += 1
         return self.done >= self.length
+
+    def cost(self, seconds: Mapping[str, float], accesses: int) -> float:
+        """Predicted seconds of *accesses* accesses that start with this trial.
+
+        The trial's accesses go to the contenders in turn; the rest to the contender
+        predicted fastest (``methods[0]``): a prediction cannot know which one the
+        measurement will keep.  *seconds* maps each contender to its predicted seconds
+        per access.
+        """
+        turns = min(accesses, self.length)
+        tried = sum(seconds[self.methods[k % len(self.methods)]] for k in range(turns))
+        return tried + (accesses - turns) * seconds[self.methods[0]]
 
     def winner(self) -> str:
         """The contender with the lowest median time (ties: the one predicted faster)."""
