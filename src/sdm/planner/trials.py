@@ -22,10 +22,10 @@ from statistics import median
 __all__ = ["TIE", "WARMUP", "Trial", "contenders"]
 
 #: Relative gap under which two predictions are a tie: the error the model stays within at
-#: about nine points in ten.  Replayed on eight stored NCIO runs (352 points), auto's
-#: choice was more than 10 % slower than the best at 8 points with a 10 % margin (worst
-#: 2.25x) and at 3 with 25 % (worst 1.21x); the trials' accesses cost 8 % and 12 % more
-#: than the method kept, over the first few accesses only.
+#: about nine points in ten.  Replayed on ten stored NCIO runs (440 points), auto's choice
+#: was more than 10 % slower than the best at 10 points with a 10 % margin (worst 2.25x)
+#: and at 4 with 25 % (worst 2.08x); the trials' accesses cost 8 % and 11 % more than the
+#: method kept, over the first few accesses only.
 TIE = 0.25
 #: Untimed accesses per contender before its timed ones (plans and caches are built).
 WARMUP = 1
