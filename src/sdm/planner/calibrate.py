@@ -6,7 +6,8 @@ A short micro-benchmark, run collectively by the ranks that will use the target:
    dirty bytes, a read-modify-write over a new file's holes, fresh memory's page
    faults, the per-write overhead of SDM itself (a tiny dataset written and read
    through a session with a scratch SQLite catalog), the write-time checksum and a
-   large memory copy per byte, and a plain ``os.pwrite`` call (what codes that write value by value pay per value);
+   large memory copy per byte, and a plain ``os.pwrite`` call (what codes that write
+   value by value pay per value);
 2. every I/O method on a set of small NCIO patterns chosen so that each constant of
    the model (:mod:`sdm.planner.model`) is exercised: tiny and large requests,
    sequential and jumping, holes, noncontiguous memory, interleaved ranks;

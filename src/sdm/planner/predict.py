@@ -31,6 +31,7 @@ import numpy as np
 from . import Access, Planner, row_bytes
 from .hints import parse_pattern
 from .model import METHODS, CostModel
+from .trials import Trial
 
 __all__ = ["Workload", "distribution_of", "workload_access", "opened_files", "held_files", "predict"]
 
@@ -226,7 +227,7 @@ def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
     }
 
 
-def _accesses(trial: Any, preds: dict[str, Any], method: str, n: int) -> float:
+def _accesses(trial: Trial | None, preds: dict[str, Any], method: str, n: int) -> float:
     """Predicted seconds of *n* accesses by *method*, or, under a tie's *trial*, by its schedule."""
     if trial is None:
         return n * preds[method].seconds

@@ -3,8 +3,9 @@
 The cost model predicts NCIO points with a median error of about 10 % on a busy
 2-core machine, and about one prediction in ten is more than 25 % off; two methods
 predicted closer than that are a tie the model cannot be trusted to break (measured:
-at such points the predicted-faster method was the slower one by up to 2.2x).  An application repeats the same access every step, so its own first steps
-can settle the tie, as autotuners and FFTW's planner do: ``auto`` alternates between
+at such points the predicted-faster method was the slower one by up to 2.2x).  An
+application repeats the same access every step, so its own first steps can settle
+the tie, as autotuners and FFTW's planner do: ``auto`` alternates between
 the contenders, each one's first access untimed (it builds its plans), then keeps the
 one with the lower median.  A trial costs at most what a wrong guess would: every
 contender was predicted within the tie margin of the best.
