@@ -32,21 +32,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sdm.planner import Access, row_bytes
 from sdm.planner.calibrate import Sample, fit
 from sdm.planner.model import DEFAULTS, CostModel, structure
-from sdm.planner.patterns import ITEM, Pattern
-from sdm.planner.trials import MOST
+from sdm.planner.patterns import Pattern
+from sdm.planner.trials import contenders
 
 RESULTS = "benchmarks/results/ncio.json"
 HISTORY = Path("benchmarks/results/ncio-history")
-
-
-def access(pattern: Pattern, writing: bool, nprocs: int) -> Access:
-    """The planner's view of *pattern* on *nprocs* ranks (what ``pattern_access`` builds under MPI)."""
-    stats = [pattern.stats(nprocs, r).as_tuple() for r in range(nprocs)]
-    return Access.from_stats(stats, writing=writing, level=1, itemsize=ITEM, total_bytes=pattern.file_bytes(nprocs),
-                             row_bytes=row_bytes(pattern.shape(nprocs), ITEM))
 
 
 def refit(run: dict[str, Any], both: bool = False) -> CostModel:
@@ -59,7 +51,7 @@ def refit(run: dict[str, Any], both: bool = False) -> CostModel:
     stored = run["calibration"]["samples"] + (run["calibration"].get("after", []) if both else [])
     for s in stored:
         pattern = Pattern(**s["pattern"])
-        counts = structure(s["method"], access(pattern, s["writing"], nprocs), blank.params()).counts()
+        counts = structure(s["method"], pattern.access(nprocs, s["writing"]), blank.params()).counts()
         samples.append(Sample(s["method"], pattern, s["writing"], counts, s["seconds"]))
     constants = fit(samples, known=direct)
     return CostModel(constants={**DEFAULTS, **constants, **direct}, nprocs=nprocs, cores=cores, romio=romio,
@@ -72,7 +64,7 @@ def score(run: dict[str, Any], model: CostModel) -> dict[str, Any]:
     errors, misses = [], []
     for point in run["summary"]:
         pattern, writing = Pattern(**point["pattern"]), point["direction"] == "write"
-        a = access(pattern, writing, nprocs)
+        a = pattern.access(nprocs, writing)
         for method, measured in point["median"].items():
             if method == "auto":
                 continue
@@ -90,9 +82,8 @@ def replay(run: dict[str, Any], model: CostModel, margin: float) -> list[dict[st
     out = []
     for point in run["summary"]:
         measured = {m: t for m, t in point["median"].items() if m != "auto"}
-        a = access(Pattern(**point["pattern"]), point["direction"] == "write", run["meta"]["nprocs"])
-        preds = sorted((model.predict(m, a).seconds, m) for m in measured)
-        tried = [m for s, m in preds if s <= preds[0][0] * (1 + margin)][:MOST]
+        a = Pattern(**point["pattern"]).access(run["meta"]["nprocs"], point["direction"] == "write")
+        tried = contenders([(p.method, p.seconds) for p in model.predict_all(a, methods=tuple(measured))], margin)
         kept = min(tried, key=measured.get)
         out.append({"vs_best": measured[kept] / min(measured.values()), "tried": len(tried),
                     "trial_cost": sum(measured[m] for m in tried) / len(tried) / measured[kept]})

@@ -22,8 +22,8 @@ from mpi4py import MPI
 
 from ..io import get_method
 from ..io.base import make_transfer
-from . import Access, Planner, row_bytes
-from .patterns import ITEM, Pattern
+from . import Access, Planner
+from .patterns import Pattern
 
 __all__ = ["warm_memory", "steady_memory", "scratch_file", "data_file", "timed", "pattern_access",
            "run_method", "calls_for", "settle_calls", "check_file"]
@@ -194,10 +194,7 @@ def timed(comm: MPI.Comm, fn: Callable[[], Any]) -> float:
 def pattern_access(comm: MPI.Comm, pattern: Pattern, writing: bool, hints: dict | None = None) -> Access:
     """The planner's :class:`Access` for an NCIO pattern (one allgather of rank stats)."""
     p, r = comm.Get_size(), comm.Get_rank()
-    stats = comm.allgather(pattern.stats(p, r).as_tuple())
-    # level 1: every timed write goes to a new file (see scratch_file)
-    return Access.from_stats(stats, writing=writing, level=1, itemsize=ITEM, total_bytes=pattern.file_bytes(p),
-                             hints=hints, row_bytes=row_bytes(pattern.shape(p), ITEM))
+    return pattern.access(p, writing, hints, comm.allgather(pattern.stats(p, r).as_tuple()))
 
 
 @contextmanager

@@ -127,6 +127,20 @@ class Pattern:
         strides = np.empty(p.memory_shape).strides
         return rank_stats(p, "C", ITEM, strides)
 
+    def access(self, nprocs: int, writing: bool, hints: dict | None = None,
+               stats: list[tuple] | None = None) -> Any:
+        """The planner's :class:`~sdm.planner.Access` for this pattern on *nprocs* ranks.
+
+        *stats* are every rank's ``stats(...).as_tuple()`` in rank order (computed here when
+        not given).  Level 1: every timed write of the benchmark goes to a new file.
+        """
+        from . import Access, row_bytes
+
+        if stats is None:
+            stats = [self.stats(nprocs, r).as_tuple() for r in range(nprocs)]
+        return Access.from_stats(stats, writing=writing, level=1, itemsize=ITEM, total_bytes=self.file_bytes(nprocs),
+                                 hints=hints, row_bytes=row_bytes(self.shape(nprocs), ITEM))
+
 
 def _bytes(n: int) -> str:
     for unit, scale in (("M", 1 << 20), ("K", 1 << 10)):
