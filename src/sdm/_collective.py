@@ -22,7 +22,7 @@ __all__ = ["Failure", "capture", "agree", "root_call", "raise_first"]
 class Failure:
     """A picklable record of an exception raised on one rank."""
 
-    __slots__ = ("cls", "message", "rank")
+    __slots__ = ("cls", "message", "rank", "errno")
 
     def __init__(self, exc: BaseException, rank: int) -> None:
         if isinstance(exc, SDMError):
@@ -34,11 +34,15 @@ class Failure:
             where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
             self.message = f"{type(exc).__name__}: {exc}{where}"
         self.rank = rank
+        self.errno = getattr(exc, "errno", None) if isinstance(exc, SDMError) else None
 
     def exception(self, size: int) -> SDMError:
         """Rebuild the exception; the rank is named when the job has several."""
         msg = self.message if size == 1 else f"{self.message} [rank {self.rank}]"
-        return error_class(self.cls)(msg)
+        exc = error_class(self.cls)(msg)
+        if self.errno is not None:
+            exc.errno = self.errno  # type: ignore[attr-defined]
+        return exc
 
 
 def capture(fn: Callable[..., T], *args: Any, rank: int = 0, **kwargs: Any) -> tuple[T | None, Failure | None]:

@@ -13,6 +13,7 @@ __all__ = [
     "CatalogError",
     "CatalogUnavailableError",
     "CatalogVersionError",
+    "CatalogDamagedError",
     "NotFoundError",
     "ApplicationNotFoundError",
     "RunNotFoundError",
@@ -22,12 +23,16 @@ __all__ = [
     "StepExistsError",
     "GroupExistsError",
     "InvalidNameError",
+    "InvalidArgumentError",
+    "HintError",
+    "UnsupportedDtypeError",
     "DistributionError",
     "LocalArrayError",
     "ReadOnlyError",
     "CollectiveMismatchError",
     "StorageError",
     "IntegrityError",
+    "RunStateError",
     "error_class",
 ]
 
@@ -59,6 +64,14 @@ class CatalogUnavailableError(CatalogError, ConnectionError):
 
 class CatalogVersionError(CatalogError):
     """The catalog was created by a schema version this SDM cannot use."""
+
+
+class CatalogDamagedError(CatalogError):
+    """The catalog exists but is empty, truncated or fails the engine's integrity check.
+
+    SDM never replaces a damaged catalog by a new empty one: restore it from a backup
+    (or rebuild it from the runs' meta-files) and open it again.
+    """
 
 
 class NotFoundError(SDMError, KeyError):
@@ -97,6 +110,18 @@ class InvalidNameError(SDMError, ValueError):
     """A user-given name cannot be used (empty, path separators, '..', control chars)."""
 
 
+class InvalidArgumentError(SDMError, ValueError):
+    """An argument has the wrong type or a value outside what SDM accepts (the message says what is expected)."""
+
+
+class HintError(InvalidArgumentError):
+    """An MPI-IO, SDM or planner hint has an unknown key or a value of the wrong form."""
+
+
+class UnsupportedDtypeError(InvalidArgumentError):
+    """A numpy dtype SDM cannot store exactly (objects, zero-size, unsupported kinds)."""
+
+
 class DistributionError(SDMError, ValueError):
     """A data view does not fit the array or the communicator (gaps, overlaps, grid)."""
 
@@ -114,11 +139,26 @@ class CollectiveMismatchError(SDMError, RuntimeError):
 
 
 class StorageError(SDMError, OSError):
-    """MPI-IO or the file system failed while moving bytes."""
+    """MPI-IO or the file system failed while moving bytes.
+
+    ``errno`` is the operating system's error number when one is known (for example
+    ``errno.ENOSPC`` for a full file system), otherwise ``None``.
+    """
+
+    def __init__(self, message: str = "", errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno  # type: ignore[misc]
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.errno))
 
 
 class IntegrityError(SDMError, ValueError):
     """Bytes read back do not match the checksum recorded at write time."""
+
+
+class RunStateError(SDMError, RuntimeError):
+    """The run is in a state that forbids the request (for example open by a live writer)."""
 
 
 def error_class(name: str) -> type[SDMError]:
