@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Dataset", "Group"]
 
+_RESERVE_TRIES = 64  # level-1 versions tried when earlier ones are taken (crash leftovers)
+
 
 @dataclass(frozen=True)
 class Dataset:
@@ -111,7 +113,6 @@ class Group:
         self._datasets: dict[str, DatasetRecord] = {d.name: d for d in record.datasets}
         self._steps: dict[str, set[int]] = {d.name: set(d.steps) for d in record.datasets}
         self._views: dict[str, ResolvedView] = {}
-        self._file_end: dict[str, int] = {}  # rank 0: first free byte per appended file
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
 
     # --------------------------------------------------------------- metadata
@@ -303,7 +304,7 @@ class Group:
         shares: list[tuple[float, int]] = []
         failure = None
         deferred: dict[Path, None] = {}  # open files synced once, after every transfer
-        for (view, arr), decision, (rel, offset), n in zip(prepared, decisions, places, names):  # type: ignore[arg-type]
+        for (view, arr), decision, (rel, offset, _, _), n in zip(prepared, decisions, places, names):  # type: ignore[arg-type]
             path = self._absolute(rel)
             sync_now = s.sync and not appends(self.level)
             seconds, f = capture(self._transfer, path, offset, view, arr, decision.method, True, sync_now, rank=s.rank)
@@ -344,33 +345,50 @@ class Group:
             path = self._paths[rel] = inside(self.session.root, Path(rel))
         return path
 
-    def _plan_write(self, names: Sequence[str], step: int, overwrite: bool) -> list[tuple[str, int]]:
-        """Rank 0: where the bytes of each dataset go (relative path, offset), or why they cannot."""
+    def _plan_write(self, names: Sequence[str], step: int, overwrite: bool) -> list[tuple[str, int, int, int | None]]:
+        """Rank 0: where the bytes of each dataset go, or why they cannot.
+
+        Returns ``(relative path, offset, version, version replaced)`` per dataset. Every
+        version is written to fresh space reserved through the catalog (a new file at
+        level 1, space past the file's high-water mark at levels 2 and 3): the bytes of
+        a committed row are never modified, and two writers never share bytes.
+        """
         s = self.session
-        out: list[tuple[str, int]] = []
-        ends: dict[str, int] = {}  # appends planned in this step
+        versions: list[int] = []
+        replaced: list[int | None] = []
         for name in names:
             rec = self.dataset(name)
             # steps this session has not seen need no lookup: the commit still refuses duplicates
-            known = step in self._steps[name] or s.mode == "a"
+            known = step in self._steps[name] or s.mode == "a" or overwrite
             existing = s.catalog_call("lookup_write", rec.id, step) if known else None
             if existing is not None and not overwrite:
                 raise StepExistsError(
                     f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "
                     "pass overwrite=True to replace it"
                 )
-            rel = str(relative_path(s.application, s.run_id, self.level, self.name, name, step))
-            if existing is not None:
-                offset = existing.offset
-            elif not appends(self.level):
-                offset = 0
-            else:
-                if rel not in self._file_end:
-                    self._file_end[rel] = s.catalog_call("file_end", s.run_id, rel)
-                offset = ends.get(rel, self._file_end[rel])
-                ends[rel] = offset + rec.nbytes
-            extend_file(self._absolute(rel), offset + rec.nbytes)
-            out.append((rel, offset))
+            versions.append(existing.version + 1 if existing is not None else 1)
+            replaced.append(existing.version if existing is not None else None)
+        places: list[tuple[str, int] | None] = [None] * len(names)
+        for _ in range(_RESERVE_TRIES):
+            todo = [i for i, p in enumerate(places) if p is None]
+            if not todo:
+                break
+            rels = [str(relative_path(s.run_dir, self.level, self.name, names[i], step, versions[i])) for i in todo]
+            offsets = s.catalog_call("reserve", s.run_id, [
+                (rel, self.level, self.dataset(names[i]).nbytes, not appends(self.level)) for rel, i in zip(rels, todo)
+            ])
+            for i, rel, offset in zip(todo, rels, offsets):
+                if offset is None:  # that version's file is taken (a crashed or concurrent write): next one
+                    versions[i] += 1
+                else:
+                    places[i] = (rel, offset)
+        if any(p is None for p in places):
+            raise StorageError(f"could not reserve a new file for step {step} in {_RESERVE_TRIES} tries")
+        out = []
+        for name, place, version, old in zip(names, places, versions, replaced):
+            rel, offset = place  # type: ignore[misc]
+            extend_file(self._absolute(rel), offset + self.dataset(name).nbytes)
+            out.append((rel, offset, version, old))
         return out
 
     def _access(self, name: str, writing: bool, payloads: list, index: int = 0) -> Access:
@@ -393,7 +411,7 @@ class Group:
         self,
         names: Sequence[str],
         step: int,
-        places: Sequence[tuple[str, int]],
+        places: Sequence[tuple[str, int, int, int | None]],
         checksums: Sequence[str],
         decisions: Sequence[Any],
         seconds: Sequence[float],
@@ -402,17 +420,15 @@ class Group:
         """Rank 0: record the writes of one step in one catalog transaction."""
         s = self.session
         rows = []
-        for name, (rel, offset), checksum, decision, secs in zip(names, places, checksums, decisions, seconds):
+        for name, (rel, offset, version, old), checksum, decision, secs in zip(names, places, checksums, decisions, seconds):
             rec = self.dataset(name)
             rows.append(dict(
                 dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=rec.nbytes,
                 checksum=checksum, checksum_algo=integrity.ALGORITHM if checksum else "none",
                 method=decision.method.name, reason=decision.reason, seconds=secs, nprocs=s.size, overwrite=overwrite,
+                version=version, replaces=old,
             ))
         s.catalog_call("record_writes", s.run_id, rows)
-        if appends(self.level):
-            for row in rows:
-                self._file_end[row["path"]] = max(self._file_end.get(row["path"], 0), row["offset"] + row["nbytes"])
 
     def _transfer(
         self, path: Path, offset: int, view: ResolvedView, arr: np.ndarray, method, writing: bool, sync: bool = False

@@ -17,11 +17,11 @@ from mpi4py import MPI
 from . import config
 from ._collective import agree, capture, root_call
 from .catalog import Catalog, DatasetSpec, RunRecord
-from .errors import InvalidNameError, ReadOnlyError
+from .errors import CatalogError, InvalidNameError, ReadOnlyError
 from .group import Dataset, Group
 from .layout import Distribution
 from .planner import Planner, choose_method
-from .storage import FileCache, check_level, check_name, durability
+from .storage import FileCache, check_level, check_name, durability, runs
 
 __all__ = ["Session", "open"]
 
@@ -32,7 +32,10 @@ class Session:
     """A collective connection of an MPI job to SDM for one application and run.
 
     Use :func:`sdm.open` to create one.  Attributes ``run_id``, ``run`` (the catalog
-    record), ``root`` (the data root) and ``catalog_url`` describe where things go.
+    record), ``root`` (the data root), ``run_dir`` (the run's directory under it) and
+    ``catalog_url`` describe where things go; ``previous_state`` is the state the run
+    was in when the session opened it (``"new"``, ``"open"``, ``"closed"`` or
+    ``"interrupted"``: its last writers died without closing it).
     """
 
     def __init__(
@@ -65,10 +68,11 @@ class Session:
         self.checksum = config.checksum_enabled() if checksum is None else bool(checksum)
         self.hints = dict(hints or {})
         self.catalog: Catalog | None = None
+        self._lock: runs.RunLock | None = None  # rank 0 of a writing session: its hold on the run
         self._closed = False
         self._groups: dict[str, Group] = {}
 
-        def setup() -> tuple[str, str, RunRecord]:
+        def setup() -> tuple[str, str, RunRecord, Any, str]:
             check_name(application, "application")
             if mode not in _MODES:
                 raise InvalidNameError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -78,35 +82,43 @@ class Session:
             self.catalog = Catalog(url, create=(mode == "w"))
             try:
                 if mode == "w":
+                    cat_id = self.catalog.id
                     run_id = self.catalog.create_run(
                         application,
                         nprocs=self.size,
                         root=str(data_root),
                         problem_size=problem_size,
                         attributes=attributes,
+                        make_dir=lambda rid: runs.make_run_dir(data_root, application, rid, cat_id),
                     )
                     rec = self.catalog.run(run_id)
-                elif run is not None:
-                    rec = self.catalog.run(run, application=application)
+                    self._lock = runs.RunLock(Path(rec.root), rec.dir or "")
+                    previous = "new"
                 else:
-                    rec = self.catalog.latest_run(application, attributes)
+                    if run is not None:
+                        rec = self.catalog.run(run, application=application)
+                    else:
+                        rec = self.catalog.latest_run(application, attributes)
+                    previous = self._hold_run(rec) if mode == "a" else self._look_at_run(rec)
             except Exception:
+                self._release_run()
                 self.catalog.close()
                 self.catalog = None
                 raise
             if mode != "w" and root is None:
                 data_root = Path(rec.root)
             calibration = self.catalog.latest_calibration(str(data_root))
-            return url, str(data_root), rec, calibration
+            return url, str(data_root), rec, calibration, previous
 
         try:
             agree(self.comm, capture(durability.sync_mode, self.hints, rank=self.rank)[1])  # the same error on all
-            self.catalog_url, root_text, self.run, calibration = root_call(self.comm, setup)
+            self.catalog_url, root_text, self.run, calibration, self.previous_state = root_call(self.comm, setup)
         except BaseException:
             self.comm.Free()
             raise
         self.root = Path(root_text)
         self.run_id = self.run.id
+        self.run_dir = self.run.dir or runs.legacy_run_dir(self.run.application, self.run.id)
         self.planner = Planner(calibration, planner_hints, self.hints)
         self.files = FileCache(self.comm, writable=(mode != "r"), capacity=config.open_files(), info=_info(hints),
                                sync_mode=durability.sync_mode(self.hints))
@@ -120,18 +132,64 @@ class Session:
         self.close()
 
     def close(self) -> None:
-        """Close files and the catalog (collective; the paper's SDM_finalize)."""
+        """Close files and the catalog (collective; the paper's SDM_finalize).
+
+        A writing session also records that it stopped writing the run: the last one
+        marks the run ``closed``.
+        """
         if self._closed:
             return
         self._closed = True
-        for g in self._groups.values():
-            g._free()
-        self.files.close_all()
-        self.sources.close_all()
-        if self.catalog is not None:
-            self.catalog.close()
-            self.catalog = None
-        self.comm.Free()
+        try:
+            for g in self._groups.values():
+                g._free()
+            self.files.close_all()
+            self.sources.close_all()
+            if self.mode != "r":
+                root_call(self.comm, self._close_run)
+        finally:
+            if self.catalog is not None:
+                self.catalog.close()
+                self.catalog = None
+            self.comm.Free()
+
+    # ------------------------------------------------------------ run states
+    def _hold_run(self, rec: RunRecord) -> str:
+        """Rank 0 of an appending session: check the run's directory, take a hold on it."""
+        assert self.catalog is not None
+        rel = rec.dir or runs.legacy_run_dir(rec.application, rec.id)
+        runs.check_run_dir(Path(rec.root), rel, self.catalog.id, rec.id,
+                           legacy=rel == runs.legacy_run_dir(rec.application, rec.id))
+
+        def claim() -> bool:
+            live = runs.writer_alive(Path(rec.root), rel)
+            self._lock = runs.RunLock(Path(rec.root), rel)
+            return live
+
+        return self.catalog.open_run(rec.id, claim)
+
+    def _look_at_run(self, rec: RunRecord) -> str:
+        """Rank 0 of a reading session: a run left ``open`` by dead writers is marked interrupted."""
+        if rec.state == "open" and not runs.writer_alive(Path(rec.root), rec.dir):
+            try:
+                assert self.catalog is not None
+                self.catalog.mark_interrupted(rec.id)
+                return "interrupted"
+            except CatalogError:  # a catalog the reader may not write: reading still works
+                pass
+        return rec.state
+
+    def _close_run(self) -> None:
+        try:
+            if self.catalog is not None:
+                self.catalog.close_run(self.run_id)
+        finally:
+            self._release_run()
+
+    def _release_run(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # ------------------------------------------------------------------ groups
     def make_group(

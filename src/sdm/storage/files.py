@@ -124,19 +124,24 @@ class FileCache:
 def extend_file(path: Path, end: int) -> None:
     """Make *path* at least *end* bytes long, creating it if needed (a sparse zero tail).
 
-    Called by rank 0 before a collective write: bytes no rank writes (rows left unowned
-    by a map with ``coverage=False``) then read as zeros, and read-modify-write cycles
-    inside MPI-IO never read past the end of the file (which returns garbage).
+    Called by rank 0 before a collective write into space reserved up to *end*: bytes no
+    rank writes (rows left unowned by a map with ``coverage=False``) then read as zeros,
+    and read-modify-write cycles inside MPI-IO never read past the end of the file
+    (which returns garbage). The file only ever grows: the last reserved byte is written
+    (it belongs to this write's reservation), so a concurrent writer's longer extension
+    is never cut back.
 
     Raises
     ------
     StorageError
     """
     try:
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
-        if path.stat().st_size < end:
-            os.truncate(path, end)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            if end > 0 and os.fstat(fd).st_size < end:
+                os.pwrite(fd, b"\0", end - 1)
+        finally:
+            os.close(fd)
     except OSError as exc:
-        raise StorageError(f"cannot prepare data file {path}: {exc.strerror}") from None
+        raise StorageError(f"cannot prepare data file {path}: {exc.strerror}", exc.errno) from None
