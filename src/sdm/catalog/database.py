@@ -259,6 +259,15 @@ def integrity_check(engine: Engine) -> list[str]:
     SQLite: ``PRAGMA integrity_check`` and ``PRAGMA foreign_key_check``. PostgreSQL keeps
     no such check for tables; the foreign keys of SDM's tables are checked with queries.
     """
+    try:
+        return _integrity_check(engine)
+    except sa.exc.DatabaseError as exc:
+        if not is_damage(exc):
+            raise
+        return [f"the database cannot be read: {getattr(exc, 'orig', exc)}"]
+
+
+def _integrity_check(engine: Engine) -> list[str]:
     problems: list[str] = []
     with engine.connect() as con:
         if con.dialect.name == "sqlite":
