@@ -116,3 +116,18 @@ def combine(partials: Sequence[int]) -> int:
 def to_hex(value: int) -> str:
     """16-digit hex form stored in the catalog."""
     return f"{value & _MASK:016x}"
+
+
+def checksum_of_bytes(raw: bytes | np.ndarray, dtype: object, algorithm: str) -> str:
+    """The checksum of a whole dataset from its canonical bytes, as stored (16 hex digits).
+
+    Raises
+    ------
+    InvalidArgumentError
+        For an algorithm this SDM does not know.
+    """
+    from .errors import InvalidArgumentError
+
+    if algorithm in (ALGORITHM, "sum64"):
+        return to_hex(sum64_of_bytes(np.frombuffer(raw, dtype=np.uint8), np.dtype(dtype).itemsize))
+    raise InvalidArgumentError(f"unknown checksum algorithm {algorithm!r}; this SDM knows {ALGORITHM!r}")

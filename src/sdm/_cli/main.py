@@ -457,6 +457,10 @@ from .bench import register as _register_planner_commands  # noqa: E402 - bench,
 
 _register_planner_commands(app)
 
+from .maintenance import register as _register_maintenance_commands  # noqa: E402 - verify, gc
+
+_register_maintenance_commands(app)
+
 
 def main() -> None:
     """Entry point for ``python -m sdm`` and ``python -m sdm._cli.main``."""

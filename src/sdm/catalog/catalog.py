@@ -716,6 +716,28 @@ class Catalog:
             raise CatalogError(f"catalog {self.url!r} refused the write record: {_short(exc)}") from None
         self._file_ids.update(new_ids)
 
+    def drop_file(self, run_id: int, path: str) -> None:
+        """Forget a data file that no committed write refers to (after ``sdm gc`` removed it)."""
+        f, w = S.files, S.writes
+        with self._tx() as con:
+            con.execute(f.delete().where(f.c.run_id == int(run_id), f.c.path == path,
+                                         ~sa.exists().where(w.c.file_id == f.c.id)))
+        self._file_ids.pop((int(run_id), path), None)
+
+    def lower_alloc_end(self, run_id: int, path: str, end: int) -> None:
+        """Lower a file's high-water mark to *end* (after ``sdm gc`` cut its unreferenced tail).
+
+        Never below the end of a committed write of the file.
+        """
+        f, w = S.files, S.writes
+        with self._tx() as con:
+            used = con.execute(
+                sa.select(sa.func.coalesce(sa.func.max(w.c.offset + w.c.nbytes), 0))
+                .select_from(w.join(f, f.c.id == w.c.file_id)).where(f.c.run_id == int(run_id), f.c.path == path)
+            ).scalar_one()
+            con.execute(f.update().where(f.c.run_id == int(run_id), f.c.path == path)
+                        .values(alloc_end=max(int(end), int(used))))
+
     def writes(self, run_id: int) -> list[tuple[str, str, WriteRecord]]:
         """Every write of a run as ``(group, dataset, record)``, by file then offset."""
         w, f, d, g = S.writes, S.files, S.datasets, S.groups
