@@ -626,23 +626,22 @@ class Catalog:
         with self._tx() as con:
             for path, level, nbytes, whole_file in requests:
                 key = (int(run_id), path)
-                file_id = self._file_ids.get(key) or con.execute(_FILE_ID, {"run_id": run_id, "path": path}).scalar()
-                if whole_file:
-                    if file_id is not None:
-                        out.append(None)
+                file_id = self._file_ids.get(key)
+                if file_id is None or whole_file:
+                    row = {"run_id": run_id, "path": path, "level": int(level), "created_at": now,
+                           "alloc_end": int(nbytes) if whole_file else 0}
+                    made = con.execute(_insert_new(con, f, row).returning(f.c.id)).scalar()
+                    if whole_file:  # the file is this write's alone, or taken
+                        out.append(None if made is None else 0)
+                        if made is not None:
+                            self._file_ids[key] = int(made)
                         continue
-                    file_id = con.execute(f.insert(), {"run_id": run_id, "path": path, "level": int(level),
-                                                       "created_at": now, "alloc_end": int(nbytes)}).inserted_primary_key[0]
-                    out.append(0)
-                else:
-                    if file_id is None:
-                        file_id = con.execute(f.insert(), {"run_id": run_id, "path": path, "level": int(level),
-                                                           "created_at": now, "alloc_end": 0}).inserted_primary_key[0]
-                    end = con.execute(
-                        f.update().where(f.c.id == file_id).values(alloc_end=f.c.alloc_end + int(nbytes))
-                        .returning(f.c.alloc_end)
-                    ).scalar_one()
-                    out.append(int(end) - int(nbytes))
+                    file_id = made if made is not None else con.execute(_FILE_ID, {"run_id": run_id, "path": path}).scalar_one()
+                end = con.execute(
+                    f.update().where(f.c.id == file_id).values(alloc_end=f.c.alloc_end + int(nbytes))
+                    .returning(f.c.alloc_end)
+                ).scalar_one()
+                out.append(int(end) - int(nbytes))
                 self._file_ids[key] = int(file_id)
         return out
 
@@ -819,6 +818,15 @@ _UPDATE_WRITE = S.writes.update().where(
     S.writes.c.step == sa.bindparam("w_step"),
     S.writes.c.version == sa.bindparam("w_version"),
 )
+
+
+def _insert_new(con, table: sa.Table, row: dict[str, Any]):
+    """``INSERT`` that does nothing when the row's unique key exists (another job made it)."""
+    if con.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table).values(**row).on_conflict_do_nothing()
 
 
 def _matches_all(attrs: dict[str, Any], conds: list[Condition]) -> bool:

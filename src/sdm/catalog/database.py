@@ -152,10 +152,7 @@ def _create(con: Connection) -> None:
 
 def _revision(con: Connection) -> str | None:
     """The catalog's Alembic revision, or None when it has none (raises on damage)."""
-    if con.dialect.name == "postgresql":
-        if con.execute(sa.text("SELECT to_regclass('alembic_version')")).scalar() is None:
-            return None
-    elif con.execute(sa.text("SELECT 1 FROM sqlite_master WHERE type='table' AND name='alembic_version'")).first() is None:
+    if not sa.inspect(con).has_table("alembic_version"):  # a plain query (to_regclass may use a stale cache)
         return None
     return con.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
 
