@@ -39,7 +39,7 @@ from .layout import Block, Distribution, MapArray, Piece
 from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .planner import Access, choose_method, row_bytes
-from .storage import appends, check_name, extend_file, inside, relative_path
+from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
 
 if TYPE_CHECKING:
     from .session import Session
@@ -298,7 +298,7 @@ class Group:
         stats = [v.stats(a) for v, a in prepared] if prepared else None
         payloads = agree(s.comm, failure, ((tuple(names), _key(step), bool(overwrite), method), plan, stats))
         _check_same_call(payloads, "write")
-        places = payloads[0][1]
+        places = root_call(s.comm, self._reserve, names, int(step), payloads[0][1])
         accesses = [self._access(n, True, payloads, i) for i, n in enumerate(names)]
         decisions = [s.planner.choose(method or s.method, a) for a in accesses]
         shares: list[tuple[float, int]] = []
@@ -345,16 +345,9 @@ class Group:
             path = self._paths[rel] = inside(self.session.root, Path(rel))
         return path
 
-    def _plan_write(self, names: Sequence[str], step: int, overwrite: bool) -> list[tuple[str, int, int, int | None]]:
-        """Rank 0: where the bytes of each dataset go, or why they cannot.
-
-        Returns ``(relative path, offset, version, version replaced)`` per dataset. Every
-        version is written to fresh space reserved through the catalog (a new file at
-        level 1, space past the file's high-water mark at levels 2 and 3): the bytes of
-        a committed row are never modified, and two writers never share bytes.
-        """
+    def _plan_write(self, names: Sequence[str], step: int, overwrite: bool) -> list[int | None]:
+        """Rank 0: the version each dataset's write replaces (None: a new step), or why it cannot be written."""
         s = self.session
-        versions: list[int] = []
         replaced: list[int | None] = []
         for name in names:
             rec = self.dataset(name)
@@ -366,8 +359,20 @@ class Group:
                     f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "
                     "pass overwrite=True to replace it"
                 )
-            versions.append(existing.version + 1 if existing is not None else 1)
             replaced.append(existing.version if existing is not None else None)
+        return replaced
+
+    def _reserve(self, names: Sequence[str], step: int, replaced: Sequence[int | None]
+                 ) -> list[tuple[str, int, int, int | None]]:
+        """Rank 0, once every rank agreed to the write: fresh space for each dataset.
+
+        Returns ``(relative path, offset, version, version replaced)`` per dataset. Every
+        version is written to fresh space reserved through the catalog (a new file at
+        level 1, space past the file's high-water mark at levels 2 and 3): the bytes of
+        a committed row are never modified, and two writers never share bytes.
+        """
+        s = self.session
+        versions = [1 if old is None else old + 1 for old in replaced]
         places: list[tuple[str, int] | None] = [None] * len(names)
         for _ in range(_RESERVE_TRIES):
             todo = [i for i, p in enumerate(places) if p is None]
@@ -387,7 +392,12 @@ class Group:
         out = []
         for name, place, version, old in zip(names, places, versions, replaced):
             rel, offset = place  # type: ignore[misc]
-            extend_file(self._absolute(rel), offset + self.dataset(name).nbytes)
+            nbytes = self.dataset(name).nbytes
+            extend_file(self._absolute(rel), offset + nbytes)
+            if old is not None and _has_gaps(self._view(name).dist):
+                # rows the gappy map does not write keep their earlier values, as they would in place
+                prev = s.catalog_call("lookup_write", self.dataset(name).id, step)
+                copy_range(self._absolute(prev.path), prev.offset, self._absolute(rel), offset, nbytes)
             out.append((rel, offset, version, old))
         return out
 
@@ -560,6 +570,11 @@ class Group:
 
     def __repr__(self) -> str:
         return f"<sdm.Group {self.name!r} level={self.level} datasets={self.datasets}>"
+
+
+def _has_gaps(view: Distribution) -> bool:
+    """Whether a view may leave elements unwritten (a map array without coverage)."""
+    return isinstance(view, MapArray) and not view.coverage
 
 
 def _key(step: object) -> object:

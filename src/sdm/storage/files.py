@@ -17,7 +17,7 @@ from .._collective import agree, capture
 from ..errors import StorageError
 from .durability import make_durable
 
-__all__ = ["FileCache", "extend_file"]
+__all__ = ["FileCache", "extend_file", "copy_range"]
 
 
 class FileCache:
@@ -145,3 +145,29 @@ def extend_file(path: Path, end: int) -> None:
             os.close(fd)
     except OSError as exc:
         raise StorageError(f"cannot prepare data file {path}: {exc.strerror}", exc.errno) from None
+
+
+def copy_range(src: Path, src_offset: int, dst: Path, dst_offset: int, nbytes: int) -> None:
+    """Copy *nbytes* from one file's offset to another's (in the kernel where it can).
+
+    Raises
+    ------
+    StorageError
+    """
+    try:
+        fi = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fo = os.open(dst, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                done = 0
+                while done < nbytes:
+                    n = os.copy_file_range(fi, fo, nbytes - done, src_offset + done, dst_offset + done)
+                    if n == 0:
+                        raise OSError(5, f"{src} ends before byte {src_offset + nbytes}")
+                    done += n
+            finally:
+                os.close(fo)
+        finally:
+            os.close(fi)
+    except OSError as exc:
+        raise StorageError(f"cannot copy {nbytes} bytes from {src} to {dst}: {exc.strerror}", exc.errno) from None
