@@ -318,7 +318,7 @@ class Group:
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_write, names, int(step), overwrite, rank=0)
         stats = [v.stats(a) for v, a in prepared] if prepared else None
-        payloads = agree(s.comm, failure, ((tuple(names), _key(step), _key(overwrite), _key(method)), plan, stats))
+        payloads = agree(s.comm, failure, ((tuple(_key(n) for n in names), _key(step), _key(overwrite), _key(method)), plan, stats))
         _check_same_call(payloads, "write")
         places = payloads[0][1]
         accesses = [self._access(n, True, payloads, i) for i, n in enumerate(names)]

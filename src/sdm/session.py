@@ -19,7 +19,8 @@ from . import _validate as check
 from . import config
 from ._collective import agree, capture, root_call
 from .catalog import Catalog, DatasetSpec, RunRecord
-from .errors import InvalidArgumentError, InvalidNameError, ReadOnlyError
+from .catalog.values import encode
+from .errors import CollectiveMismatchError, DistributionError, InvalidArgumentError, InvalidNameError, ReadOnlyError
 from .group import Dataset, Group
 from .layout import Distribution
 from .planner import Planner, choose_method
@@ -190,7 +191,8 @@ class Session:
         def specs() -> list[DatasetSpec]:
             check_name(name, "group")
             check_level(level)
-            check.mapping(attributes, "attributes")
+            for key, value in check.mapping(attributes, "attributes").items():
+                encode(key, value)  # refused now, before the group is defined
             if view is not None and not isinstance(view, Distribution):
                 raise InvalidArgumentError(f"view must be a Distribution (Block, Cyclic, MapArray, ...), got {type(view).__name__}")
             out = [Dataset.of(d).spec(dtype=dtype, shape=shape, order=order) for d in check.names(datasets, "datasets")]
@@ -202,7 +204,9 @@ class Session:
             return out
 
         local, failure = capture(specs, rank=self.rank)
-        agree(self.comm, failure)
+        _same(agree(self.comm, failure, (name, level, local) if failure is None else None), "make_group")
+        if view is not None:  # a view that does not fit is refused before the group is defined
+            self._check_view(view, local)  # type: ignore[arg-type]
         record = root_call(self.comm, self.catalog_call, "define_group", self.run_id, name, level, local)
         group = Group(self, record)
         self._groups[name] = group
@@ -219,7 +223,7 @@ class Session:
         ------
         GroupNotFoundError
         """
-        agree(self.comm, capture(check_name, name, "group", rank=self.rank)[1])
+        _same(agree(self.comm, *capture(check_name, name, "group", rank=self.rank)[::-1]), "group")
         if name in self._groups:
             return self._groups[name]
         record = root_call(self.comm, self.catalog_call, "group", self.run_id, name)
@@ -326,6 +330,20 @@ class Session:
         )
 
     # ---------------------------------------------------------------- internal
+    def _check_view(self, view: Distribution, specs: Sequence[DatasetSpec]) -> None:
+        """Check collectively that *view* fits every dataset of *specs* (raises on every rank)."""
+        from .layout import MapArray
+
+        def pieces() -> dict[tuple[int, ...], Any]:
+            if isinstance(view, MapArray) and any(sp.order == "F" and len(sp.shape) > 1 for sp in specs):
+                raise DistributionError("map-array views need datasets in C order (rows with their components contiguous)")
+            return {sp.shape: view.piece(sp.shape, self.size, self.rank) for sp in specs}
+
+        got, failure = capture(pieces, rank=self.rank)
+        agree(self.comm, failure)
+        for shape, piece in got.items():  # type: ignore[union-attr] - the same shapes on every rank
+            agree(self.comm, capture(view.check, shape, piece, self.comm, rank=self.rank)[1])
+
     def catalog_call(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
         """Call a catalog method (rank 0 only; use through ``root_call``)."""
         assert self.catalog is not None, "catalog used outside rank 0 or after close"
@@ -340,6 +358,15 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<sdm.Session {self.application!r} run={self.run_id} mode={self.mode!r} ranks={self.size}>"
+
+
+def _same(calls: list[Any], what: str) -> None:
+    """Raise :class:`CollectiveMismatchError` (on every rank) unless all ranks passed the same arguments."""
+    if any(c != calls[0] for c in calls):
+        diffs = {r: c for r, c in enumerate(calls) if c != calls[0]}
+        raise CollectiveMismatchError(
+            f"ranks made different {what} calls: rank 0 {calls[0]!r}, others {diffs!r}; every rank must pass the same arguments"
+        )
 
 
 def _check_open(mode: Any, catalog: Any, root: Any, run: Any, attributes: Any, problem_size: Any, method: Any,
