@@ -85,7 +85,7 @@ class Dataset:
         dt = self.dtype if self.dtype is not None else dtype
         od = self.order if self.order is not None else order
         if shp is None or dt is None:
-            raise InvalidNameError(f"dataset {self.name!r} needs a shape and a dtype (from the group or its own)")
+            raise InvalidArgumentError(f"dataset {self.name!r} needs a shape and a dtype (from the group or its own)")
         shp = check.shape(shp, f"dataset {self.name!r}: shape")
         try:
             np_dtype = np.dtype(dt)

@@ -49,7 +49,7 @@ def _describe(dtype: Any, shape: Sequence[int] | None, count: int | None, offset
     if dt.hasobject:
         raise InvalidNameError(f"import dtype {dt} holds Python objects")
     if shape is None and count is None:
-        raise InvalidNameError("an import needs count= (elements) or shape= (global shape)")
+        raise InvalidArgumentError("an import needs count= (elements) or shape= (global shape)")
     if count is not None:
         count = check.integer(count, "import count", maximum=check.MAX_BYTES)
     shp = check.shape(shape, "import shape") if shape is not None else (count,)
