@@ -36,7 +36,7 @@ COMM = MPI.COMM_WORLD
 RANK = COMM.Get_rank()
 SIZE = COMM.Get_size()
 LAST = SIZE - 1
-EXAMPLES = int(os.environ.get("SDM_FUZZ_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("SDM_FUZZ_EXAMPLES", "150"))
 
 FUZZ = settings(
     max_examples=EXAMPLES,
@@ -243,7 +243,7 @@ def diverge(data: Any, *args: str) -> str | None:
     """Which argument the last rank changes (never on one rank)."""
     if SIZE == 1:
         return None
-    return data.draw(st.sampled_from([None] * 3 + list(args)), "diverge")
+    return data.draw(st.sampled_from([None] * (3 * len(args)) + list(args)), "diverge")
 
 
 def make_array(kind: str, good: np.ndarray) -> Any:
