@@ -270,7 +270,11 @@ class Group:
         ReadOnlyError, DatasetNotFoundError, LocalArrayError, StepExistsError,
         CollectiveMismatchError, StorageError, CatalogError
         """
-        self.write_step(step, {name: array}, overwrite=overwrite, method=method)
+        try:
+            arrays = {name: array}
+        except TypeError:  # an unhashable name: refused (on every rank) as an unknown dataset
+            arrays = {repr(name): array}
+        self.write_step(step, arrays, overwrite=overwrite, method=method)
 
     def write_step(
         self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False, method: str | None = None
