@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 from mpi4py import MPI
 
+from . import _validate as check
 from . import integrity
 from ._collective import agree, capture, root_call
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
@@ -27,6 +28,7 @@ from .errors import (
     DatasetNotFoundError,
     DistributionError,
     IntegrityError,
+    InvalidArgumentError,
     InvalidNameError,
     SDMError,
     LocalArrayError,
@@ -40,6 +42,7 @@ from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .planner import Access, choose_method, row_bytes
 from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
+from .storage.files import mpi_errno
 
 if TYPE_CHECKING:
     from .session import Session
@@ -84,16 +87,17 @@ class Dataset:
         dt = self.dtype if self.dtype is not None else dtype
         od = self.order if self.order is not None else order
         if shp is None or dt is None:
-            raise InvalidNameError(f"dataset {self.name!r} needs a shape and a dtype (from the group or its own)")
+            raise InvalidArgumentError(f"dataset {self.name!r} needs a shape and a dtype (from the group or its own)")
+        shp = check.shape(shp, f"dataset {self.name!r}: shape")
         try:
-            shp = tuple(int(s) for s in shp)
             np_dtype = np.dtype(dt)
         except (TypeError, ValueError) as exc:
             raise InvalidNameError(f"dataset {self.name!r}: {exc}") from None
-        if any(s < 0 for s in shp):
-            raise InvalidNameError(f"dataset {self.name!r}: shape {shp} has a negative extent")
-        if od not in ("C", "F"):
-            raise InvalidNameError(f"dataset {self.name!r}: order must be 'C' or 'F', got {od!r}")
+        if not isinstance(od, str) or od not in ("C", "F"):
+            raise InvalidArgumentError(f"dataset {self.name!r}: order must be 'C' or 'F', got {od!r}")
+        if int(np.prod(shp, dtype=np.int64)) * np_dtype.itemsize > check.MAX_BYTES:
+            raise InvalidArgumentError(f"dataset {self.name!r}: shape {shp} of {np_dtype} is larger than SDM stores "
+                                       f"({check.MAX_BYTES} bytes)")
         if np_dtype.hasobject:
             raise InvalidNameError(f"dataset {self.name!r}: dtype {np_dtype} holds Python objects")
         return DatasetSpec(self.name, np_dtype.str, shp, od)
@@ -154,8 +158,14 @@ class Group:
         ReadOnlyError, DatasetNotFoundError, InvalidNameError
         """
         self.session._check_writable("set attributes")
-        names = self.datasets if datasets is None else list(datasets)
-        ids = [self.dataset(n).id for n in names]
+
+        def resolve() -> list[int]:
+            check.mapping(attributes, "attributes")
+            names = self.datasets if datasets is None else check.names(datasets, "datasets")
+            return [self.dataset(n).id for n in names]
+
+        ids, failure = capture(resolve, rank=self.session.rank)
+        agree(self.session.comm, failure)  # a bad name on any rank: the same error on all
         root_call(
             self.session.comm,
             self.session.catalog_call,
@@ -181,11 +191,13 @@ class Group:
         DistributionError, DatasetNotFoundError
         """
         s = self.session
-        names = list(self._datasets) if datasets is None else list(datasets)
 
-        def resolve() -> dict[str, Piece]:
+        def resolve() -> tuple[list[str], dict[str, Piece]]:
             if not isinstance(view, Distribution):
-                raise DistributionError(f"a data view must be a Distribution (Block, Cyclic, MapArray, ...), got {view!r}")
+                raise InvalidArgumentError(
+                    f"a data view must be a Distribution (Block, Cyclic, MapArray, ...), got {type(view).__name__}"
+                )
+            names = list(self._datasets) if datasets is None else check.names(datasets, "datasets")
             for n in names:
                 rec = self.dataset(n)
                 if isinstance(view, MapArray) and rec.order == "F" and len(rec.shape) > 1:
@@ -193,10 +205,15 @@ class Group:
                         f"dataset {n!r} is stored in Fortran order; map-array views need C order "
                         "(rows with their components contiguous)"
                     )
-            return {n: view.piece(self.dataset(n).shape, s.size, s.rank) for n in names}
+            return names, {n: view.piece(self.dataset(n).shape, s.size, s.rank) for n in names}
 
-        pieces, failure = capture(resolve, rank=s.rank)
-        agree(s.comm, failure)
+        resolved, failure = capture(resolve, rank=s.rank)
+        listed = agree(s.comm, failure, resolved[0] if resolved else None)
+        if any(n != listed[0] for n in listed):  # the walks below are collective
+            raise CollectiveMismatchError(
+                f"ranks set data views of different datasets: {dict(enumerate(listed))}; every rank must name the same ones"
+            )
+        names, pieces = resolved  # type: ignore[misc]
         checked: set[tuple[int, ...]] = set()
         for n in names:  # collective: every rank walks the same names
             shape = self.dataset(n).shape
@@ -254,7 +271,11 @@ class Group:
         ReadOnlyError, DatasetNotFoundError, LocalArrayError, StepExistsError,
         CollectiveMismatchError, StorageError, CatalogError
         """
-        self.write_step(step, {name: array}, overwrite=overwrite, method=method)
+        try:
+            arrays = {name: array}
+        except TypeError:  # an unhashable name: refused (on every rank) as an unknown dataset
+            arrays = {repr(name): array}
+        self.write_step(step, arrays, overwrite=overwrite, method=method)
 
     def write_step(
         self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False, method: str | None = None
@@ -282,12 +303,18 @@ class Group:
         """
         s = self.session
         s._check_writable("write")
-        names = list(arrays)
+        names = list(arrays) if isinstance(arrays, Mapping) else []
 
         def local() -> list[tuple[ResolvedView, np.ndarray]]:
             _check_step(step)
+            if not isinstance(arrays, Mapping):
+                raise InvalidArgumentError(
+                    f"write_step needs a dict of dataset name to local array, got {type(arrays).__name__}"
+                )
             if not names or len(set(names)) != len(names):
                 raise InvalidNameError(f"write_step needs distinct dataset names, got {names}")
+            check.flag(overwrite, "overwrite")
+            check.text(method, "method", optional=True)
             choose_method(method or s.method)  # validates the name
             return [(self._view(n), _check_array(arrays[n], self._view(n), n, s.rank, for_read=False)) for n in names]
 
@@ -296,7 +323,7 @@ class Group:
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_write, names, int(step), overwrite, rank=0)
         stats = [v.stats(a) for v, a in prepared] if prepared else None
-        payloads = agree(s.comm, failure, ((tuple(names), _key(step), bool(overwrite), method), plan, stats))
+        payloads = agree(s.comm, failure, ((tuple(_key(n) for n in names), _key(step), _key(overwrite), _key(method)), plan, stats))
         _check_same_call(payloads, "write")
         places = root_call(s.comm, self._reserve, names, int(step), payloads[0][1])
         accesses = [self._access(n, True, payloads, i) for i, n in enumerate(names)]
@@ -461,7 +488,8 @@ class Group:
                     (method.write if writing else method.read)(t)
                 except MPI.Exception as exc:
                     error = StorageError(
-                        f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}"
+                        f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}",
+                        errno=mpi_errno(exc),
                     )
                 except SDMError as exc:  # the method's own error: the sync below is still made on every rank
                     error = exc
@@ -503,10 +531,12 @@ class Group:
         IntegrityError, CollectiveMismatchError
         """
         s = self.session
-        check = s.verify if verify is None else bool(verify)
+        verify_now = s.verify if not isinstance(verify, (bool, np.bool_)) else bool(verify)
 
         def local() -> tuple[ResolvedView, np.ndarray]:
             _check_step(step)
+            check.optional_flag(verify, "verify")
+            check.text(method, "method", optional=True)
             choose_method(method or s.method)  # validates the name
             view = self._view(name)
             if out is None:
@@ -520,7 +550,7 @@ class Group:
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_read, name, int(step), rank=0)
         stats = [prepared[0].stats(prepared[1])] if prepared else None
-        payloads = agree(s.comm, failure, ((name, _key(step), method), plan, stats))
+        payloads = agree(s.comm, failure, ((_key(name), _key(step), _key(method), _key(verify)), plan, stats))
         _check_same_call(payloads, "read")
         rel, offset, expected = payloads[0][1]
         view, arr = prepared  # type: ignore[misc]
@@ -528,13 +558,13 @@ class Group:
         decision = s.planner.choose(method or s.method, access)
         path = self._absolute(rel)
         seconds, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
-        check = check and bool(expected)  # nothing to compare with when written without checksum
+        verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
         partial = None
-        if failure is None and check:
+        if failure is None and verify_now:
             partial, failure = capture(self._partial_checksum, name, view, arr, rank=s.rank)
         shares = agree(s.comm, failure, (partial, seconds or 0.0))
         s.planner.observe(access, decision.method.name, max(t for _, t in shares))  # the same on every rank
-        if check and integrity.to_hex(integrity.combine([p for p, _ in shares])) != expected:
+        if verify_now and integrity.to_hex(integrity.combine([p for p, _ in shares])) != expected:
             raise IntegrityError(
                 f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
                 f"{expected}; the file was changed or damaged after the write"
@@ -554,8 +584,8 @@ class Group:
         full = inside(s.root, Path(w.path))
         try:
             size = os.path.getsize(full)
-        except OSError:
-            raise StorageError(f"data file {full} of run {s.run_id} is missing") from None
+        except OSError as exc:
+            raise StorageError(f"data file {full} of run {s.run_id} is missing", errno=exc.errno) from None
         if size < w.offset + w.nbytes:
             raise StorageError(
                 f"data file {full} holds {size} bytes but step {step} of {name!r} needs bytes "
@@ -577,14 +607,17 @@ def _has_gaps(view: Distribution) -> bool:
     return isinstance(view, MapArray) and not view.coverage
 
 
-def _key(step: object) -> object:
-    """A picklable, comparable form of a step that never raises (for the call check)."""
-    return int(step) if isinstance(step, (int, np.integer)) else repr(step)
+def _key(value: object) -> object:
+    """A picklable, comparable form of an argument that never raises (for the call check)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    return value if value is None or isinstance(value, str) else repr(value)
 
 
 def _check_step(step: object) -> None:
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-        raise InvalidNameError(f"time step must be an integer >= 0, got {step!r}")
+    check.integer(step, "time step")
 
 
 def _check_same_call(payloads: list, what: str) -> None:
@@ -602,7 +635,14 @@ def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_re
     if not isinstance(array, np.ndarray):
         if for_read:
             raise LocalArrayError(f"out for dataset {name!r} must be a numpy array, got {type(array).__name__}")
-        array = np.asarray(array)
+        try:
+            array = np.asarray(array)
+        except (TypeError, ValueError, OverflowError):
+            array = None
+        if array is None or array.dtype.hasobject:
+            raise LocalArrayError(
+                f"the local array of dataset {name!r} on rank {rank} must be a numpy array of {view.dtype}"
+            )
     if array.dtype != view.dtype:
         raise LocalArrayError(
             f"dataset {name!r} stores {view.dtype} ({view.dtype.str}) but the local array on rank {rank} is "

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import sdm
 from mpi4py import MPI
-from sdm.errors import InvalidNameError, StorageError
+from sdm.errors import HintError, StorageError
 from sdm.storage import make_durable, sync_mode
 from sdm.storage import durability
 from sdm.storage.durability import node_comm
@@ -121,7 +121,7 @@ def test_bad_sync_hint_on_one_rank_fails_everywhere_and_creates_no_run(comm, mpi
     url = f"sqlite:///{mpi_tmp}/cat.db"
     bad = size - 1
     hints = {"sdm_sync": "sometimes"} if rank == bad else {}
-    with pytest.raises(InvalidNameError) as err:
+    with pytest.raises(HintError) as err:
         sdm.open("dur", root=mpi_tmp, catalog=url, hints=hints)
     suffix = f" [rank {bad}]" if size > 1 else ""
     assert str(err.value) == f"hint sdm_sync='sometimes': use one of 'node', 'every_rank'{suffix}"
@@ -131,5 +131,5 @@ def test_bad_sync_hint_on_one_rank_fails_everywhere_and_creates_no_run(comm, mpi
 def test_sync_mode_values():
     assert sync_mode(None) == "node"
     assert sync_mode({"sdm_sync": "EVERY_RANK"}) == "every_rank"
-    with pytest.raises(InvalidNameError, match="hint sdm_sync='fsync'"):
+    with pytest.raises(HintError, match="hint sdm_sync='fsync'"):
         sync_mode({"sdm_sync": "fsync"})

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InvalidNameError
+import numpy as np
+
+from ..errors import InvalidArgumentError
 from .naming import component
 
 __all__ = ["LEVELS", "check_level", "relative_path", "appends"]
@@ -32,12 +34,12 @@ def check_level(level: object) -> int:
 
     Raises
     ------
-    InvalidNameError
+    InvalidArgumentError
         The level is not 1, 2 or 3.
     """
-    if isinstance(level, bool) or not isinstance(level, int) or level not in LEVELS:
-        raise InvalidNameError(f"organization level must be 1, 2 or 3, got {level!r}")
-    return level
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, (int, np.integer)) or int(level) not in LEVELS:
+        raise InvalidArgumentError(f"organization level must be 1, 2 or 3, got {level!r}")
+    return int(level)
 
 
 def relative_path(run_dir: str | Path, level: int, group: str, dataset: str, step: int, version: int = 1) -> Path:
