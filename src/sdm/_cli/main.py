@@ -205,6 +205,8 @@ def _run_json(rec: RunRecord) -> dict[str, Any]:
         "problem_size": rec.problem_size,
         "attributes": rec.attributes,
         "root": rec.root,
+        "dir": rec.dir,
+        "state": rec.state,
     }
 
 
@@ -293,10 +295,11 @@ def ls(
             }
         )
         return
-    table = _table(f"runs of {application}", "id", "date", "ranks", "problem size", "attributes", "datasets", "bytes")
+    table = _table(f"runs of {application}", "id", "date", "state", "ranks", "problem size", "attributes", "datasets",
+                   "bytes")
     for rec, n, b in rows:
         size = "-" if rec.problem_size is None else json.dumps(rec.problem_size)
-        _row(table, rec.id, _date(rec.created_at), rec.nprocs, size, _attrs(rec.attributes), n, _size(b))
+        _row(table, rec.id, _date(rec.created_at), rec.state, rec.nprocs, size, _attrs(rec.attributes), n, _size(b))
     _console().print(table)
 
 
@@ -357,6 +360,8 @@ def show(
         ("run", rec.id),
         ("application", rec.application),
         ("date", _date(rec.created_at)),
+        ("state", rec.state),
+        ("directory", rec.dir or "-"),
         ("ranks", rec.nprocs),
         ("problem size", "-" if rec.problem_size is None else json.dumps(rec.problem_size)),
         ("attributes", _attrs(rec.attributes)),
