@@ -116,6 +116,9 @@ def load_rows(url: str) -> list[Row]:
                 con.close()
     import sqlalchemy as sa
 
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):  # the psycopg (3) driver, as SDM's catalog uses
+            url = "postgresql+psycopg://" + url[len(scheme):]
     engine = sa.create_engine(url)
     try:
         with engine.connect() as con:
