@@ -12,6 +12,7 @@ from typing import Any, Callable, TypeVar
 
 from mpi4py import MPI
 
+from .catalog.urls import mask_urls
 from .errors import SDMError, error_class
 
 T = TypeVar("T")
@@ -33,6 +34,7 @@ class Failure:
             tb = traceback.extract_tb(exc.__traceback__)
             where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
             self.message = f"{type(exc).__name__}: {exc}{where}"
+        self.message = mask_urls(self.message)  # a URL's password never travels or prints
         self.rank = rank
         self.errno = getattr(exc, "errno", None) if isinstance(exc, SDMError) else None
 

@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from . import config
 from ._collective import agree, capture, root_call
-from .catalog import Catalog, DatasetSpec, RunRecord
+from .catalog import Catalog, DatasetSpec, RunRecord, redact_url
 from .errors import InvalidNameError, ReadOnlyError
 from .group import Dataset, Group
 from .layout import Distribution
@@ -32,7 +32,8 @@ class Session:
     """A collective connection of an MPI job to SDM for one application and run.
 
     Use :func:`sdm.open` to create one.  Attributes ``run_id``, ``run`` (the catalog
-    record), ``root`` (the data root) and ``catalog_url`` describe where things go.
+    record), ``root`` (the data root) and ``catalog_url`` describe where things go;
+    ``catalog_url`` is for showing, its password (if any) masked as ``user:***@``.
     """
 
     def __init__(
@@ -97,7 +98,7 @@ class Session:
             if mode != "w" and root is None:
                 data_root = Path(rec.root)
             calibration = self.catalog.latest_calibration(str(data_root))
-            return url, str(data_root), rec, calibration
+            return redact_url(url), str(data_root), rec, calibration  # the password stays on rank 0's engine
 
         try:
             agree(self.comm, capture(durability.sync_mode, self.hints, rank=self.rank)[1])  # the same error on all

@@ -26,6 +26,7 @@ from rich.text import Text
 from .. import config
 from ..catalog import Catalog, RunRecord, parse_condition
 from ..catalog import irregular as irregular_records
+from ..catalog.urls import mask_urls
 from ..errors import ApplicationNotFoundError, CatalogUnavailableError, SDMError
 
 __all__ = ["app", "main", "steps_text"]
@@ -61,18 +62,33 @@ def _console() -> Console:
 
 
 def _handles_errors(fn: F) -> F:
-    """Turn an :class:`SDMError` into ``error: <message>`` on stderr and exit status 2."""
+    """Turn an :class:`SDMError` into ``error: <message>`` on stderr and exit status 2.
+
+    Anything else (a defect in SDM, never a user error) prints ``error: internal error
+    (<type>): <first line>`` and exits with status 1: the command never prints a
+    traceback, and URL passwords are masked in either message.
+    """
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.exceptions.TyperException):  # typer reports these itself
+            raise
         except SDMError as exc:
-            err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
-            err.print(Text("error: ", style="bold red") + Text(str(exc), style="red"))
+            _error(str(exc))
             raise typer.Exit(2) from None
+        except Exception as exc:  # noqa: BLE001 - no traceback on the user's terminal
+            first = (str(exc).strip().splitlines() or [""])[0][:500]
+            _error(f"internal error ({type(exc).__name__}): {first}")
+            raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _error(message: str) -> None:
+    err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    err.print(Text("error: ", style="bold red") + Text(mask_urls(message), style="red"))
 
 
 @contextmanager
