@@ -840,6 +840,10 @@ def _filter_runs(runs: list[RunRecord], conds: list[Condition]) -> list[RunRecor
         return runs
     result = []
     for rec in runs:
+        if not rec.groups:  # nothing to narrow down
+            if _matches_all(rec.attributes, conds):
+                result.append(rec)
+            continue
         groups = []
         for g in rec.groups:
             ds = tuple(
