@@ -22,6 +22,7 @@ from mpi4py import MPI
 from . import integrity
 from ._collective import agree, capture, root_call
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
+from .catalog.values import merge_attributes
 from .errors import (
     CollectiveMismatchError,
     DatasetNotFoundError,
@@ -150,9 +151,10 @@ class Group:
 
         Raises
         ------
-        ReadOnlyError, DatasetNotFoundError, InvalidNameError
+        ReadOnlyError, DatasetNotFoundError, InvalidArgumentError
         """
         self.session._check_writable("set attributes")
+        merged = merge_attributes(attributes, kw)  # the same check, and error, on every rank
         names = self.datasets if datasets is None else list(datasets)
         ids = [self.dataset(n).id for n in names]
         root_call(
@@ -160,7 +162,7 @@ class Group:
             self.session.catalog_call,
             "set_attributes",
             self.session.run_id,
-            {**(attributes or {}), **kw},
+            merged,
             group_id=self.record.id,
             dataset_ids=ids,
             on_group=datasets is None,

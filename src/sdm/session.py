@@ -17,6 +17,7 @@ from mpi4py import MPI
 from . import config
 from ._collective import agree, capture, root_call
 from .catalog import Catalog, DatasetSpec, RunRecord, redact_url
+from .catalog.values import merge_attributes
 from .errors import InvalidNameError, ReadOnlyError
 from .group import Dataset, Group
 from .layout import Distribution
@@ -276,7 +277,8 @@ class Session:
     def set_attributes(self, attributes: dict[str, Any] | None = None, **kw: Any) -> None:
         """Set typed attributes on the run (collective)."""
         self._check_writable("set attributes")
-        root_call(self.comm, self.catalog_call, "set_attributes", self.run_id, {**(attributes or {}), **kw})
+        merged = merge_attributes(attributes, kw)  # the same check, and error, on every rank
+        root_call(self.comm, self.catalog_call, "set_attributes", self.run_id, merged)
 
     def find(
         self,

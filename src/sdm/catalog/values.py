@@ -38,6 +38,7 @@ from ..errors import InvalidArgumentError
 __all__ = [
     "encode",
     "encode_all",
+    "merge_attributes",
     "decode",
     "normalize",
     "check_key",
@@ -213,6 +214,21 @@ def encode_all(attributes: Any) -> list[tuple[str, str, float | None, str]]:
             f"attributes must be a dict of {{key: value}}, got {type(attributes).__name__}"
         )
     return [(check_key(k), *encode(k, v)) for k, v in attributes.items()]
+
+
+def merge_attributes(attributes: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``{**attributes, **extra}`` for ``set_attributes(attributes, **extra)``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        *attributes* is neither ``None`` nor a mapping.
+    """
+    if attributes is not None and not isinstance(attributes, Mapping):
+        raise InvalidArgumentError(
+            f"attributes must be a dict of {{key: value}}, got {type(attributes).__name__}"
+        )
+    return {**(attributes or {}), **extra}
 
 
 def decode(value_type: str, value_num: float | None, value_str: str) -> Any:
