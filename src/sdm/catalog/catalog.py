@@ -413,9 +413,10 @@ class Catalog:
             q = q.where(S.runs.c.created_at >= _utc(since))
         if until is not None:
             q = q.where(S.runs.c.created_at <= _utc(until))
-        for key in dict.fromkeys(c.key for c in conds):  # prefilter in SQL on key presence
+        for c in conds:  # prefilter in SQL: the run holds a row that may satisfy the condition
             q = q.where(
-                sa.exists().where(S.attributes.c.run_id == S.runs.c.id).where(S.attributes.c.key == key)
+                sa.exists().where(S.attributes.c.run_id == S.runs.c.id, S.attributes.c.key == c.key,
+                                  *_prefilter(c))
             )
         return q
 
@@ -828,6 +829,34 @@ def _run_id(value: Any) -> int | None:
         raise InvalidArgumentError(f"a run id is an integer, got {value!r} of type {type(value).__name__}")
     value = int(value)
     return value if -_ID_MAX - 1 <= value <= _ID_MAX else None
+
+
+def _prefilter(c: Condition) -> list[Any]:
+    """SQL predicates on one attribute row that every row satisfying *c* also satisfies.
+
+    A necessary condition only (the exact comparison is :meth:`Condition.matches`, in
+    Python): a dataset's effective value is one of its run's rows with that key, so a run
+    with no row passing these predicates cannot match. The type must agree (numbers with
+    numbers, bools with bools, text with text); numbers compare on ``value_num``, which is
+    ``float(value)``; as rounding to float never reverses an order, ``x < v`` implies
+    ``float(x) <= float(v)``, hence the non-strict comparisons. Text is only compared for
+    equality, since the database's collation may order text differently from Python.
+    """
+    t, v = S.attributes, c.value
+    eq = c.op in ("=", "==")
+    if isinstance(v, bool):
+        return [t.c.value_type == "bool"] + ([t.c.value_str == ("true" if v else "false")] if eq else [])
+    if isinstance(v, (int, float)):
+        preds = [t.c.value_type.in_(("int", "float"))]
+        f = float(v)
+        if eq:
+            preds.append(t.c.value_num == f)
+        elif c.op in ("<", "<="):
+            preds.append(t.c.value_num <= f)
+        elif c.op in (">", ">="):
+            preds.append(t.c.value_num >= f)
+        return preds
+    return [t.c.value_type == "str"] + ([t.c.value_str == v] if eq else [])
 
 
 def _matches_all(attrs: dict[str, Any], conds: list[Condition]) -> bool:
