@@ -645,10 +645,14 @@ class Catalog:
     def set_distribution(self, dataset_ids: Sequence[int], distribution: dict[str, Any]) -> None:
         """Record the writer's data view (the paper's access pattern) for datasets."""
         text = json.dumps(distribution)
+        ids = [int(i) for i in dataset_ids]
         with self._tx() as con:
-            con.execute(
-                S.datasets.update().where(S.datasets.c.id.in_(list(dataset_ids))).values(distribution=text)
-            )
+            for start in range(0, len(ids), _CHUNK):  # bounded parameters however many datasets
+                con.execute(
+                    S.datasets.update()
+                    .where(S.datasets.c.id.in_(ids[start:start + _CHUNK]))
+                    .values(distribution=text)
+                )
 
     # ------------------------------------------------------------------ writes
     def lookup_write(self, dataset_id: int, step: int) -> WriteRecord | None:
@@ -813,6 +817,7 @@ _UPDATE_WRITE = S.writes.update().where(
 
 
 _LATEST_PAGE = 256  # runs examined per query by latest_run, newest first
+_CHUNK = 500  # ids per IN (...) list where a list of ids is given by the caller
 
 _ID_MAX = 2**63 - 1
 
