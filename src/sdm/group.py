@@ -23,6 +23,7 @@ from . import _validate as check
 from . import integrity
 from ._collective import agree, capture, root_call
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
+from .catalog.values import merge_attributes
 from .errors import (
     CollectiveMismatchError,
     DatasetNotFoundError,
@@ -155,23 +156,24 @@ class Group:
 
         Raises
         ------
-        ReadOnlyError, DatasetNotFoundError, InvalidNameError
+        ReadOnlyError, DatasetNotFoundError, InvalidArgumentError
         """
         self.session._check_writable("set attributes")
 
-        def resolve() -> list[int]:
-            check.mapping(attributes, "attributes")
+        def resolve() -> tuple[dict[str, Any], list[int]]:
+            merged = merge_attributes(attributes, kw)
             names = self.datasets if datasets is None else check.names(datasets, "datasets")
-            return [self.dataset(n).id for n in names]
+            return merged, [self.dataset(n).id for n in names]
 
-        ids, failure = capture(resolve, rank=self.session.rank)
+        resolved, failure = capture(resolve, rank=self.session.rank)
         agree(self.session.comm, failure)  # a bad name on any rank: the same error on all
+        merged, ids = resolved  # type: ignore[misc]
         root_call(
             self.session.comm,
             self.session.catalog_call,
             "set_attributes",
             self.session.run_id,
-            {**(attributes or {}), **kw},
+            merged,
             group_id=self.record.id,
             dataset_ids=ids,
             on_group=datasets is None,

@@ -18,8 +18,8 @@ from mpi4py import MPI
 from . import _validate as check
 from . import config
 from ._collective import agree, capture, root_call
-from .catalog import Catalog, DatasetSpec, RunRecord
-from .catalog.values import encode
+from .catalog import Catalog, DatasetSpec, RunRecord, redact_url
+from .catalog.values import encode, merge_attributes
 from .errors import (
     CatalogError,
     CollectiveMismatchError,
@@ -43,8 +43,9 @@ class Session:
 
     Use :func:`sdm.open` to create one.  Attributes ``run_id``, ``run`` (the catalog
     record), ``root`` (the data root), ``run_dir`` (the run's directory under it) and
-    ``catalog_url`` describe where things go; ``previous_state`` is the state the run
-    was in when the session opened it (``"new"``, ``"open"``, ``"closed"`` or
+    ``catalog_url`` describe where things go (``catalog_url`` is for showing: its
+    password, if any, is masked as ``user:***@``); ``previous_state`` is the state the
+    run was in when the session opened it (``"new"``, ``"open"``, ``"closed"`` or
     ``"interrupted"``: its last writers died without closing it).
     """
 
@@ -127,7 +128,7 @@ class Session:
             if mode != "w" and root is None:
                 data_root = Path(rec.root)
             calibration = self.catalog.latest_calibration(str(data_root))
-            return url, str(data_root), rec, calibration, previous
+            return redact_url(url), str(data_root), rec, calibration, previous  # the password stays on rank 0
 
         try:
             self.catalog_url, root_text, self.run, calibration, self.previous_state = root_call(self.comm, setup)
@@ -358,8 +359,9 @@ class Session:
     def set_attributes(self, attributes: dict[str, Any] | None = None, **kw: Any) -> None:
         """Set typed attributes on the run (collective)."""
         self._check_writable("set attributes")
-        agree(self.comm, capture(check.mapping, attributes, "attributes", rank=self.rank)[1])
-        root_call(self.comm, self.catalog_call, "set_attributes", self.run_id, {**(attributes or {}), **kw})
+        merged, failure = capture(merge_attributes, attributes, kw, rank=self.rank)
+        agree(self.comm, failure)  # the same check, and error, on every rank
+        root_call(self.comm, self.catalog_call, "set_attributes", self.run_id, merged)
 
     def find(
         self,
