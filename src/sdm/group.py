@@ -36,6 +36,7 @@ from .errors import (
 )
 from .io import Transfer
 from .layout import Block, Distribution, MapArray, Piece
+from .layout.agreement import agree_view
 from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .planner import Access, choose_method, row_bytes
@@ -175,12 +176,22 @@ class Group:
         ranks: a gap or an overlap raises :class:`DistributionError` everywhere.
         In a writing session the view is recorded as the datasets' access pattern.
 
+        Every rank must give the same kind of view with the same parameters (grid, block
+        sizes, map options; Subarray boxes, MapArray rows and ghost layers are each
+        rank's own) for the same datasets: this is checked with one exchange before
+        anything else, and a difference raises :class:`CollectiveMismatchError` with
+        the same message on every rank, naming the ranks and their views.
+
         Raises
         ------
-        DistributionError, DatasetNotFoundError
+        CollectiveMismatchError, DistributionError, DatasetNotFoundError
         """
         s = self.session
-        names = list(self._datasets) if datasets is None else list(datasets)
+        names, failure = capture(lambda: list(self._datasets) if datasets is None else list(datasets), rank=s.rank)
+        # first, before any collective that depends on the kind: the same view everywhere
+        agree_view(s.comm, view, f"data_view of group {self.name!r}", names)
+        agree(s.comm, failure)
+        assert names is not None
 
         def resolve() -> dict[str, Piece]:
             if not isinstance(view, Distribution):

@@ -24,6 +24,7 @@ from .catalog import irregular as records
 from .errors import InvalidNameError, StorageError
 from .io import Transfer, get_method
 from .layout import Block, Distribution, MapArray
+from .layout.agreement import agree_view
 from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .storage import check_name
@@ -72,12 +73,13 @@ def import_array(
     s = session
     src = Path(source).expanduser().resolve()
 
+    effective = view.all_rows() if isinstance(view, MapArray) else view  # an import fills ghost rows too
+    agree_view(s.comm, effective, f"import_array {name!r}")  # before any collective that depends on the view
+
     def local() -> tuple[ResolvedView, np.ndarray]:
         check_name(name, "import")
         dt, shp = _describe(dtype, shape, count, offset)
-        dist = view if view is not None else rows_view(len(shp), s.size)
-        if isinstance(dist, MapArray):  # an import fills ghost rows too
-            dist = dist.all_rows()
+        dist = effective if effective is not None else rows_view(len(shp), s.size)
         piece = dist.piece(shp, s.size, s.rank)
         resolved = ResolvedView(dist, piece, dt, "C")
         return resolved, np.zeros(piece.memory_shape, dtype=dt)
