@@ -22,6 +22,7 @@ from mpi4py import MPI
 from . import integrity
 from ._collective import agree, capture, root_call
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
+from .dtypes import check_dtype, dtype_text, from_text
 from .errors import (
     CollectiveMismatchError,
     DatasetNotFoundError,
@@ -86,16 +87,14 @@ class Dataset:
             raise InvalidNameError(f"dataset {self.name!r} needs a shape and a dtype (from the group or its own)")
         try:
             shp = tuple(int(s) for s in shp)
-            np_dtype = np.dtype(dt)
         except (TypeError, ValueError) as exc:
             raise InvalidNameError(f"dataset {self.name!r}: {exc}") from None
+        np_dtype = check_dtype(dt, f"dataset {self.name!r}")
         if any(s < 0 for s in shp):
             raise InvalidNameError(f"dataset {self.name!r}: shape {shp} has a negative extent")
         if od not in ("C", "F"):
             raise InvalidNameError(f"dataset {self.name!r}: order must be 'C' or 'F', got {od!r}")
-        if np_dtype.hasobject:
-            raise InvalidNameError(f"dataset {self.name!r}: dtype {np_dtype} holds Python objects")
-        return DatasetSpec(self.name, np_dtype.str, shp, od)
+        return DatasetSpec(self.name, dtype_text(np_dtype), shp, od)
 
 
 class Group:
@@ -219,7 +218,7 @@ class Group:
             if old is not None:
                 old.free()
             rec = self.dataset(n)
-            self._views[n] = ResolvedView(view, pieces[n], np.dtype(rec.dtype), rec.order)  # type: ignore[index]
+            self._views[n] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order)  # type: ignore[index]
         if s.mode != "r":
             ids = [self.dataset(n).id for n in names]
             root_call(s.comm, s.catalog_call, "set_distribution", ids, view.to_json())
@@ -238,7 +237,7 @@ class Group:
             rec = self.dataset(name)
             s = self.session
             piece = Block().piece(rec.shape, s.size, s.rank)  # default view, same on all ranks
-            v = self._views[name] = ResolvedView(Block(), piece, np.dtype(rec.dtype), rec.order)
+            v = self._views[name] = ResolvedView(Block(), piece, from_text(rec.dtype), rec.order)
         return v
 
     # ------------------------------------------------------------------ write
@@ -387,7 +386,7 @@ class Group:
     def _access(self, name: str, writing: bool, payloads: list, index: int = 0) -> Access:
         """The planner's view of access *index* of a call, built from what every rank sent."""
         rec = self.dataset(name)
-        itemsize = np.dtype(rec.dtype).itemsize
+        itemsize = from_text(rec.dtype).itemsize
         access = Access.from_stats(
             [p[2][index] for p in payloads],
             writing=writing,

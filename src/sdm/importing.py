@@ -21,6 +21,7 @@ from mpi4py import MPI
 from . import integrity
 from ._collective import agree, capture, root_call
 from .catalog import irregular as records
+from .dtypes import check_dtype
 from .errors import InvalidNameError, StorageError
 from .io import Transfer, get_method
 from .layout import Block, Distribution, MapArray
@@ -41,12 +42,7 @@ def rows_view(ndim: int, nprocs: int) -> Block:
 
 
 def _describe(dtype: Any, shape: Sequence[int] | None, count: int | None, offset: int) -> tuple[np.dtype, tuple[int, ...]]:
-    try:
-        dt = np.dtype(dtype)
-    except TypeError as exc:
-        raise InvalidNameError(f"import dtype {dtype!r}: {exc}") from None
-    if dt.hasobject:
-        raise InvalidNameError(f"import dtype {dt} holds Python objects")
+    dt = check_dtype(dtype, "the import")
     if shape is None and count is None:
         raise InvalidNameError("an import needs count= (elements) or shape= (global shape)")
     shp = tuple(int(x) for x in shape) if shape is not None else (int(count),)  # type: ignore[arg-type]
