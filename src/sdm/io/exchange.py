@@ -41,6 +41,7 @@ class ExchangePlan:
     slots: np.ndarray  # where each received row goes in the block (row - lo)
     complete: bool  # every row of the block is received
     runs: tuple[np.ndarray, np.ndarray]  # starts and lengths of received runs (block-relative)
+    present: np.ndarray  # the received rows of the block, ascending (block-relative)
     rowtype: MPI.Datatype  # one row of the dataset
 
     def free(self) -> None:
@@ -81,7 +82,8 @@ def _new_plan(t: Transfer, rowelems: int) -> ExchangePlan:
     edges = np.flatnonzero(np.diff(np.concatenate([[False], present, [False]]).astype(np.int8)))
     starts, ends = edges[0::2], edges[1::2]
     rowtype = t.etype.Create_contiguous(rowelems).Commit()
-    return ExchangePlan(lo, hi, sendcounts, recvcounts, slots, bool(present.all()), (starts, ends - starts), rowtype)
+    return ExchangePlan(lo, hi, sendcounts, recvcounts, slots, bool(present.all()), (starts, ends - starts),
+                        np.flatnonzero(present), rowtype)
 
 
 class ExchangeIO(IOMethod):
@@ -114,7 +116,7 @@ class ExchangeIO(IOMethod):
             data = block if plan.complete else block[:0]
         else:
             ftype = plan.rowtype.Create_indexed(lengths.tolist(), starts.tolist()).Commit()
-            data = np.ascontiguousarray(np.concatenate([block[s:s + n] for s, n in zip(starts, lengths)]))
+            data = block[plan.present]  # indexing keeps the dtype (np.concatenate would make it native-endian)
         try:
             t.fh.Set_view(t.disp + plan.lo * rowbytes, plan.rowtype, ftype)
             t.fh.Write_at_all(0, [data, data.shape[0], plan.rowtype])
