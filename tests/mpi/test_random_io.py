@@ -109,7 +109,7 @@ def _files(comm, url, run_id, root):
     return out
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("k", range(DRAWS))
 def test_random_maps_every_method(comm, mpi_tmp, seed, k):
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -175,7 +175,7 @@ def _box_view(shape, kind, params, size, rank):
     return view, idx
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("k", range(DRAWS))
 def test_random_boxes_every_method(comm, mpi_tmp, seed, k):
     rank, size = comm.Get_rank(), comm.Get_size()
