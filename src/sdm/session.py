@@ -103,12 +103,12 @@ class Session:
             return url, str(data_root), rec, calibration
 
         try:
-            # first of all: the arguments that must agree (mode, run, catalog, ...) are the same on every rank
+            agree(self.comm, capture(durability.sync_mode, self.hints, rank=self.rank)[1])  # the same error on all
+            # before the catalog: the arguments that must agree (mode, run, catalog, ...) are the same on every rank
             open_files = _agree_arguments(self.comm, dict(
                 application=application, mode=mode, run=run, root=root, catalog=catalog, attributes=attributes,
                 problem_size=problem_size, method=method, hints=hints, sync=self.sync, verify=self.verify,
                 checksum=self.checksum, planner_hints=planner_hints))
-            agree(self.comm, capture(durability.sync_mode, self.hints, rank=self.rank)[1])  # the same error on all
             self.catalog_url, root_text, self.run, calibration = root_call(self.comm, setup)
         except BaseException:
             self.comm.Free()

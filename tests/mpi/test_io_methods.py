@@ -254,7 +254,13 @@ def test_servers_plan_is_cached_on_the_piece_and_the_window_on_the_communicator(
 
 def test_a_bad_shm_hint_raises_on_every_rank_and_writes_nothing(comm, mpi_tmp):
     url = f"sqlite:///{mpi_tmp}/c.db"
-    hints = {"sdm_shm": "sometimes"} if comm.Get_rank() == 0 else {}
+    if comm.Get_size() > 1:  # hints differ between ranks: refused at open, before the catalog
+        with pytest.raises(sdm.CollectiveMismatchError, match=r"different arguments: hints \(rank 0: "
+                           r"\{\"sdm_shm\": \"sometimes\"\}; ranks? 1.*: \{\}\)") as info:
+            sdm.open("badshm", root=mpi_tmp, catalog=url, hints={"sdm_shm": "sometimes"} if comm.Get_rank() == 0 else {})
+        assert len(set(comm.allgather(str(info.value)))) == 1
+        assert not (mpi_tmp / "c.db").exists()
+    hints = {"sdm_shm": "sometimes"}
     with sdm.open("badshm", root=mpi_tmp, catalog=url, hints=hints) as s:
         g = s.make_group("g", ["a"], dtype="f8", shape=(8,))
         with pytest.raises(sdm.InvalidNameError) as info:
