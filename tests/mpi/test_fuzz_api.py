@@ -568,8 +568,6 @@ def test_fuzz_public_api(world, data):
     caller(world, data)
 
 
-@pytest.mark.xfail(reason="item 6 (collective view/mode agreement): ranks may set data views of different kinds "
-                          "or parameters without an error", strict=False)
 def test_fuzz_views_of_another_kind_on_one_rank(world):
     """A Block view on rank 0 and a Cyclic view elsewhere must be refused on every rank."""
     if SIZE == 1:
