@@ -70,6 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALGORITHM",
+    "MIX64",
     "LEGACY_ALGORITHM",
     "ALGORITHMS",
     "CHUNK_WORDS",
@@ -84,9 +85,10 @@ __all__ = [
     "to_hex",
 ]
 
-ALGORITHM = "mix64-v2"
+MIX64 = "mix64-v2"
 LEGACY_ALGORITHM = "sum64-v1"
-ALGORITHMS = (ALGORITHM, LEGACY_ALGORITHM)
+ALGORITHMS = (MIX64, LEGACY_ALGORITHM)
+ALGORITHM = MIX64  # what SDM writes (a benchmark may set it to LEGACY_ALGORITHM to compare)
 CHUNK_WORDS = 32768  # words per chunk: a few 256 KiB buffers stay in the L2 cache
 
 _MASK = (1 << 64) - 1
@@ -116,7 +118,7 @@ def _check_algorithm(algorithm: str) -> None:
 # ----------------------------------------------------------------------------- shares
 
 
-def piece_share(piece: "Piece", array: np.ndarray, order: str, algorithm: str = ALGORITHM) -> int:
+def piece_share(piece: "Piece", array: np.ndarray, order: str, algorithm: str = MIX64) -> int:
     """This rank's share of the checksum of the elements its *piece* owns in *array*.
 
     Parameters
@@ -141,18 +143,18 @@ def piece_share(piece: "Piece", array: np.ndarray, order: str, algorithm: str = 
         For an unknown *algorithm*.
     """
     _check_algorithm(algorithm)
-    if algorithm == ALGORITHM and piece.kind == "map" and order == "C" and piece.memory_rows is not None:
+    if algorithm == MIX64 and piece.kind == "map" and order == "C" and piece.memory_rows is not None:
         # gather the owned rows chunk by chunk instead of copying them all first
         return partial_mix64(array, piece.indices, piece.shape, order, rows=piece.memory_rows)
     return partial(piece.owned_values(array), piece.indices, piece.shape, order, algorithm)
 
 
 def partial(
-    values: np.ndarray, indices: Sequence[np.ndarray], shape: Sequence[int], order: str, algorithm: str = ALGORITHM
+    values: np.ndarray, indices: Sequence[np.ndarray], shape: Sequence[int], order: str, algorithm: str = MIX64
 ) -> int:
     """This rank's share of the checksum of a separable piece (see :func:`partial_mix64`)."""
     _check_algorithm(algorithm)
-    if algorithm == ALGORITHM:
+    if algorithm == MIX64:
         return partial_mix64(values, indices, shape, order)
     return partial_sum64(values, indices, shape, order)
 
@@ -358,7 +360,7 @@ def partial_sum64(values: np.ndarray, indices: Sequence[np.ndarray], shape: Sequ
 # ----------------------------------------------------------------------------- whole datasets
 
 
-def checksum_of_bytes(raw: Any, dtype: Any, algorithm: str = ALGORITHM) -> str:
+def checksum_of_bytes(raw: Any, dtype: Any, algorithm: str = MIX64) -> str:
     """The checksum of a whole dataset from its canonical bytes, as the catalog stores it.
 
     What a verifier does with the ``nbytes`` bytes at a row's ``offset`` (``bytes``, a
