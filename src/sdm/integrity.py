@@ -8,7 +8,7 @@ of all ranks add up modulo ``2**64`` to the same number whatever the decompositi
 write needs one exchange of integers, and anybody can recompute the checksum from the
 file with numpy alone.
 
-``mix64-v2`` (written since SDM 0.x; :data:`ALGORITHM`)
+``mix64-v2`` (what SDM writes: :data:`ALGORITHM`)
     The dataset's canonical bytes (the ``nbytes`` bytes at the row's ``offset``: global
     C order, or Fortran order when the dataset says so) are cut into little-endian
     unsigned words of the largest size in (8, 4, 2, 1) bytes that divides the element
@@ -222,7 +222,7 @@ def partial_mix64(
     if ndim == 0:  # a scalar dataset: one element at position 0
         values, indices, shape, counts = np.reshape(values, (1,)), (np.zeros(1, np.int64),), (1,), [1]
         ndim = 1
-    if 0 in counts:
+    if 0 in counts or dtype.itemsize == 0:
         return 0
     if order == "F":
         if rows is not None:
