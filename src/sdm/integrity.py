@@ -195,7 +195,8 @@ def partial_mix64(
         The rank's owned elements, shape ``len(i) for i in indices`` (any strides), or,
         with *rows*, a local array whose row ``rows[i]`` holds global row ``indices[0][i]``.
     indices : sequence of numpy.ndarray
-        Global index of each local position, per dimension.
+        Global index of each local position, per dimension (any order; SDM's pieces
+        have them increasing, which takes the fast path).
     shape : sequence of int
         Global shape.
     order : {"C", "F"}
@@ -251,6 +252,7 @@ def partial_mix64(
     t = np.empty_like(x)
     buf = np.empty((step, *counts[a + 1 :]), dtype=dtype)
     ia = indices[a]
+    increasing = isinstance(ia, range) or bool(np.all(np.diff(ia) > 0))  # then equal ends mean a contiguous run
     total = 0
     for outer in product(*(range(c) for c in counts[:a])):
         base = sum(int(indices[d][o]) * weight[d] for d, o in enumerate(outer)) & _MASK
@@ -273,7 +275,7 @@ def partial_mix64(
             xv = x[: m * inner].reshape(m, inner)
             tv = t[: m * inner].reshape(m, inner)
             g0 = int(ia[r0])
-            if int(ia[r1 - 1]) - g0 == m - 1:  # indices increase: a contiguous run
+            if increasing and int(ia[r1 - 1]) - g0 == m - 1:
                 np.add(ramp[:m], _U64((base + g0 * weight[a]) & _MASK), out=xv)
             else:
                 gb = np.asarray(ia[r0:r1]).astype(_U64) * _U64(weight[a])

@@ -283,3 +283,14 @@ def test_a_memory_map_is_read_in_place(tmp_path):
 def test_hex_form():
     assert integrity.to_hex(255) == "00000000000000ff"
     assert integrity.to_hex(-1) == "ffffffffffffffff"
+
+
+def test_indices_in_any_order(monkeypatch):
+    """The share of a piece given with permuted indices (values permuted alike) is the same."""
+    monkeypatch.setattr(integrity, "CHUNK_WORDS", 27)  # chunks of 3 rows: the first is 0, 5, 2
+    rng = np.random.default_rng(9)
+    G = rng.random((6, 9))
+    p0, p1 = np.array([0, 5, 2, 1, 3, 4]), rng.permutation(9)  # 0..2 spans 3 positions but is no run
+    want = mix64_reference(G.tobytes(), 8)
+    assert integrity.partial_mix64(G[np.ix_(p0, p1)], (p0, p1), G.shape, "C") == want
+    assert integrity.partial_mix64(G[np.ix_(p0, p1)], (p0, p1), G.shape, "F") == mix64_reference(G.tobytes(order="F"), 8)
