@@ -145,8 +145,10 @@ def piece_share(piece: "Piece", array: np.ndarray, order: str, algorithm: str = 
     _check_algorithm(algorithm)
     if algorithm == MIX64 and piece.kind == "map" and order == "C" and piece.memory_rows is not None:
         # gather the owned rows chunk by chunk instead of copying them all first
-        return partial_mix64(array, piece.indices, piece.shape, order, rows=piece.memory_rows)
-    return partial(piece.owned_values(array), piece.indices, piece.shape, order, algorithm)
+        return partial_mix64(array, piece.indices, piece.shape, order, rows=piece.memory_rows, increasing=True)
+    if algorithm == MIX64:  # a piece's indices increase (sdm.layout)
+        return partial_mix64(piece.owned_values(array), piece.indices, piece.shape, order, increasing=True)
+    return partial_sum64(piece.owned_values(array), piece.indices, piece.shape, order)
 
 
 def partial(
@@ -186,6 +188,7 @@ def partial_mix64(
     order: str,
     *,
     rows: np.ndarray | None = None,
+    increasing: bool | None = None,
 ) -> int:
     """This rank's share of the ``mix64-v2`` checksum of a separable piece.
 
@@ -203,6 +206,9 @@ def partial_mix64(
         Storage order of the dataset.
     rows : numpy.ndarray, optional
         Local rows of the owned elements (map pieces, C order only).
+    increasing : bool, optional
+        Whether every ``indices[d]`` is strictly increasing (as in SDM's pieces); checked
+        when not given.
 
     Returns
     -------
@@ -252,7 +258,8 @@ def partial_mix64(
     t = np.empty_like(x)
     buf = np.empty((step, *counts[a + 1 :]), dtype=dtype)
     ia = indices[a]
-    increasing = isinstance(ia, range) or bool(np.all(np.diff(ia) > 0))  # then equal ends mean a contiguous run
+    if increasing is None:  # then equal ends mean a contiguous run
+        increasing = isinstance(ia, range) or bool(np.all(np.diff(ia) > 0))
     total = 0
     for outer in product(*(range(c) for c in counts[:a])):
         base = sum(int(indices[d][o]) * weight[d] for d, o in enumerate(outer)) & _MASK
