@@ -12,11 +12,11 @@ from typing import Any, Callable, TypeVar
 
 from mpi4py import MPI
 
-from .errors import SDMError, error_class
+from .errors import InternalError, SDMError, StorageError, error_class
 
 T = TypeVar("T")
 
-__all__ = ["Failure", "capture", "agree", "root_call", "raise_first"]
+__all__ = ["Failure", "capture", "agree", "root_call", "raise_first", "os_error"]
 
 
 class Failure:
@@ -25,14 +25,17 @@ class Failure:
     __slots__ = ("cls", "message", "rank", "errno")
 
     def __init__(self, exc: BaseException, rank: int) -> None:
+        if isinstance(exc, OSError) and not isinstance(exc, SDMError):  # the system's, not SDM's: keep errno
+            exc = os_error(exc)
         if isinstance(exc, SDMError):
             self.cls = type(exc).__name__
             self.message = exc.message
-        else:  # unexpected: keep the type and the last frame for the user
-            self.cls = "SDMError"
+        else:  # unexpected after SDM's checks: a bug; keep the type and the last frame for the report
+            self.cls = InternalError.__name__
             tb = traceback.extract_tb(exc.__traceback__)
-            where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
-            self.message = f"{type(exc).__name__}: {exc}{where}"
+            where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb else ""
+            self.message = (f"internal error in SDM ({type(exc).__name__}: {exc}{where}); "
+                            "this is a bug, please report it with this message")
         self.rank = rank
         self.errno = getattr(exc, "errno", None) if isinstance(exc, SDMError) else None
 
@@ -43,6 +46,13 @@ class Failure:
         if self.errno is not None:
             exc.errno = self.errno  # type: ignore[attr-defined]
         return exc
+
+
+def os_error(exc: OSError, what: str = "") -> StorageError:
+    """A :class:`StorageError` for an operating-system error, its ``errno`` kept (``ENOSPC``, ...)."""
+    text = exc.strerror or str(exc)
+    where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+    return StorageError(f"{what + ': ' if what else ''}{text}{where}", errno=exc.errno)
 
 
 def capture(fn: Callable[..., T], *args: Any, rank: int = 0, **kwargs: Any) -> tuple[T | None, Failure | None]:

@@ -33,6 +33,7 @@ __all__ = [
     "StorageError",
     "IntegrityError",
     "RunStateError",
+    "InternalError",
     "error_class",
 ]
 
@@ -159,6 +160,15 @@ class IntegrityError(SDMError, ValueError):
 
 class RunStateError(SDMError, RuntimeError):
     """The run is in a state that forbids the request (for example open by a live writer)."""
+
+
+class InternalError(SDMError, RuntimeError):
+    """An unexpected exception inside SDM: a bug, not a bad input.
+
+    Every bad input is refused by a more specific class; this one wraps anything else
+    (with the original type, message and source line) so it still reaches every rank.
+    Please report it with the message.
+    """
 
 
 def error_class(name: str) -> type[SDMError]:

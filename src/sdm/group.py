@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 from mpi4py import MPI
 
+from . import _validate as check
 from . import integrity
 from ._collective import agree, capture, root_call
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
@@ -27,6 +28,7 @@ from .errors import (
     DatasetNotFoundError,
     DistributionError,
     IntegrityError,
+    InvalidArgumentError,
     InvalidNameError,
     SDMError,
     LocalArrayError,
@@ -39,12 +41,15 @@ from .layout import Block, Distribution, MapArray, Piece
 from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .planner import Access, choose_method, row_bytes
-from .storage import appends, check_name, extend_file, inside, relative_path
+from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
+from .storage.files import mpi_errno
 
 if TYPE_CHECKING:
     from .session import Session
 
 __all__ = ["Dataset", "Group"]
+
+_RESERVE_TRIES = 64  # level-1 versions tried when earlier ones are taken (crash leftovers)
 
 
 @dataclass(frozen=True)
@@ -82,16 +87,17 @@ class Dataset:
         dt = self.dtype if self.dtype is not None else dtype
         od = self.order if self.order is not None else order
         if shp is None or dt is None:
-            raise InvalidNameError(f"dataset {self.name!r} needs a shape and a dtype (from the group or its own)")
+            raise InvalidArgumentError(f"dataset {self.name!r} needs a shape and a dtype (from the group or its own)")
+        shp = check.shape(shp, f"dataset {self.name!r}: shape")
         try:
-            shp = tuple(int(s) for s in shp)
             np_dtype = np.dtype(dt)
         except (TypeError, ValueError) as exc:
             raise InvalidNameError(f"dataset {self.name!r}: {exc}") from None
-        if any(s < 0 for s in shp):
-            raise InvalidNameError(f"dataset {self.name!r}: shape {shp} has a negative extent")
-        if od not in ("C", "F"):
-            raise InvalidNameError(f"dataset {self.name!r}: order must be 'C' or 'F', got {od!r}")
+        if not isinstance(od, str) or od not in ("C", "F"):
+            raise InvalidArgumentError(f"dataset {self.name!r}: order must be 'C' or 'F', got {od!r}")
+        if int(np.prod(shp, dtype=np.int64)) * np_dtype.itemsize > check.MAX_BYTES:
+            raise InvalidArgumentError(f"dataset {self.name!r}: shape {shp} of {np_dtype} is larger than SDM stores "
+                                       f"({check.MAX_BYTES} bytes)")
         if np_dtype.hasobject:
             raise InvalidNameError(f"dataset {self.name!r}: dtype {np_dtype} holds Python objects")
         return DatasetSpec(self.name, np_dtype.str, shp, od)
@@ -111,7 +117,6 @@ class Group:
         self._datasets: dict[str, DatasetRecord] = {d.name: d for d in record.datasets}
         self._steps: dict[str, set[int]] = {d.name: set(d.steps) for d in record.datasets}
         self._views: dict[str, ResolvedView] = {}
-        self._file_end: dict[str, int] = {}  # rank 0: first free byte per appended file
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
 
     # --------------------------------------------------------------- metadata
@@ -153,8 +158,14 @@ class Group:
         ReadOnlyError, DatasetNotFoundError, InvalidNameError
         """
         self.session._check_writable("set attributes")
-        names = self.datasets if datasets is None else list(datasets)
-        ids = [self.dataset(n).id for n in names]
+
+        def resolve() -> list[int]:
+            check.mapping(attributes, "attributes")
+            names = self.datasets if datasets is None else check.names(datasets, "datasets")
+            return [self.dataset(n).id for n in names]
+
+        ids, failure = capture(resolve, rank=self.session.rank)
+        agree(self.session.comm, failure)  # a bad name on any rank: the same error on all
         root_call(
             self.session.comm,
             self.session.catalog_call,
@@ -180,11 +191,13 @@ class Group:
         DistributionError, DatasetNotFoundError
         """
         s = self.session
-        names = list(self._datasets) if datasets is None else list(datasets)
 
-        def resolve() -> dict[str, Piece]:
+        def resolve() -> tuple[list[str], dict[str, Piece]]:
             if not isinstance(view, Distribution):
-                raise DistributionError(f"a data view must be a Distribution (Block, Cyclic, MapArray, ...), got {view!r}")
+                raise InvalidArgumentError(
+                    f"a data view must be a Distribution (Block, Cyclic, MapArray, ...), got {type(view).__name__}"
+                )
+            names = list(self._datasets) if datasets is None else check.names(datasets, "datasets")
             for n in names:
                 rec = self.dataset(n)
                 if isinstance(view, MapArray) and rec.order == "F" and len(rec.shape) > 1:
@@ -192,10 +205,15 @@ class Group:
                         f"dataset {n!r} is stored in Fortran order; map-array views need C order "
                         "(rows with their components contiguous)"
                     )
-            return {n: view.piece(self.dataset(n).shape, s.size, s.rank) for n in names}
+            return names, {n: view.piece(self.dataset(n).shape, s.size, s.rank) for n in names}
 
-        pieces, failure = capture(resolve, rank=s.rank)
-        agree(s.comm, failure)
+        resolved, failure = capture(resolve, rank=s.rank)
+        listed = agree(s.comm, failure, resolved[0] if resolved else None)
+        if any(n != listed[0] for n in listed):  # the walks below are collective
+            raise CollectiveMismatchError(
+                f"ranks set data views of different datasets: {dict(enumerate(listed))}; every rank must name the same ones"
+            )
+        names, pieces = resolved  # type: ignore[misc]
         checked: set[tuple[int, ...]] = set()
         for n in names:  # collective: every rank walks the same names
             shape = self.dataset(n).shape
@@ -253,7 +271,11 @@ class Group:
         ReadOnlyError, DatasetNotFoundError, LocalArrayError, StepExistsError,
         CollectiveMismatchError, StorageError, CatalogError
         """
-        self.write_step(step, {name: array}, overwrite=overwrite, method=method)
+        try:
+            arrays = {name: array}
+        except TypeError:  # an unhashable name: refused (on every rank) as an unknown dataset
+            arrays = {repr(name): array}
+        self.write_step(step, arrays, overwrite=overwrite, method=method)
 
     def write_step(
         self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False, method: str | None = None
@@ -281,12 +303,18 @@ class Group:
         """
         s = self.session
         s._check_writable("write")
-        names = list(arrays)
+        names = list(arrays) if isinstance(arrays, Mapping) else []
 
         def local() -> list[tuple[ResolvedView, np.ndarray]]:
             _check_step(step)
+            if not isinstance(arrays, Mapping):
+                raise InvalidArgumentError(
+                    f"write_step needs a dict of dataset name to local array, got {type(arrays).__name__}"
+                )
             if not names or len(set(names)) != len(names):
                 raise InvalidNameError(f"write_step needs distinct dataset names, got {names}")
+            check.flag(overwrite, "overwrite")
+            check.text(method, "method", optional=True)
             choose_method(method or s.method)  # validates the name
             return [(self._view(n), _check_array(arrays[n], self._view(n), n, s.rank, for_read=False)) for n in names]
 
@@ -295,15 +323,15 @@ class Group:
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_write, names, int(step), overwrite, rank=0)
         stats = [v.stats(a) for v, a in prepared] if prepared else None
-        payloads = agree(s.comm, failure, ((tuple(names), _key(step), bool(overwrite), method), plan, stats))
+        payloads = agree(s.comm, failure, ((tuple(_key(n) for n in names), _key(step), _key(overwrite), _key(method)), plan, stats))
         _check_same_call(payloads, "write")
-        places = payloads[0][1]
+        places = root_call(s.comm, self._reserve, names, int(step), payloads[0][1])
         accesses = [self._access(n, True, payloads, i) for i, n in enumerate(names)]
         decisions = [s.planner.choose(method or s.method, a) for a in accesses]
         shares: list[tuple[float, int]] = []
         failure = None
         deferred: dict[Path, None] = {}  # open files synced once, after every transfer
-        for (view, arr), decision, (rel, offset), n in zip(prepared, decisions, places, names):  # type: ignore[arg-type]
+        for (view, arr), decision, (rel, offset, _, _), n in zip(prepared, decisions, places, names):  # type: ignore[arg-type]
             path = self._absolute(rel)
             sync_now = s.sync and not appends(self.level)
             seconds, f = capture(self._transfer, path, offset, view, arr, decision.method, True, sync_now, rank=s.rank)
@@ -344,33 +372,60 @@ class Group:
             path = self._paths[rel] = inside(self.session.root, Path(rel))
         return path
 
-    def _plan_write(self, names: Sequence[str], step: int, overwrite: bool) -> list[tuple[str, int]]:
-        """Rank 0: where the bytes of each dataset go (relative path, offset), or why they cannot."""
+    def _plan_write(self, names: Sequence[str], step: int, overwrite: bool) -> list[int | None]:
+        """Rank 0: the version each dataset's write replaces (None: a new step), or why it cannot be written."""
         s = self.session
-        out: list[tuple[str, int]] = []
-        ends: dict[str, int] = {}  # appends planned in this step
+        replaced: list[int | None] = []
         for name in names:
             rec = self.dataset(name)
             # steps this session has not seen need no lookup: the commit still refuses duplicates
-            known = step in self._steps[name] or s.mode == "a"
+            known = step in self._steps[name] or s.mode == "a" or overwrite
             existing = s.catalog_call("lookup_write", rec.id, step) if known else None
             if existing is not None and not overwrite:
                 raise StepExistsError(
                     f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "
                     "pass overwrite=True to replace it"
                 )
-            rel = str(relative_path(s.application, s.run_id, self.level, self.name, name, step))
-            if existing is not None:
-                offset = existing.offset
-            elif not appends(self.level):
-                offset = 0
-            else:
-                if rel not in self._file_end:
-                    self._file_end[rel] = s.catalog_call("file_end", s.run_id, rel)
-                offset = ends.get(rel, self._file_end[rel])
-                ends[rel] = offset + rec.nbytes
-            extend_file(self._absolute(rel), offset + rec.nbytes)
-            out.append((rel, offset))
+            replaced.append(existing.version if existing is not None else None)
+        return replaced
+
+    def _reserve(self, names: Sequence[str], step: int, replaced: Sequence[int | None]
+                 ) -> list[tuple[str, int, int, int | None]]:
+        """Rank 0, once every rank agreed to the write: fresh space for each dataset.
+
+        Returns ``(relative path, offset, version, version replaced)`` per dataset. Every
+        version is written to fresh space reserved through the catalog (a new file at
+        level 1, space past the file's high-water mark at levels 2 and 3): the bytes of
+        a committed row are never modified, and two writers never share bytes.
+        """
+        s = self.session
+        versions = [1 if old is None else old + 1 for old in replaced]
+        places: list[tuple[str, int] | None] = [None] * len(names)
+        for _ in range(_RESERVE_TRIES):
+            todo = [i for i, p in enumerate(places) if p is None]
+            if not todo:
+                break
+            rels = [str(relative_path(s.run_dir, self.level, self.name, names[i], step, versions[i])) for i in todo]
+            offsets = s.catalog_call("reserve", s.run_id, [
+                (rel, self.level, self.dataset(names[i]).nbytes, not appends(self.level)) for rel, i in zip(rels, todo)
+            ])
+            for i, rel, offset in zip(todo, rels, offsets):
+                if offset is None:  # that version's file is taken (a crashed or concurrent write): next one
+                    versions[i] += 1
+                else:
+                    places[i] = (rel, offset)
+        if any(p is None for p in places):
+            raise StorageError(f"could not reserve a new file for step {step} in {_RESERVE_TRIES} tries")
+        out = []
+        for name, place, version, old in zip(names, places, versions, replaced):
+            rel, offset = place  # type: ignore[misc]
+            nbytes = self.dataset(name).nbytes
+            extend_file(self._absolute(rel), offset + nbytes)
+            if old is not None and _has_gaps(self._view(name).dist):
+                # rows the gappy map does not write keep their earlier values, as they would in place
+                prev = s.catalog_call("lookup_write", self.dataset(name).id, step)
+                copy_range(self._absolute(prev.path), prev.offset, self._absolute(rel), offset, nbytes)
+            out.append((rel, offset, version, old))
         return out
 
     def _access(self, name: str, writing: bool, payloads: list, index: int = 0) -> Access:
@@ -393,7 +448,7 @@ class Group:
         self,
         names: Sequence[str],
         step: int,
-        places: Sequence[tuple[str, int]],
+        places: Sequence[tuple[str, int, int, int | None]],
         checksums: Sequence[str],
         decisions: Sequence[Any],
         seconds: Sequence[float],
@@ -402,17 +457,15 @@ class Group:
         """Rank 0: record the writes of one step in one catalog transaction."""
         s = self.session
         rows = []
-        for name, (rel, offset), checksum, decision, secs in zip(names, places, checksums, decisions, seconds):
+        for name, (rel, offset, version, old), checksum, decision, secs in zip(names, places, checksums, decisions, seconds):
             rec = self.dataset(name)
             rows.append(dict(
                 dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=rec.nbytes,
                 checksum=checksum, checksum_algo=integrity.ALGORITHM if checksum else "none",
                 method=decision.method.name, reason=decision.reason, seconds=secs, nprocs=s.size, overwrite=overwrite,
+                version=version, replaces=old,
             ))
         s.catalog_call("record_writes", s.run_id, rows)
-        if appends(self.level):
-            for row in rows:
-                self._file_end[row["path"]] = max(self._file_end.get(row["path"], 0), row["offset"] + row["nbytes"])
 
     def _transfer(
         self, path: Path, offset: int, view: ResolvedView, arr: np.ndarray, method, writing: bool, sync: bool = False
@@ -435,7 +488,8 @@ class Group:
                     (method.write if writing else method.read)(t)
                 except MPI.Exception as exc:
                     error = StorageError(
-                        f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}"
+                        f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}",
+                        errno=mpi_errno(exc),
                     )
                 except SDMError as exc:  # the method's own error: the sync below is still made on every rank
                     error = exc
@@ -477,10 +531,12 @@ class Group:
         IntegrityError, CollectiveMismatchError
         """
         s = self.session
-        check = s.verify if verify is None else bool(verify)
+        verify_now = s.verify if not isinstance(verify, (bool, np.bool_)) else bool(verify)
 
         def local() -> tuple[ResolvedView, np.ndarray]:
             _check_step(step)
+            check.optional_flag(verify, "verify")
+            check.text(method, "method", optional=True)
             choose_method(method or s.method)  # validates the name
             view = self._view(name)
             if out is None:
@@ -494,7 +550,7 @@ class Group:
         if s.rank == 0 and failure is None:
             plan, failure = capture(self._plan_read, name, int(step), rank=0)
         stats = [prepared[0].stats(prepared[1])] if prepared else None
-        payloads = agree(s.comm, failure, ((name, _key(step), method), plan, stats))
+        payloads = agree(s.comm, failure, ((_key(name), _key(step), _key(method), _key(verify)), plan, stats))
         _check_same_call(payloads, "read")
         rel, offset, expected, algorithm = payloads[0][1]
         view, arr = prepared  # type: ignore[misc]
@@ -502,13 +558,13 @@ class Group:
         decision = s.planner.choose(method or s.method, access)
         path = self._absolute(rel)
         seconds, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
-        check = check and bool(expected)  # nothing to compare with when written without checksum
+        verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
         partial = None
-        if failure is None and check:
+        if failure is None and verify_now:
             partial, failure = capture(self._verify_share, name, step, view, arr, algorithm, rank=s.rank)
         shares = agree(s.comm, failure, (partial, seconds or 0.0))
         s.planner.observe(access, decision.method.name, max(t for _, t in shares))  # the same on every rank
-        if check and integrity.to_hex(integrity.combine([p for p, _ in shares])) != expected:
+        if verify_now and integrity.to_hex(integrity.combine([p for p, _ in shares])) != expected:
             raise IntegrityError(
                 f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
                 f"{algorithm}:{expected}; the file was changed or damaged after the write"
@@ -517,11 +573,13 @@ class Group:
 
     def _verify_share(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, algorithm: str) -> int:
         """This rank's share of a read's checksum, with the algorithm the row was written with."""
-        if algorithm not in integrity.ALGORITHMS:
+        try:
+            algorithm = integrity.canonical(algorithm)
+        except InvalidArgumentError:
             raise IntegrityError(
                 f"dataset {name!r} step {step} cannot be verified: its checksum algorithm {algorithm!r} is not "
                 f"known to this SDM (known: {', '.join(integrity.ALGORITHMS)}); read it with verify=False"
-            )
+            ) from None
         return self._partial_checksum(name, view, arr, algorithm)
 
     def _plan_read(self, name: str, step: int) -> tuple[str, int, str, str]:
@@ -538,8 +596,8 @@ class Group:
         full = inside(s.root, Path(w.path))
         try:
             size = os.path.getsize(full)
-        except OSError:
-            raise StorageError(f"data file {full} of run {s.run_id} is missing") from None
+        except OSError as exc:
+            raise StorageError(f"data file {full} of run {s.run_id} is missing", errno=exc.errno) from None
         if size < w.offset + w.nbytes:
             raise StorageError(
                 f"data file {full} holds {size} bytes but step {step} of {name!r} needs bytes "
@@ -556,14 +614,22 @@ class Group:
         return f"<sdm.Group {self.name!r} level={self.level} datasets={self.datasets}>"
 
 
-def _key(step: object) -> object:
-    """A picklable, comparable form of a step that never raises (for the call check)."""
-    return int(step) if isinstance(step, (int, np.integer)) else repr(step)
+def _has_gaps(view: Distribution) -> bool:
+    """Whether a view may leave elements unwritten (a map array without coverage)."""
+    return isinstance(view, MapArray) and not view.coverage
+
+
+def _key(value: object) -> object:
+    """A picklable, comparable form of an argument that never raises (for the call check)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    return value if value is None or isinstance(value, str) else repr(value)
 
 
 def _check_step(step: object) -> None:
-    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-        raise InvalidNameError(f"time step must be an integer >= 0, got {step!r}")
+    check.integer(step, "time step")
 
 
 def _check_same_call(payloads: list, what: str) -> None:
@@ -581,7 +647,14 @@ def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_re
     if not isinstance(array, np.ndarray):
         if for_read:
             raise LocalArrayError(f"out for dataset {name!r} must be a numpy array, got {type(array).__name__}")
-        array = np.asarray(array)
+        try:
+            array = np.asarray(array)
+        except (TypeError, ValueError, OverflowError):
+            array = None
+        if array is None or array.dtype.hasobject:
+            raise LocalArrayError(
+                f"the local array of dataset {name!r} on rank {rank} must be a numpy array of {view.dtype}"
+            )
     if array.dtype != view.dtype:
         raise LocalArrayError(
             f"dataset {name!r} stores {view.dtype} ({view.dtype.str}) but the local array on rank {rank} is "

@@ -20,15 +20,17 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from mpi4py import MPI
 
+from . import _validate as check
 from . import integrity
 from ._collective import agree, capture, root_call
 from .catalog import irregular as records
-from .errors import InvalidNameError, StorageError
+from .errors import InvalidArgumentError, InvalidNameError, StorageError
 from .io import Transfer, get_method
 from .layout import Block, Distribution, MapArray
 from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .storage import check_name
+from .storage.files import mpi_errno
 
 if TYPE_CHECKING:
     from .session import Session
@@ -49,12 +51,15 @@ def _describe(dtype: Any, shape: Sequence[int] | None, count: int | None, offset
     if dt.hasobject:
         raise InvalidNameError(f"import dtype {dt} holds Python objects")
     if shape is None and count is None:
-        raise InvalidNameError("an import needs count= (elements) or shape= (global shape)")
-    shp = tuple(int(x) for x in shape) if shape is not None else (int(count),)  # type: ignore[arg-type]
-    if count is not None and int(np.prod(shp, dtype=np.int64)) != int(count):
-        raise InvalidNameError(f"import shape {shp} holds {int(np.prod(shp))} elements, not count={count}")
-    if any(x < 0 for x in shp) or int(offset) < 0:
-        raise InvalidNameError(f"import shape {shp} and offset {offset} must not be negative")
+        raise InvalidArgumentError("an import needs count= (elements) or shape= (global shape)")
+    if count is not None:
+        count = check.integer(count, "import count", maximum=check.MAX_BYTES)
+    shp = check.shape(shape, "import shape") if shape is not None else (count,)
+    offset = check.integer(offset, "import offset", maximum=check.MAX_BYTES)
+    if count is not None and int(np.prod(shp, dtype=np.int64)) != count:
+        raise InvalidArgumentError(f"import shape {shp} holds {int(np.prod(shp))} elements, not count={count}")
+    if int(np.prod(shp, dtype=np.int64)) * dt.itemsize > check.MAX_BYTES:
+        raise InvalidArgumentError(f"import of shape {shp} and dtype {dt} is larger than SDM reads ({check.MAX_BYTES} bytes)")
     return dt, shp
 
 
@@ -72,10 +77,17 @@ def import_array(
 ) -> np.ndarray:
     """Read an external raw array collectively; see :meth:`sdm.Session.import_array`."""
     s = session
-    src = Path(source).expanduser().resolve()
+    try:  # a bad source is refused by local() on every rank
+        src = Path(source).expanduser().resolve()
+    except (TypeError, ValueError, OSError, RuntimeError):
+        src = None
 
     def local() -> tuple[ResolvedView, np.ndarray]:
         check_name(name, "import")
+        check.path(source, "import source")
+        check.flag(native, "native")
+        if view is not None and not isinstance(view, Distribution):
+            raise InvalidArgumentError(f"view must be a Distribution (Block, MapArray, ...), got {type(view).__name__}")
         dt, shp = _describe(dtype, shape, count, offset)
         dist = view if view is not None else rows_view(len(shp), s.size)
         if isinstance(dist, MapArray):  # an import fills ghost rows too
@@ -90,7 +102,7 @@ def import_array(
         try:
             size = os.path.getsize(src)
         except OSError as exc:
-            raise StorageError(f"cannot import {name!r}: {src} cannot be read ({exc.strerror})") from None
+            raise StorageError(f"cannot import {name!r}: {src} cannot be read ({exc.strerror})", errno=exc.errno) from None
         if size < need:
             raise StorageError(
                 f"cannot import {name!r}: {src} holds {size} bytes but offset {offset} + "
@@ -117,7 +129,7 @@ def import_array(
                     Transfer(fh, int(offset), resolved.etype, resolved.ftype, mem, resolved.piece, arr, "C", s.comm, s.hints)
                 )
             except MPI.Exception as exc:
-                raise StorageError(f"MPI-IO read of {src} failed: {exc.Get_error_string()}") from None
+                raise StorageError(f"MPI-IO read of {src} failed: {exc.Get_error_string()}", errno=mpi_errno(exc)) from None
 
     failure = capture(transfer, rank=s.rank)[1]  # any error reaches every rank at the next agree
     seconds = time.perf_counter() - t0

@@ -74,6 +74,7 @@ __all__ = [
     "LEGACY_ALGORITHM",
     "ALGORITHMS",
     "CHUNK_WORDS",
+    "canonical",
     "word_size",
     "piece_share",
     "partial",
@@ -89,6 +90,7 @@ MIX64 = "mix64-v2"
 LEGACY_ALGORITHM = "sum64-v1"
 ALGORITHMS = (MIX64, LEGACY_ALGORITHM)
 ALGORITHM = MIX64  # what SDM writes (a benchmark may set it to LEGACY_ALGORITHM to compare)
+_ALIASES = {"sum64": LEGACY_ALGORITHM}  # an early spelling of sum64-v1
 CHUNK_WORDS = 32768  # words per chunk: a few 256 KiB buffers stay in the L2 cache
 
 _MASK = (1 << 64) - 1
@@ -108,11 +110,20 @@ def word_size(itemsize: int) -> int:
     return 1
 
 
-def _check_algorithm(algorithm: str) -> None:
-    if algorithm not in ALGORITHMS:
+def canonical(algorithm: str) -> str:
+    """The algorithm a row's ``checksum_algo`` names (``"sum64"`` is ``sum64-v1``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        For an algorithm this SDM does not compute.
+    """
+    name = _ALIASES.get(algorithm, algorithm) if isinstance(algorithm, str) else algorithm
+    if name not in ALGORITHMS:
         raise InvalidArgumentError(
             f"unknown checksum algorithm {algorithm!r}; this SDM computes {', '.join(map(repr, ALGORITHMS))}"
         )
+    return name
 
 
 # ----------------------------------------------------------------------------- shares
@@ -142,7 +153,7 @@ def piece_share(piece: "Piece", array: np.ndarray, order: str, algorithm: str = 
     InvalidArgumentError
         For an unknown *algorithm*.
     """
-    _check_algorithm(algorithm)
+    algorithm = canonical(algorithm)
     if algorithm == MIX64 and piece.kind == "map" and order == "C" and piece.memory_rows is not None:
         # gather the owned rows chunk by chunk instead of copying them all first
         return partial_mix64(array, piece.indices, piece.shape, order, rows=piece.memory_rows, increasing=True)
@@ -155,7 +166,7 @@ def partial(
     values: np.ndarray, indices: Sequence[np.ndarray], shape: Sequence[int], order: str, algorithm: str = MIX64
 ) -> int:
     """This rank's share of the checksum of a separable piece (see :func:`partial_mix64`)."""
-    _check_algorithm(algorithm)
+    algorithm = canonical(algorithm)
     if algorithm == MIX64:
         return partial_mix64(values, indices, shape, order)
     return partial_sum64(values, indices, shape, order)
@@ -395,7 +406,7 @@ def checksum_of_bytes(raw: Any, dtype: Any, algorithm: str = MIX64) -> str:
     InvalidArgumentError
         Unknown algorithm, bad dtype, or a byte count that is not a whole number of elements.
     """
-    _check_algorithm(algorithm)
+    algorithm = canonical(algorithm)
     try:
         dt = np.dtype(dtype)
     except TypeError as exc:
@@ -436,3 +447,4 @@ def combine(partials: Sequence[int]) -> int:
 def to_hex(value: int) -> str:
     """16-digit hex form stored in the catalog."""
     return f"{value & _MASK:016x}"
+

@@ -8,20 +8,30 @@ existing run to add data.  Only rank 0 talks to the catalog.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
 from mpi4py import MPI
 
+from . import _validate as check
 from . import config
 from ._collective import agree, capture, root_call
 from .catalog import Catalog, DatasetSpec, RunRecord
-from .errors import InvalidNameError, ReadOnlyError
+from .catalog.values import encode
+from .errors import (
+    CatalogError,
+    CollectiveMismatchError,
+    DistributionError,
+    InvalidArgumentError,
+    InvalidNameError,
+    ReadOnlyError,
+)
 from .group import Dataset, Group
 from .layout import Distribution
 from .planner import Planner, choose_method
-from .storage import FileCache, check_level, check_name, durability
+from .storage import FileCache, check_level, check_name, durability, runs
 
 __all__ = ["Session", "open"]
 
@@ -32,7 +42,10 @@ class Session:
     """A collective connection of an MPI job to SDM for one application and run.
 
     Use :func:`sdm.open` to create one.  Attributes ``run_id``, ``run`` (the catalog
-    record), ``root`` (the data root) and ``catalog_url`` describe where things go.
+    record), ``root`` (the data root), ``run_dir`` (the run's directory under it) and
+    ``catalog_url`` describe where things go; ``previous_state`` is the state the run
+    was in when the session opened it (``"new"``, ``"open"``, ``"closed"`` or
+    ``"interrupted"``: its last writers died without closing it).
     """
 
     def __init__(
@@ -53,6 +66,8 @@ class Session:
         checksum: bool | None = None,
         planner_hints: dict[str, Any] | None = None,
     ) -> None:
+        if comm is not None and not isinstance(comm, MPI.Intracomm):
+            raise InvalidArgumentError(f"comm must be an MPI intracommunicator (e.g. MPI.COMM_WORLD), got {type(comm).__name__}")
         # SDM's collectives run on a private duplicate, never mixing with the application's
         self.comm = (comm if comm is not None else MPI.COMM_WORLD).Dup()
         self.rank = self.comm.Get_rank()
@@ -60,53 +75,68 @@ class Session:
         self.application = application
         self.mode = mode
         self.method = method
+        args, failure = capture(_check_open, mode, catalog, root, run, attributes, problem_size, method, hints, sync,
+                                verify, checksum, planner_hints, rank=self.rank)
+        try:
+            agree(self.comm, failure)  # a bad argument on any rank: the same error on all
+        except BaseException:
+            self.comm.Free()
+            raise
+        hints, planner_hints = args["hints"], args["planner_hints"]
+        run = None if run is None else int(run)
         self.sync = config.sync_enabled() if sync is None else bool(sync)
         self.verify = bool(verify)
         self.checksum = config.checksum_enabled() if checksum is None else bool(checksum)
         self.hints = dict(hints or {})
         self.catalog: Catalog | None = None
+        self._lock: runs.RunLock | None = None  # rank 0 of a writing session: its hold on the run
         self._closed = False
         self._groups: dict[str, Group] = {}
 
-        def setup() -> tuple[str, str, RunRecord]:
+        def setup() -> tuple[str, str, RunRecord, Any, str]:
             check_name(application, "application")
-            if mode not in _MODES:
-                raise InvalidNameError(f"mode must be one of {_MODES}, got {mode!r}")
             choose_method(method)  # validates the name
             data_root = Path(root).resolve() if root is not None else config.default_root()
             url = catalog or config.default_catalog_url(data_root)
             self.catalog = Catalog(url, create=(mode == "w"))
             try:
                 if mode == "w":
+                    cat_id = self.catalog.id
                     run_id = self.catalog.create_run(
                         application,
                         nprocs=self.size,
                         root=str(data_root),
                         problem_size=problem_size,
                         attributes=attributes,
+                        make_dir=lambda rid: runs.make_run_dir(data_root, application, rid, cat_id),
                     )
                     rec = self.catalog.run(run_id)
-                elif run is not None:
-                    rec = self.catalog.run(run, application=application)
+                    self._lock = runs.RunLock(Path(rec.root), rec.dir or "")
+                    previous = "new"
                 else:
-                    rec = self.catalog.latest_run(application, attributes)
+                    if run is not None:
+                        rec = self.catalog.run(run, application=application)
+                    else:
+                        rec = self.catalog.latest_run(application, attributes)
+                    previous = self._hold_run(rec) if mode == "a" else self._look_at_run(rec)
             except Exception:
+                self._release_run()
                 self.catalog.close()
                 self.catalog = None
                 raise
             if mode != "w" and root is None:
                 data_root = Path(rec.root)
             calibration = self.catalog.latest_calibration(str(data_root))
-            return url, str(data_root), rec, calibration
+            return url, str(data_root), rec, calibration, previous
 
         try:
-            agree(self.comm, capture(durability.sync_mode, self.hints, rank=self.rank)[1])  # the same error on all
-            self.catalog_url, root_text, self.run, calibration = root_call(self.comm, setup)
+            self.catalog_url, root_text, self.run, calibration, self.previous_state = root_call(self.comm, setup)
         except BaseException:
             self.comm.Free()
             raise
         self.root = Path(root_text)
         self.run_id = self.run.id
+        self.run_dir = self.run.dir or runs.legacy_run_dir(self.run.application, self.run.id)
         self.planner = Planner(calibration, planner_hints, self.hints)
         self.files = FileCache(self.comm, writable=(mode != "r"), capacity=config.open_files(), info=_info(hints),
                                sync_mode=durability.sync_mode(self.hints))
@@ -120,18 +150,64 @@ class Session:
         self.close()
 
     def close(self) -> None:
-        """Close files and the catalog (collective; the paper's SDM_finalize)."""
+        """Close files and the catalog (collective; the paper's SDM_finalize).
+
+        A writing session also records that it stopped writing the run: the last one
+        marks the run ``closed``.
+        """
         if self._closed:
             return
         self._closed = True
-        for g in self._groups.values():
-            g._free()
-        self.files.close_all()
-        self.sources.close_all()
-        if self.catalog is not None:
-            self.catalog.close()
-            self.catalog = None
-        self.comm.Free()
+        try:
+            for g in self._groups.values():
+                g._free()
+            self.files.close_all()
+            self.sources.close_all()
+            if self.mode != "r":
+                root_call(self.comm, self._close_run)
+        finally:
+            if self.catalog is not None:
+                self.catalog.close()
+                self.catalog = None
+            self.comm.Free()
+
+    # ------------------------------------------------------------ run states
+    def _hold_run(self, rec: RunRecord) -> str:
+        """Rank 0 of an appending session: check the run's directory, take a hold on it."""
+        assert self.catalog is not None
+        rel = rec.dir or runs.legacy_run_dir(rec.application, rec.id)
+        runs.check_run_dir(Path(rec.root), rel, self.catalog.id, rec.id,
+                           legacy=rel == runs.legacy_run_dir(rec.application, rec.id))
+
+        def claim() -> bool:
+            live = runs.writer_alive(Path(rec.root), rel)
+            self._lock = runs.RunLock(Path(rec.root), rel)
+            return live
+
+        return self.catalog.open_run(rec.id, claim)
+
+    def _look_at_run(self, rec: RunRecord) -> str:
+        """Rank 0 of a reading session: a run left ``open`` by dead writers is marked interrupted."""
+        if rec.state == "open" and not runs.writer_alive(Path(rec.root), rec.dir):
+            try:
+                assert self.catalog is not None
+                self.catalog.mark_interrupted(rec.id)
+                return "interrupted"
+            except CatalogError:  # a catalog the reader may not write: reading still works
+                pass
+        return rec.state
+
+    def _close_run(self) -> None:
+        try:
+            if self.catalog is not None:
+                self.catalog.close_run(self.run_id)
+        finally:
+            self._release_run()
+
+    def _release_run(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # ------------------------------------------------------------------ groups
     def make_group(
@@ -180,7 +256,11 @@ class Session:
         def specs() -> list[DatasetSpec]:
             check_name(name, "group")
             check_level(level)
-            out = [Dataset.of(d).spec(dtype=dtype, shape=shape, order=order) for d in datasets]
+            for key, value in check.mapping(attributes, "attributes").items():
+                encode(key, value)  # refused now, before the group is defined
+            if view is not None and not isinstance(view, Distribution):
+                raise InvalidArgumentError(f"view must be a Distribution (Block, Cyclic, MapArray, ...), got {type(view).__name__}")
+            out = [Dataset.of(d).spec(dtype=dtype, shape=shape, order=order) for d in check.names(datasets, "datasets")]
             names = [s.name for s in out]
             if not out:
                 raise InvalidNameError(f"group {name!r} needs at least one dataset")
@@ -189,7 +269,9 @@ class Session:
             return out
 
         local, failure = capture(specs, rank=self.rank)
-        agree(self.comm, failure)
+        _same(agree(self.comm, failure, (name, level, local) if failure is None else None), "make_group")
+        if view is not None:  # a view that does not fit is refused before the group is defined
+            self._check_view(view, local)  # type: ignore[arg-type]
         record = root_call(self.comm, self.catalog_call, "define_group", self.run_id, name, level, local)
         group = Group(self, record)
         self._groups[name] = group
@@ -206,6 +288,7 @@ class Session:
         ------
         GroupNotFoundError
         """
+        _same(agree(self.comm, *capture(check_name, name, "group", rank=self.rank)[::-1]), "group")
         if name in self._groups:
             return self._groups[name]
         record = root_call(self.comm, self.catalog_call, "group", self.run_id, name)
@@ -275,6 +358,7 @@ class Session:
     def set_attributes(self, attributes: dict[str, Any] | None = None, **kw: Any) -> None:
         """Set typed attributes on the run (collective)."""
         self._check_writable("set attributes")
+        agree(self.comm, capture(check.mapping, attributes, "attributes", rank=self.rank)[1])
         root_call(self.comm, self.catalog_call, "set_attributes", self.run_id, {**(attributes or {}), **kw})
 
     def find(
@@ -290,10 +374,19 @@ class Session:
 
         See :meth:`sdm.catalog.Catalog.find`; the result is the same on every rank.
         """
+        def checked(**kwargs: Any) -> list[RunRecord]:
+            check.text(application, "application", optional=True)
+            if run is not None:
+                kwargs["run"] = check.integer(run, "run id", minimum=1)  # numpy integers too
+            for value, what in ((since, "since"), (until, "until")):
+                if value is not None and not isinstance(value, datetime):
+                    raise InvalidArgumentError(f"{what} must be a datetime.datetime, got {type(value).__name__}")
+            check.mapping(attributes, "attributes")
+            return self.catalog_call("find", **kwargs)
+
         return root_call(
             self.comm,
-            self.catalog_call,
-            "find",
+            checked,
             application=application,
             run=run,
             since=since,
@@ -302,6 +395,20 @@ class Session:
         )
 
     # ---------------------------------------------------------------- internal
+    def _check_view(self, view: Distribution, specs: Sequence[DatasetSpec]) -> None:
+        """Check collectively that *view* fits every dataset of *specs* (raises on every rank)."""
+        from .layout import MapArray
+
+        def pieces() -> dict[tuple[int, ...], Any]:
+            if isinstance(view, MapArray) and any(sp.order == "F" and len(sp.shape) > 1 for sp in specs):
+                raise DistributionError("map-array views need datasets in C order (rows with their components contiguous)")
+            return {sp.shape: view.piece(sp.shape, self.size, self.rank) for sp in specs}
+
+        got, failure = capture(pieces, rank=self.rank)
+        agree(self.comm, failure)
+        for shape, piece in got.items():  # type: ignore[union-attr] - the same shapes on every rank
+            agree(self.comm, capture(view.check, shape, piece, self.comm, rank=self.rank)[1])
+
     def catalog_call(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
         """Call a catalog method (rank 0 only; use through ``root_call``)."""
         assert self.catalog is not None, "catalog used outside rank 0 or after close"
@@ -316,6 +423,48 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<sdm.Session {self.application!r} run={self.run_id} mode={self.mode!r} ranks={self.size}>"
+
+
+def _same(calls: list[Any], what: str) -> None:
+    """Raise :class:`CollectiveMismatchError` (on every rank) unless all ranks passed the same arguments."""
+    if any(c != calls[0] for c in calls):
+        diffs = {r: c for r, c in enumerate(calls) if c != calls[0]}
+        raise CollectiveMismatchError(
+            f"ranks made different {what} calls: rank 0 {calls[0]!r}, others {diffs!r}; every rank must pass the same arguments"
+        )
+
+
+def _check_open(mode: Any, catalog: Any, root: Any, run: Any, attributes: Any, problem_size: Any, method: Any,
+                hints: Any, sync: Any, verify: Any, checksum: Any, planner_hints: Any) -> dict[str, Any]:
+    """Check the arguments of :func:`open` (every rank; no catalog, no file touched).
+
+    Raises
+    ------
+    InvalidArgumentError, HintError
+    """
+    check.text(mode, "mode", choices=_MODES)
+    check.text(catalog, "catalog URL", optional=True)
+    check.path(root, "root", optional=True)
+    if run is not None:
+        check.integer(run, "run id", minimum=1)
+    check.mapping(attributes, "attributes")
+    if problem_size is not None:
+        try:
+            json.dumps(problem_size, default=_plain, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise InvalidArgumentError(f"problem_size must be JSON-like (numbers, strings, lists, dicts): {exc}") from None
+    check.text(method, "method")
+    choose_method(method)  # the name is known
+    for value, what in ((sync, "sync"), (checksum, "checksum")):
+        check.optional_flag(value, what)
+    check.flag(verify, "verify")
+    return {"hints": check.session_hints(hints), "planner_hints": check.planner_hints(planner_hints)}
+
+
+def _plain(obj: Any) -> Any:
+    if hasattr(obj, "tolist") and not isinstance(obj, type):
+        return obj.tolist()
+    raise TypeError(f"{type(obj).__name__} is not JSON")
 
 
 def _info(hints: dict[str, str] | None) -> MPI.Info:

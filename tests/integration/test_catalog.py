@@ -20,6 +20,7 @@ from sdm.catalog import schema as S
 from sdm.errors import (
     ApplicationNotFoundError,
     CatalogUnavailableError,
+    CatalogDamagedError,
     CatalogVersionError,
     GroupExistsError,
     GroupNotFoundError,
@@ -47,10 +48,12 @@ def _specs() -> list[DatasetSpec]:
 
 def _write(cat: Catalog, run: int, dataset_id: int, step: int, *, path: str = "app/run/f.dat",
            offset: int = 0, nbytes: int = 384, checksum: str = "00000000deadbeef",
-           method: str = "collective", overwrite: bool = False, level: int = 2) -> None:
+           method: str = "collective", overwrite: bool = False, level: int = 2, version: int = 1,
+           replaces: int | None = None) -> None:
     cat.record_write(run_id=run, dataset_id=dataset_id, step=step, path=path, level=level,
                      offset=offset, nbytes=nbytes, checksum=checksum, checksum_algo="sum64",
-                     method=method, seconds=0.25, nprocs=4, overwrite=overwrite)
+                     method=method, seconds=0.25, nprocs=4, overwrite=overwrite, version=version,
+                     replaces=replaces)
 
 
 def _set_created(cat: Catalog, run: int, when: datetime) -> None:
@@ -72,36 +75,52 @@ def _names(rec) -> list[tuple[str, str]]:
 
 
 # ---------------------------------------------------------------------------- schema
+def _revisions(c: Catalog) -> list[str]:
+    with c.engine.connect() as con:
+        return [r[0] for r in con.execute(sa.text("SELECT version_num FROM alembic_version"))]
+
+
 def test_schema_created_then_reopened(catalog_url: str) -> None:
     c = Catalog(catalog_url)
     tables = set(sa.inspect(c.engine).get_table_names())
-    assert {"sdm_schema", "applications", "runs", "groups", "datasets", "attributes", "files", "writes"} <= tables
-    with c.engine.connect() as con:
-        assert [tuple(r) for r in con.execute(sa.select(S.schema_info.c.version))] == [(3,)]
-    assert c.schema_version == 3 == S.SCHEMA_VERSION
+    assert {"alembic_version", "catalog_info", "applications", "runs", "groups", "datasets", "attributes",
+            "files", "writes"} <= tables
+    assert "sdm_schema" not in tables  # the pre-Alembic version table is only read, never made
+    assert _revisions(c) == ["0004"]
+    assert c.schema_version == "0004" == S.SCHEMA_VERSION
+    assert len(c.id) == 32 and int(c.id, 16) >= 0
     assert c.counts() == dict(applications=0, runs=0, groups=0, datasets=0, attributes=0, files=0, writes=0)
     run = c.create_run("astro", nprocs=4, root="/data", attributes={"res": 64})
+    first_id = c.id
     c.close()
 
     again = Catalog(catalog_url, create=False)  # an existing catalog, opened by a reader
     try:
         rec = again.run(run)
         assert (rec.application, rec.nprocs, rec.root, rec.attributes) == ("astro", 4, "/data", {"res": 64})
-        with again.engine.connect() as con:  # opening again did not add a second version row
-            assert con.execute(sa.select(sa.func.count()).select_from(S.schema_info)).scalar_one() == 1
+        assert (rec.dir, rec.state) == (None, "closed")  # registered without a directory
+        assert _revisions(again) == ["0004"] and again.id == first_id
+        assert again.integrity_check() == []
     finally:
         again.close()
+
+
+def test_head_revision_is_the_schema_version() -> None:
+    from sdm.catalog.database import known_revisions
+
+    assert known_revisions() == ["0001", "0002", "0003", "0004"]
+    assert known_revisions()[-1] == S.SCHEMA_VERSION
 
 
 def test_other_schema_version_is_refused(catalog_url: str) -> None:
     c = Catalog(catalog_url)
     with c.engine.begin() as con:
-        con.execute(S.schema_info.update().values(version=99))
+        con.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
     c.close()
     with pytest.raises(CatalogVersionError) as info:
         Catalog(catalog_url)
     assert str(info.value) == (
-        f"catalog {catalog_url!r} has schema version 99; this SDM uses version 3. "
+        f"catalog {catalog_url!r} has schema revision 9999; this SDM uses revision 0004. "
         "Open it with a matching SDM release."
     )
     assert isinstance(info.value, SDMError)
@@ -111,9 +130,53 @@ def test_reader_refuses_an_empty_database(catalog_url: str) -> None:
     if catalog_url.startswith("sqlite:///"):
         import sqlite3
 
-        sqlite3.connect(catalog_url[len("sqlite:///"):]).close()  # an empty database file
-    with pytest.raises(CatalogVersionError, match=r"holds no SDM schema$"):
+        con = sqlite3.connect(catalog_url[len("sqlite:///"):])  # a valid database file with no tables
+        con.execute("CREATE TABLE t (x)")
+        con.execute("DROP TABLE t")
+        con.close()
+    with pytest.raises(CatalogDamagedError) as info:
         Catalog(catalog_url, create=False)
+    assert str(info.value) == (f"catalog {catalog_url!r} holds no SDM catalog (no tables); open it for writing "
+                               "to create one, or check the URL")
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage that is no database" * 100])
+@pytest.mark.parametrize("create", [False, True])
+def test_empty_or_foreign_sqlite_file_is_damage_never_a_new_catalog(tmp_path: Path, content: bytes,
+                                                                       create: bool) -> None:
+    path = tmp_path / "catalog.db"
+    path.write_bytes(content)
+    url = f"sqlite:///{path}"
+    with pytest.raises(CatalogDamagedError) as info:
+        Catalog(url, create=create)
+    what = "is empty (0 bytes); a catalog file is never empty, so it was truncated or damaged" if not content else \
+        "is not an SQLite database (its header is damaged or it is another kind of file)"
+    assert str(info.value) == (f"catalog {url!r}: the file {path} {what}. Restore it from a backup; SDM does not "
+                               "replace it by a new catalog")
+    assert path.read_bytes() == content  # untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.db"]
+
+
+def test_damaged_sqlite_pages_are_reported(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/catalog.db"
+    c = Catalog(url)
+    for i in range(200):
+        c.create_run("astro", nprocs=1, root="/r", attributes={"i": i, "text": "x" * 200})
+    c.close()
+    raw = bytearray((tmp_path / "catalog.db").read_bytes())
+    page = 4096
+    raw[2 * page:2 * page + 2000] = bytes(range(256)) * 7 + bytes(208)  # scribble over a b-tree page
+    (tmp_path / "catalog.db").write_bytes(bytes(raw))
+    try:
+        c = Catalog(url, create=False)
+    except CatalogDamagedError as exc:  # the damage may be found on open already
+        assert "is damaged" in str(exc)
+        return
+    try:
+        problems = c.integrity_check()
+    finally:
+        c.close()
+    assert problems and all(isinstance(p, str) for p in problems)
 
 
 def test_reader_refuses_a_missing_sqlite_file(tmp_path: Path) -> None:
@@ -423,16 +486,22 @@ def test_same_step_twice_needs_overwrite(cat: Catalog) -> None:
         _write(cat, run, rho.id, 3, path="g.dat", offset=0)
     assert cat.counts() == counts and cat.files(run) == files
     w = cat.lookup_write(rho.id, 3)
-    assert (w.path, w.offset, w.checksum) == ("f.dat", 0, "00000000000000aa")
+    assert (w.path, w.offset, w.checksum, w.version) == ("f.dat", 0, "00000000000000aa", 1)
 
     _write(cat, run, rho.id, 3, path="f.dat", offset=384, checksum="00000000000000cc",
-           method="list", overwrite=True)
+           method="list", overwrite=True, version=2, replaces=1)
     w = cat.lookup_write(rho.id, 3)
-    assert (w.path, w.offset, w.checksum, w.method) == ("f.dat", 384, "00000000000000cc", "list")
-    assert cat.counts() == counts  # updated in place
+    assert (w.path, w.offset, w.checksum, w.method, w.version) == ("f.dat", 384, "00000000000000cc", "list", 2)
+    assert cat.counts() == counts  # the row switched to the new bytes
     assert cat.file_end(run, "f.dat") == 768
 
-    _write(cat, run, rho.id, 3, path="g.dat", offset=0, overwrite=True, level=3)  # moved to another file
+    # a second job that still believes version 1 is current loses, and nothing changes
+    with pytest.raises(StepExistsError, match=rf"^step 3 of dataset id {rho.id} was overwritten or removed by "
+                                              r"another job while this write ran; nothing was recorded"):
+        _write(cat, run, rho.id, 3, path="f.dat", offset=768, overwrite=True, version=2, replaces=1)
+    assert cat.lookup_write(rho.id, 3).offset == 384 and cat.counts() == counts
+
+    _write(cat, run, rho.id, 3, path="g.dat", offset=0, overwrite=True, level=3, version=3, replaces=2)
     assert cat.lookup_write(rho.id, 3).path == "g.dat"
     assert cat.counts()["writes"] == counts["writes"] and cat.counts()["files"] == counts["files"] + 1
     assert cat.files(run) == [FileRecord("f.dat", 2, 0, 0), FileRecord("g.dat", 3, 1, 384)]
@@ -479,11 +548,11 @@ def test_bad_catalog_urls(url: str, message: str) -> None:
 
 
 def test_version_1_catalog_is_migrated_in_place(catalog_url: str) -> None:
-    """A catalog written by schema version 1 opens as the current version with its data intact."""
+    """A catalog written before Alembic by schema version 1 opens at the head revision, data intact."""
     cat = Catalog(catalog_url)
     run = cat.create_run("old", nprocs=2, root="/r", attributes={"k": 1})
     g = cat.define_group(run, "g", 2, _specs())
-    _write(cat, run, g.dataset("rho").id, 0, path="old/run/g.rho.sdm")
+    _write(cat, run, g.dataset("rho").id, 0, path="old/run/g.rho.sdm", offset=128)
     cat.close()
     # turn it back into what version 1 created
     engine = sa.create_engine(catalog_url.replace("postgresql://", "postgresql+psycopg://"))
@@ -491,17 +560,25 @@ def test_version_1_catalog_is_migrated_in_place(catalog_url: str) -> None:
         for t in reversed(S.V2_TABLES):
             con.execute(sa.text(f"DROP TABLE {t.name}"))
         con.execute(sa.text("ALTER TABLE writes DROP COLUMN reason"))
-        con.execute(S.schema_info.delete())
+        for table, column in (("runs", "dir"), ("runs", "state"), ("runs", "writers"), ("files", "alloc_end"),
+                              ("writes", "version")):
+            con.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
+        con.execute(sa.text("DROP TABLE catalog_info"))
+        con.execute(sa.text("DROP TABLE alembic_version"))
+        S.schema_info.create(con)
         con.execute(S.schema_info.insert().values(version=1, created_at=datetime.now(timezone.utc)))
     engine.dispose()
     cat = Catalog(catalog_url, create=False)
-    assert cat.schema_version == 3
+    assert cat.schema_version == "0004" and _revisions(cat) == ["0004"]
     with cat.engine.connect() as con:
-        assert sorted(v for (v,) in con.execute(sa.select(S.schema_info.c.version))) == [1, 2, 3]
         assert "sources" in {c["name"] for c in sa.inspect(con).get_columns("index_histories")}
+        assert con.execute(sa.select(S.files.c.alloc_end)).scalars().all() == [128 + 384]
     assert cat.find(attributes={"k": 1})[0].id == run
+    rec = cat.run(run)
+    assert (rec.dir, rec.state) == (f"old/run-{run:06d}", "closed")
     (w,) = [w for _, _, w in cat.writes(run)]
-    assert (w.path, w.step, w.reason) == ("old/run/g.rho.sdm", 0, None)
+    assert (w.path, w.step, w.reason, w.version) == ("old/run/g.rho.sdm", 0, None, 1)
     insp = sa.inspect(cat.engine)
     assert all(insp.has_table(t.name) for t in S.V2_TABLES)
+    assert len(cat.id) == 32
     cat.close()

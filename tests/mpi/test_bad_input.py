@@ -218,6 +218,6 @@ def test_bad_step_on_one_rank_only(comm, setup):
     s, g, local, url = setup
     before = catalog_counts(comm, url)
     step = "seven" if comm.Get_rank() == comm.Get_size() - 1 else 7
-    _raises_everywhere(comm, sdm.InvalidNameError, r"time step must be an integer >= 0, got 'seven'",
+    _raises_everywhere(comm, sdm.InvalidArgumentError, r"time step must be an integer, got str 'seven'",
                        lambda: g.write("a", step, local))
     assert catalog_counts(comm, url) == before

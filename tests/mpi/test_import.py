@@ -66,7 +66,7 @@ def test_import_through_map_fills_ghost_rows(comm, mpi_tmp):
 @pytest.mark.parametrize("case, exc, match", [
     ("short", sdm.StorageError, r"cannot import 'v': .*external\.bin holds 88 bytes but offset 8 \+ 11 x 8 bytes needs 96"),
     ("missing", sdm.StorageError, r"cannot import 'v': .*nothing\.bin cannot be read \(No such file or directory\)"),
-    ("nosize", sdm.InvalidNameError, r"an import needs count= \(elements\) or shape= \(global shape\)"),
+    ("nosize", sdm.InvalidArgumentError, r"an import needs count= \(elements\) or shape= \(global shape\)"),
 ])
 def test_bad_imports(comm, mpi_tmp, case, exc, match):
     path, _ = _external(mpi_tmp, comm, [np.zeros(10)], header=8)

@@ -142,7 +142,7 @@ def test_ghost_cells_untouched_by_read(comm, mpi_tmp):
         np.testing.assert_array_equal(out[inner], local[inner])
 
 
-def test_overwrite_replaces_in_place(comm, mpi_tmp):
+def test_overwrite_writes_a_new_version_in_fresh_space(comm, mpi_tmp):
     rank, size = comm.Get_rank(), comm.Get_size()
     url = f"sqlite:///{mpi_tmp}/c.db"
     idx = block_indices(SHAPE, _grid(size), rank)
@@ -157,9 +157,12 @@ def test_overwrite_replaces_in_place(comm, mpi_tmp):
     if rank == 0:
         cat = sdm.Catalog(url)
         ws = {d: w for _, d, w in cat.writes(run_id)}
-        assert ws["a"].offset == 0 and ws["b"].offset == A.nbytes  # same place, file not grown
+        assert ws["a"].offset == 2 * A.nbytes and ws["b"].offset == A.nbytes  # appended: a's first bytes kept
+        assert ws["a"].version == 2
         np.testing.assert_array_equal(_file_bytes(Path(mpi_tmp), ws["a"], SHAPE, "f8", "C"), B)
         np.testing.assert_array_equal(_file_bytes(Path(mpi_tmp), ws["b"], SHAPE, "f8", "C"), A)
+        old = np.fromfile(Path(mpi_tmp) / ws["a"].path, dtype="f8", count=A.size).reshape(SHAPE)
+        np.testing.assert_array_equal(old, A)  # the replaced version was never written over
         cat.close()
 
 

@@ -41,10 +41,12 @@ def _check_files(comm, root: Path, result: dict, specs, dumps: dict[str, list[in
     cat = sdm.Catalog(result["catalog"], create=False)
     try:
         files, writes = cat.files(result["run_id"]), cat.writes(result["run_id"])
+        rec = cat.run(result["run_id"])
     finally:
         cat.close()
-    run_dir = Path(result["root"]) / result["application"] / f"run-{result['run_id']:06d}"
-    on_disk = sorted(p for p in run_dir.iterdir() if p.is_file())
+    run_dir = Path(result["root"]) / rec.dir
+    assert run_dir.parent.name == result["application"] and run_dir.name.startswith(f"run-{result['run_id']:06d}-")
+    on_disk = sorted(p for p in run_dir.iterdir() if p.is_file() and p.name != ".sdm-run")
     assert len(files) == nfiles, [f.path for f in files]
     assert len(on_disk) == nfiles, on_disk
     assert sorted((run_dir.parent.parent / f.path).resolve() for f in files) == [p.resolve() for p in on_disk]

@@ -79,7 +79,7 @@ def as_json(*args: str) -> dict:
 def fails(*args: str, env: dict | None = None) -> str:
     """Run a command that must fail cleanly; return its one-line stderr message."""
     result = run_cli(*args, env=env)
-    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.exit_code == 1, (result.stdout, result.stderr)
     assert result.stdout == ""
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -283,6 +283,6 @@ def test_python_dash_m_sdm(filled: dict) -> None:
     assert [r["id"] for r in json.loads(done.stdout)["runs"]] == list(filled["runs"][:2])
     done = subprocess.run([sys.executable, "-m", "sdm", "show", "42", "--catalog", filled["url"]],
                           env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
+    assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.strip() == f"error: no run 42 in catalog {filled['url']!r}"

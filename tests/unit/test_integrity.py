@@ -294,3 +294,9 @@ def test_indices_in_any_order(monkeypatch):
     want = mix64_reference(G.tobytes(), 8)
     assert integrity.partial_mix64(G[np.ix_(p0, p1)], (p0, p1), G.shape, "C") == want
     assert integrity.partial_mix64(G[np.ix_(p0, p1)], (p0, p1), G.shape, "F") == mix64_reference(G.tobytes(order="F"), 8)
+
+
+def test_early_sum64_spelling_is_sum64_v1():
+    raw = np.arange(10, dtype="f8").tobytes()
+    assert integrity.canonical("sum64") == "sum64-v1"
+    assert integrity.checksum_of_bytes(raw, "f8", "sum64") == integrity.checksum_of_bytes(raw, "f8", "sum64-v1")

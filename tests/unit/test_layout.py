@@ -47,10 +47,17 @@ def test_grid_errors():
         sdm.Block(grid=(2, 2)).piece((4, 4), 3, 0)
     with pytest.raises(sdm.DistributionError, match=r"process grid \(3,\) has 1 dimensions but the array shape \(4, 4\) has 2"):
         sdm.Block(grid=(3,)).piece((4, 4), 3, 0)
-    with pytest.raises(sdm.DistributionError, match=r"block sizes 0 must be 2 integers >= 1"):
-        sdm.BlockCyclic(blocks=0).piece((4, 4), 1, 0)
-    with pytest.raises(sdm.DistributionError, match="ghost widths must be >= 0"):
-        sdm.Block(ghosts=-1).piece((4,), 1, 0)
+    with pytest.raises(sdm.DistributionError, match=r"block sizes \(2, 2, 2\) must be 2 integers >= 1"):
+        sdm.BlockCyclic(blocks=(2, 2, 2)).piece((4, 4), 1, 0)
+    # bad argument values are refused when the view is built
+    with pytest.raises(sdm.InvalidArgumentError, match=r"block size must be an integer >= 1"):
+        sdm.BlockCyclic(blocks=0)
+    with pytest.raises(sdm.InvalidArgumentError, match=r"ghosts must be an integer >= 0"):
+        sdm.Block(ghosts=-1)
+    with pytest.raises(sdm.InvalidArgumentError, match=r"process grid must be a sequence of integers"):
+        sdm.Block(grid="22")
+    with pytest.raises(sdm.DistributionError, match=r"wider than the global extent 4"):
+        sdm.Block(ghosts=10**6).piece((4,), 1, 0)
 
 
 def test_subarray_outside_the_array():

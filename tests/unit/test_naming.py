@@ -31,9 +31,11 @@ def test_components_are_safe_and_distinct():
 
 
 def test_level_paths():
-    assert str(relative_path("ASTRO3D", 7, 1, "analysis", "a0", 12)) == "ASTRO3D/run-000007/analysis.a0.s00000012.sdm"
-    assert str(relative_path("ASTRO3D", 7, 2, "analysis", "a0", 12)) == "ASTRO3D/run-000007/analysis.a0.sdm"
-    assert str(relative_path("ASTRO3D", 7, 3, "analysis", "a0", 12)) == "ASTRO3D/run-000007/analysis.sdm"
+    run = "ASTRO3D/run-000007-20261125T010203Z-0123456789ab"
+    assert str(relative_path(run, 1, "analysis", "a0", 12)) == f"{run}/analysis.a0.s00000012.sdm"
+    assert str(relative_path(run, 1, "analysis", "a0", 12, 3)) == f"{run}/analysis.a0.s00000012.v3.sdm"
+    assert str(relative_path(run, 2, "analysis", "a0", 12)) == f"{run}/analysis.a0.sdm"
+    assert str(relative_path(run, 3, "analysis", "a0", 12, 5)) == f"{run}/analysis.sdm"
 
 
 def test_inside_refuses_escape(tmp_path):

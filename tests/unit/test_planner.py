@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sdm.errors import InvalidNameError
+from sdm.errors import HintError, InvalidArgumentError
 from sdm.planner import Access, Planner, choose_method
 from sdm.planner.hints import Hints, conforms, parse_pattern
 from sdm.planner.model import DEFAULTS, METHODS, CostModel
@@ -27,7 +27,7 @@ def test_a_requested_method_is_used_as_is():
 
 
 def test_unknown_method_names_are_rejected():
-    with pytest.raises(InvalidNameError, match="unknown I/O method"):
+    with pytest.raises(InvalidArgumentError, match="unknown I/O method"):
         choose_method("fastest")
 
 
@@ -80,7 +80,7 @@ def test_hints_restrict_the_candidates():
     assert planner.choose("auto", _access()).method.name in ("collective", "servers")
     planner = Planner(_calibration(), hints={"buffer_limit": 0})
     assert planner.choose("auto", _access()).method.name in ("posix", "list")
-    with pytest.raises(InvalidNameError, match="unknown methods"):
+    with pytest.raises(HintError, match="unknown methods"):
         Planner(_calibration(), hints={"methods": "magic"}).choose("auto", _access())
 
 
@@ -89,7 +89,7 @@ def test_hints_restrict_the_candidates():
     ({"buffer_limit": "-3"}, "buffer_limit"), ({"pattern": "(Block, Diagonal)"}, "Diagonal"),
 ])
 def test_bad_hints_raise_a_clear_error(hints, message):
-    with pytest.raises(InvalidNameError, match=message):
+    with pytest.raises(HintError, match=message):
         Planner(_calibration(), hints=hints).choose("auto", _access())
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sdm.errors import InvalidNameError
+from sdm.errors import HintError
 from sdm.planner import Access, Planner
 from sdm.planner.model import CONSTANTS, CostModel
 from sdm.planner.trials import Trial, contenders
@@ -88,7 +88,7 @@ def test_a_clear_winner_needs_no_trial():
 
 @pytest.mark.parametrize("value", ["-1", "2.5", "many", True, 1.5])
 def test_a_bad_trials_hint_is_rejected(value):
-    with pytest.raises(InvalidNameError) as exc:
+    with pytest.raises(HintError) as exc:
         _planner(trials=value).choose("auto", _access())
     assert str(exc.value) == f"planner hint trials={value!r} must be a whole number >= 0"
 

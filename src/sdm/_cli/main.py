@@ -2,8 +2,9 @@
 
 ``sdm ls [APP]``, ``sdm show RUN`` and ``sdm find key=value ...`` read the catalog named
 by ``--catalog`` (default ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT``);
-``--json`` prints machine-readable JSON instead of tables.  An SDM error prints one
-line ``error: <message>`` on stderr and exits with status 2.
+``--json`` prints machine-readable JSON instead of tables.  An error prints one line
+``error: <message>`` on stderr, never a traceback, and exits with status 1; a usage
+error (unknown command or option, a value of the wrong form) exits with status 2.
 """
 
 from __future__ import annotations
@@ -60,19 +61,40 @@ def _console() -> Console:
     return Console(file=sys.stdout, width=wide, highlight=False)
 
 
+def _error_line(message: str) -> None:
+    """``error: <message>`` on stderr, on one line."""
+    text = " ".join(str(message).split()) or "unknown error"
+    err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
+    err.print(Text("error: ", style="bold red") + Text(text, style="red"))
+
+
 def _handles_errors(fn: F) -> F:
-    """Turn an :class:`SDMError` into ``error: <message>`` on stderr and exit status 2."""
+    """Turn any error into one line ``error: <message>`` on stderr and exit status 1.
+
+    Usage errors and explicit exits pass through; an exception that is not an
+    :class:`SDMError` is a bug and says so, still on one line and without a traceback.
+    """
+    if getattr(fn, "_sdm_handles_errors", False):
+        return fn
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, typer.TyperException):  # exits and usage errors (status 2)
+            raise
         except SDMError as exc:
-            err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
-            err.print(Text("error: ", style="bold red") + Text(str(exc), style="red"))
-            raise typer.Exit(2) from None
+            _error_line(str(exc))
+            raise typer.Exit(1) from None
+        except Exception as exc:  # noqa: BLE001 - never a traceback
+            _error_line(f"internal error ({type(exc).__name__}: {exc}); this is a bug, please report it")
+            raise typer.Exit(1) from None
 
+    wrapper._sdm_handles_errors = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+RUN_ID_MAX = 2**63 - 1  # run ids are signed 64-bit catalog keys
 
 
 @contextmanager
@@ -183,6 +205,8 @@ def _run_json(rec: RunRecord) -> dict[str, Any]:
         "problem_size": rec.problem_size,
         "attributes": rec.attributes,
         "root": rec.root,
+        "dir": rec.dir,
+        "state": rec.state,
     }
 
 
@@ -271,17 +295,18 @@ def ls(
             }
         )
         return
-    table = _table(f"runs of {application}", "id", "date", "ranks", "problem size", "attributes", "datasets", "bytes")
+    table = _table(f"runs of {application}", "id", "date", "state", "ranks", "problem size", "attributes", "datasets",
+                   "bytes")
     for rec, n, b in rows:
         size = "-" if rec.problem_size is None else json.dumps(rec.problem_size)
-        _row(table, rec.id, _date(rec.created_at), rec.nprocs, size, _attrs(rec.attributes), n, _size(b))
+        _row(table, rec.id, _date(rec.created_at), rec.state, rec.nprocs, size, _attrs(rec.attributes), n, _size(b))
     _console().print(table)
 
 
 @app.command("show")
 @_handles_errors
 def show(
-    run: Annotated[int, typer.Argument(metavar="RUN", help="Run id (see `sdm ls APP`).")],
+    run: Annotated[int, typer.Argument(metavar="RUN", help="Run id (see `sdm ls APP`).", min=1, max=RUN_ID_MAX)],
     writes: Annotated[bool, typer.Option("--writes", help="Also list every write.")] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
@@ -335,6 +360,8 @@ def show(
         ("run", rec.id),
         ("application", rec.application),
         ("date", _date(rec.created_at)),
+        ("state", rec.state),
+        ("directory", rec.dir or "-"),
         ("ranks", rec.nprocs),
         ("problem size", "-" if rec.problem_size is None else json.dumps(rec.problem_size)),
         ("attributes", _attrs(rec.attributes)),
@@ -416,7 +443,7 @@ def find(
     application: Annotated[str | None, typer.Option("--app", metavar="APP", help="Only this application.")] = None,
     since: Annotated[str | None, typer.Option("--since", metavar="DATE", help="Runs from this ISO date/time (UTC).")] = None,
     until: Annotated[str | None, typer.Option("--until", metavar="DATE", help="Runs up to this ISO date/time (UTC).")] = None,
-    run: Annotated[int | None, typer.Option("--run", metavar="ID", help="Only this run.")] = None,
+    run: Annotated[int | None, typer.Option("--run", metavar="ID", help="Only this run.", min=1, max=RUN_ID_MAX)] = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -456,6 +483,23 @@ def find(
 from .bench import register as _register_planner_commands  # noqa: E402 - bench, calibrate, predict
 
 _register_planner_commands(app)
+
+from .maintenance import register as _register_maintenance_commands  # noqa: E402 - verify, gc
+
+_register_maintenance_commands(app)
+
+
+def _guard(typer_app: typer.Typer) -> None:
+    """Every command, also those registered elsewhere, prints one-line errors and no traceback."""
+    for info in typer_app.registered_commands:
+        if info.callback is not None:
+            info.callback = _handles_errors(info.callback)
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _guard(group.typer_instance)
+
+
+_guard(app)
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ import json
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -19,14 +19,15 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import (
     ApplicationNotFoundError,
+    CatalogDamagedError,
     CatalogError,
     CatalogUnavailableError,
-    CatalogVersionError,
     GroupExistsError,
     GroupNotFoundError,
     RunNotFoundError,
     StepExistsError,
 )
+from . import database as D
 from . import schema as S
 from .records import DatasetRecord, FileRecord, GroupRecord, RunRecord, WriteRecord
 from .values import Condition, conditions_from, decode, encode
@@ -106,91 +107,69 @@ class Catalog:
         The URL cannot be opened.
     CatalogVersionError
         The catalog holds a schema version this SDM does not know.
+    CatalogDamagedError
+        The catalog file is empty, not a database, or damaged (never replaced by a new one).
     """
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
         self._file_ids: dict[tuple[int, str], int] = {}
+        self._id: str | None = None
         sa_url = normalize_url(url)
-        kwargs: dict[str, Any] = {"future": True}
-        if sa_url.startswith("sqlite"):
-            path = sa_url[len("sqlite:///"):]
-            if path and path != ":memory:":
-                if not create and Path(path).parent.is_dir() and not Path(path).exists():
-                    raise CatalogUnavailableError(f"catalog {url!r}: no catalog file {path}")
-                parent = Path(path).parent
-                if not parent.is_dir():
-                    if not create:
-                        raise CatalogUnavailableError(f"catalog {url!r}: directory {parent} does not exist")
-                    try:
-                        parent.mkdir(parents=True, exist_ok=True)
-                    except OSError as exc:
-                        raise CatalogUnavailableError(f"catalog {url!r}: cannot create {parent}: {exc}") from exc
-            kwargs["connect_args"] = {"timeout": 60}
-        else:
-            kwargs["connect_args"] = {"connect_timeout": 10}
-            kwargs["pool_pre_ping"] = True
+        shown = repr(url)
+        path = D.sqlite_path(sa_url)
         try:
-            self.engine: Engine = sa.create_engine(sa_url, **kwargs)
-            if sa_url.startswith("sqlite"):
-                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-            self._ensure_schema(create)
+            if path is not None:
+                self._prepare_sqlite(path, shown, create)
+            self.engine: Engine = D.make_engine(sa_url)
+            D.ensure_schema(self.engine, shown, create=create)
         except CatalogError:
             self._dispose()
             raise
         except (SQLAlchemyError, OSError, ValueError) as exc:
             self._dispose()
-            raise CatalogUnavailableError(f"cannot open catalog {url!r}: {_short(exc)}") from exc
+            if D.is_damage(exc):
+                raise CatalogDamagedError(
+                    f"catalog {shown} is damaged: {_short(exc)}; restore it from a backup"
+                ) from None
+            raise CatalogUnavailableError(f"cannot open catalog {shown}: {_short(exc)}") from exc
+
+    @staticmethod
+    def _prepare_sqlite(path: Path, shown: str, create: bool) -> None:
+        """Check an SQLite catalog file, or create it (atomically) when a writer needs it."""
+        if path.exists():
+            D.check_sqlite_file(path, shown)
+            return
+        parent = path.parent
+        if not create:
+            if parent.is_dir():
+                raise CatalogUnavailableError(f"catalog {shown}: no catalog file {path}")
+            raise CatalogUnavailableError(f"catalog {shown}: directory {parent} does not exist")
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CatalogUnavailableError(f"catalog {shown}: cannot create {parent}: {exc}") from exc
+        D.create_sqlite_file(path, shown)
 
     def _dispose(self) -> None:
         engine = getattr(self, "engine", None)
         if engine is not None:
             engine.dispose()
 
-    # ------------------------------------------------------------------ schema
-    def _ensure_schema(self, create: bool) -> None:
-        insp = sa.inspect(self.engine)
-        if not insp.has_table(S.schema_info.name):
-            if not create:
-                raise CatalogVersionError(f"catalog {self.url!r} holds no SDM schema")
-            S.metadata.create_all(self.engine)
-            with self.engine.begin() as con:
-                if con.execute(sa.select(S.schema_info.c.version)).first() is None:
-                    con.execute(S.schema_info.insert().values(version=S.SCHEMA_VERSION, created_at=_now()))
-            return
-        with self.engine.connect() as con:
-            version = con.execute(sa.select(sa.func.max(S.schema_info.c.version))).scalar()
-        if version in self._MIGRATIONS:  # additive migrations, safe for readers too
-            for step in range(version, S.SCHEMA_VERSION):
-                self._MIGRATIONS[step](self)
-            version = S.SCHEMA_VERSION
-        if version != S.SCHEMA_VERSION:
-            raise CatalogVersionError(
-                f"catalog {self.url!r} has schema version {version}; this SDM uses version "
-                f"{S.SCHEMA_VERSION}. Open it with a matching SDM release."
-            )
+    @property
+    def id(self) -> str:
+        """The catalog's unique id (recorded in the directory of every run it creates)."""
+        if self._id is None:
+            self._id = D.catalog_id(self.engine)
+        return self._id
 
-    def _migrate_from_1(self) -> None:
-        """Version 1 -> 2: the irregular/planner tables and ``writes.reason``, in place."""
-        tables = [t for t in S.V2_TABLES if t is not S.index_histories] + [S.index_histories]
-        S.metadata.create_all(self.engine, tables=tables)  # index_histories created as v3 already
-        with self.engine.begin() as con:
-            con.execute(sa.text("ALTER TABLE writes ADD COLUMN reason TEXT"))
-            con.execute(S.schema_info.insert().values(version=2, created_at=_now()))
-
-    def _migrate_from_2(self) -> None:
-        """Version 2 -> 3: ``index_histories.sources``."""
-        with self.engine.begin() as con:
-            cols = {c["name"] for c in sa.inspect(con).get_columns("index_histories")}
-            if "sources" not in cols:
-                con.execute(sa.text("ALTER TABLE index_histories ADD COLUMN sources TEXT"))
-            con.execute(S.schema_info.insert().values(version=3, created_at=_now()))
-
-    _MIGRATIONS = {1: _migrate_from_1, 2: _migrate_from_2}
+    def integrity_check(self) -> list[str]:
+        """Run the database engine's integrity check; returns the problems found (none: empty)."""
+        return D.integrity_check(self.engine)
 
     @property
-    def schema_version(self) -> int:
-        """The schema version in use."""
+    def schema_version(self) -> str:
+        """The schema revision in use (an Alembic revision id)."""
         return S.SCHEMA_VERSION
 
     def close(self) -> None:
@@ -198,7 +177,7 @@ class Catalog:
         self.engine.dispose()
 
     def _tx(self):
-        return self.engine.begin()
+        return D.write_transaction(self.engine)
 
     # ------------------------------------------------------------ applications
     def _app_id(self, con, name: str, *, create: bool) -> int:
@@ -238,8 +217,19 @@ class Catalog:
         root: str,
         problem_size: Any = None,
         attributes: dict[str, Any] | None = None,
+        make_dir: Callable[[int], str] | None = None,
     ) -> int:
-        """Register a new run and its attributes; return the run id."""
+        """Register a new run and its attributes; return the run id.
+
+        Parameters
+        ----------
+        make_dir : callable, optional
+            Called with the new run id inside the transaction; creates the run's directory
+            and returns it relative to *root* (an error rolls the run back). Without it the
+            run has no directory and is registered closed (catalog-only uses).
+
+        A run made with a directory starts ``open`` with one writer (see :meth:`open_run`).
+        """
         encoded = [(k, *encode(k, v)) for k, v in (attributes or {}).items()]
         with self._tx() as con:
             app_id = self._app_id(con, application, create=True)
@@ -253,7 +243,50 @@ class Catalog:
                 )
             ).inserted_primary_key[0]
             self._put_attributes(con, run_id, None, [None], encoded)
+            if make_dir is not None:
+                con.execute(S.runs.update().where(S.runs.c.id == run_id).values(
+                    dir=make_dir(int(run_id)), state="open", writers=1))
         return int(run_id)
+
+    # ------------------------------------------------------------- run states
+    def open_run(self, run_id: int, claim: Callable[[], bool]) -> str:
+        """Count one more session writing the run; returns the state it was in.
+
+        Parameters
+        ----------
+        claim : callable
+            Called inside the transaction (so sessions opening the run at once take
+            turns): returns whether a live session already holds the run, then takes this
+            session's hold on it. A run found ``open`` with no live session was
+            interrupted: its writer count starts again from zero.
+        """
+        r = S.runs
+        with self._tx() as con:
+            state, writers = con.execute(
+                sa.select(r.c.state, r.c.writers).where(r.c.id == int(run_id)).with_for_update()
+            ).one()
+            live = claim()
+            if state == "open" and not live:
+                state, writers = "interrupted", 0
+            con.execute(r.update().where(r.c.id == int(run_id)).values(state="open", writers=writers + 1))
+        return str(state)
+
+    def close_run(self, run_id: int) -> str:
+        """One session stopped writing the run; the last one closes it. Returns the new state."""
+        r = S.runs
+        with self._tx() as con:
+            writers = con.execute(sa.select(r.c.writers).where(r.c.id == int(run_id))).scalar_one()
+            writers = max(int(writers) - 1, 0)
+            state = "open" if writers else "closed"
+            con.execute(r.update().where(r.c.id == int(run_id)).values(state=state, writers=writers))
+        return state
+
+    def mark_interrupted(self, run_id: int) -> None:
+        """Record that a run found ``open`` has no live writer (its writers died)."""
+        r = S.runs
+        with self._tx() as con:
+            con.execute(r.update().where(r.c.id == int(run_id), r.c.state == "open")
+                        .values(state="interrupted", writers=0))
 
     def run(self, run_id: int, *, application: str | None = None) -> RunRecord:
         """Return a run with its groups and datasets (and their steps).
@@ -419,6 +452,8 @@ class Catalog:
                 nprocs=row["nprocs"],
                 problem_size=json.loads(row["problem_size"]) if row["problem_size"] else None,
                 root=row["root"],
+                dir=row["dir"],
+                state=row["state"],
                 attributes=attrs.get(("r", row["id"]), {}),
                 groups=tuple(groups.get(row["id"], ())),
             )
@@ -568,22 +603,68 @@ class Catalog:
             ).scalar()
         return int(end or 0)
 
+    def reserve(self, run_id: int, requests: Sequence[tuple[str, int, int, bool]]) -> list[int | None]:
+        """Reserve fresh file space for writes, atomically (one transaction).
+
+        Each request is ``(path, level, nbytes, whole_file)``. A whole-file request (level 1:
+        one file per dataset, step and version) creates the file's row and owns the whole
+        file; it gets ``None`` when the path is already taken (by a version written
+        before, or by another job), and the caller asks again with another path. Other
+        requests get the offset where their ``nbytes`` start: the file's high-water mark
+        is raised by ``nbytes`` in the same transaction, so two writers, in this job or in
+        another, never receive the same bytes. Space reserved but never committed (a crash)
+        stays unreferenced until ``sdm gc``.
+
+        Returns
+        -------
+        list of int or None
+            The offset of each request, or ``None`` for a whole-file path already taken.
+        """
+        f = S.files
+        out: list[int | None] = []
+        now = _now()
+        with self._tx() as con:
+            for path, level, nbytes, whole_file in requests:
+                key = (int(run_id), path)
+                file_id = self._file_ids.get(key)
+                if file_id is None or whole_file:
+                    row = {"run_id": run_id, "path": path, "level": int(level), "created_at": now,
+                           "alloc_end": int(nbytes) if whole_file else 0}
+                    made = con.execute(_insert_new(con, f, row).returning(f.c.id)).scalar()
+                    if whole_file:  # the file is this write's alone, or taken
+                        out.append(None if made is None else 0)
+                        if made is not None:
+                            self._file_ids[key] = int(made)
+                        continue
+                    file_id = made if made is not None else con.execute(_FILE_ID, {"run_id": run_id, "path": path}).scalar_one()
+                end = con.execute(
+                    f.update().where(f.c.id == file_id).values(alloc_end=f.c.alloc_end + int(nbytes))
+                    .returning(f.c.alloc_end)
+                ).scalar_one()
+                out.append(int(end) - int(nbytes))
+                self._file_ids[key] = int(file_id)
+        return out
+
     def record_write(self, *, run_id: int, **write: Any) -> None:
         """Commit one write; see :meth:`record_writes` for the fields."""
         self.record_writes(run_id, [write])
 
     def record_writes(self, run_id: int, writes: Sequence[dict[str, Any]]) -> None:
-        """Commit the writes of one step (file rows created on first use) in one transaction.
+        """Commit the writes of one step in one transaction: all of them or none.
 
         Each write is a dict with ``dataset_id, step, path, level, offset, nbytes,
         checksum, checksum_algo, method, seconds, nprocs, overwrite`` and optionally
-        ``reason``. The hot path of every write: statements are prebuilt, file ids are
-        cached, and a duplicate step is caught by the unique constraint, not a query.
+        ``reason`` and ``version``. The file's row is made by :meth:`reserve` (or here,
+        for callers that place bytes themselves). A new step is inserted (a duplicate is
+        caught by the unique constraint, not a query). An overwrite (``version`` > 1)
+        switches the step's row to the new bytes only if the row is still the version
+        it replaces (``version - 1``), so two jobs overwriting one step cannot both win.
 
         Raises
         ------
         StepExistsError
-            A step exists and its write does not say overwrite (another writer got there first).
+            A step exists and its write does not say overwrite (another writer got there
+            first), or another job overwrote it meanwhile.
         """
         now = _now()
         new_ids: dict[tuple[int, str], int] = {}
@@ -597,9 +678,11 @@ class Catalog:
                     if file_id is None:
                         file_id = con.execute(
                             S.files.insert(),
-                            {"run_id": run_id, "path": w["path"], "level": int(w["level"]), "created_at": now},
+                            {"run_id": run_id, "path": w["path"], "level": int(w["level"]), "created_at": now,
+                             "alloc_end": int(w["offset"]) + int(w["nbytes"])},
                         ).inserted_primary_key[0]
                     new_ids[key] = file_id
+                    version = int(w.get("version", 1))
                     params = dict(
                         dataset_id=w["dataset_id"],
                         step=int(w["step"]),
@@ -613,10 +696,16 @@ class Catalog:
                         seconds=float(w["seconds"]),
                         nprocs=int(w["nprocs"]),
                         written_at=now,
+                        version=version,
                     )
-                    where = {"w_dataset": w["dataset_id"], "w_step": int(w["step"])}
-                    replaced = w["overwrite"] and con.execute(_UPDATE_WRITE, {**params, **where}).rowcount > 0
-                    if not replaced:
+                    if w["overwrite"] and w.get("replaces") is not None:
+                        where = {"w_dataset": w["dataset_id"], "w_step": int(w["step"]), "w_version": int(w["replaces"])}
+                        if con.execute(_UPDATE_WRITE, {**params, **where}).rowcount != 1:
+                            raise StepExistsError(
+                                f"step {w['step']} of dataset id {w['dataset_id']} was overwritten or removed by "
+                                "another job while this write ran; nothing was recorded (read it again and retry)"
+                            )
+                    else:
                         con.execute(S.writes.insert(), params)
         except SAIntegrityError as exc:
             text = str(exc.orig)
@@ -625,6 +714,28 @@ class Catalog:
                 raise StepExistsError(f"{which} is already recorded; pass overwrite=True to replace it") from None
             raise CatalogError(f"catalog {self.url!r} refused the write record: {_short(exc)}") from None
         self._file_ids.update(new_ids)
+
+    def drop_file(self, run_id: int, path: str) -> None:
+        """Forget a data file that no committed write refers to (after ``sdm gc`` removed it)."""
+        f, w = S.files, S.writes
+        with self._tx() as con:
+            con.execute(f.delete().where(f.c.run_id == int(run_id), f.c.path == path,
+                                         ~sa.exists().where(w.c.file_id == f.c.id)))
+        self._file_ids.pop((int(run_id), path), None)
+
+    def lower_alloc_end(self, run_id: int, path: str, end: int) -> None:
+        """Lower a file's high-water mark to *end* (after ``sdm gc`` cut its unreferenced tail).
+
+        Never below the end of a committed write of the file.
+        """
+        f, w = S.files, S.writes
+        with self._tx() as con:
+            used = con.execute(
+                sa.select(sa.func.coalesce(sa.func.max(w.c.offset + w.c.nbytes), 0))
+                .select_from(w.join(f, f.c.id == w.c.file_id)).where(f.c.run_id == int(run_id), f.c.path == path)
+            ).scalar_one()
+            con.execute(f.update().where(f.c.run_id == int(run_id), f.c.path == path)
+                        .values(alloc_end=max(int(end), int(used))))
 
     def writes(self, run_id: int) -> list[tuple[str, str, WriteRecord]]:
         """Every write of a run as ``(group, dataset, record)``, by file then offset."""
@@ -703,8 +814,19 @@ _FILE_ID = sa.select(S.files.c.id).where(
     S.files.c.run_id == sa.bindparam("run_id"), S.files.c.path == sa.bindparam("path")
 )
 _UPDATE_WRITE = S.writes.update().where(
-    S.writes.c.dataset_id == sa.bindparam("w_dataset"), S.writes.c.step == sa.bindparam("w_step")
+    S.writes.c.dataset_id == sa.bindparam("w_dataset"),
+    S.writes.c.step == sa.bindparam("w_step"),
+    S.writes.c.version == sa.bindparam("w_version"),
 )
+
+
+def _insert_new(con, table: sa.Table, row: dict[str, Any]):
+    """``INSERT`` that does nothing when the row's unique key exists (another job made it)."""
+    if con.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table).values(**row).on_conflict_do_nothing()
 
 
 def _matches_all(attrs: dict[str, Any], conds: list[Condition]) -> bool:
@@ -725,6 +847,7 @@ def _write_record(row) -> WriteRecord:
         nprocs=int(row["nprocs"]),
         written_at=_utc(row["written_at"]),
         reason=row["reason"],
+        version=int(row["version"]),
     )
 
 
@@ -744,11 +867,3 @@ def _jsonable(obj: Any) -> Any:
 def _short(exc: BaseException) -> str:
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-def _sqlite_pragmas(dbapi_con, _record) -> None:
-    cur = dbapi_con.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.close()

@@ -58,6 +58,8 @@ class RunRecord:
     nprocs: int
     problem_size: Any
     root: str
+    dir: str | None = None  # the run's directory, relative to root
+    state: str = "closed"  # open | closed | interrupted
     attributes: dict[str, Any] = field(default_factory=dict)
     groups: tuple[GroupRecord, ...] = ()
 
@@ -78,6 +80,7 @@ class WriteRecord:
     nprocs: int
     written_at: datetime
     reason: str | None = None
+    version: int = 1
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,21 @@ history file, tied to a content hash of the inputs), ``index_history_uses`` reco
 every reuse.  The planner: ``io_calibrations`` holds measured cost-model constants per
 storage target, and ``writes.reason`` says why a method was chosen.
 
-Version history: 1 = the core tables; 2 = imports, index histories, calibrations and
-``writes.reason``; 3 = ``index_histories.sources`` (identity of the input files and hash
-of the partitioning vector, so an unchanged mesh is not read again). Older catalogs are
-migrated in place on open.
+Durability (revision 0004): ``runs.dir`` names the run's directory (unique without the
+catalog: ``run-<id>-<UTC time>-<random>``), ``runs.state`` is ``open``, ``closed`` or
+``interrupted`` (``runs.writers`` counts the sessions writing it), ``files.alloc_end`` is
+the file's high-water mark (space is reserved by raising it in one transaction, so two
+writers never share bytes) and ``writes.version`` counts the overwrites of a step (each
+version is written to fresh space). ``catalog_info`` holds the catalog's own unique id,
+which every run directory records so that SDM never writes into a directory another
+catalog created.
+
+The schema's versions are Alembic revisions (``sdm/catalog/migrations``): 0001 = the core
+tables; 0002 = imports, index histories, calibrations and ``writes.reason``; 0003 =
+``index_histories.sources`` (identity of the input files and hash of the partitioning
+vector, so an unchanged mesh is not read again); 0004 = the durability columns above.
+Catalogs made before Alembic carry their version in the table ``sdm_schema``; they are
+stamped with the matching revision and upgraded in place on open.
 """
 
 from __future__ import annotations
@@ -45,15 +56,27 @@ from sqlalchemy import (
 )
 from sqlalchemy import Table
 
-SCHEMA_VERSION = 3
+#: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
+SCHEMA_VERSION = "0004"
+
+#: Run states (``runs.state``).
+RUN_STATES = ("open", "closed", "interrupted")
 
 metadata = MetaData()
 
+#: The version table of catalogs made before Alembic (read only to upgrade them).
 schema_info = Table(
     "sdm_schema",
-    metadata,
+    MetaData(),
     Column("version", Integer, primary_key=True),
     Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+catalog_info = Table(
+    "catalog_info",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
 )
 
 applications = Table(
@@ -73,6 +96,9 @@ runs = Table(
     Column("nprocs", Integer, nullable=False),
     Column("problem_size", Text, nullable=True),  # JSON list or string
     Column("root", Text, nullable=False),  # absolute data root the run's files live under
+    Column("dir", Text, nullable=True),  # the run's directory, relative to root (0004)
+    Column("state", String(16), nullable=False, server_default="closed"),  # open | closed | interrupted
+    Column("writers", Integer, nullable=False, server_default="0"),  # sessions writing the run now
     Index("ix_runs_app_created", "application_id", "created_at"),
 )
 
@@ -125,6 +151,7 @@ files = Table(
     Column("path", Text, nullable=False),  # relative to runs.root
     Column("level", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("alloc_end", BigInteger, nullable=False, server_default="0"),  # high-water mark (0004)
     UniqueConstraint("run_id", "path", name="uq_files_run_path"),
 )
 
@@ -144,6 +171,7 @@ writes = Table(
     Column("seconds", Float, nullable=False),
     Column("nprocs", Integer, nullable=False),
     Column("written_at", DateTime(timezone=True), nullable=False),
+    Column("version", Integer, nullable=False, server_default="1"),  # 1 + overwrites of the step (0004)
     UniqueConstraint("dataset_id", "step", name="uq_writes_dataset_step"),
     Index("ix_writes_file_offset", "file_id", "offset"),
 )

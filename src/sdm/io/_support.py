@@ -13,7 +13,7 @@ from typing import Any, Callable
 import numpy as np
 from mpi4py import MPI
 
-from ..errors import InvalidNameError
+from ..errors import HintError
 from ..layout.regions import Runs, runs
 from .base import SymmetricMethod, Transfer
 
@@ -90,7 +90,7 @@ def int_hint(hints: dict[str, Any], key: str, default: int, minimum: int = 1) ->
 
     Raises
     ------
-    InvalidNameError
+    HintError
         The value is not an integer of at least *minimum*.
     """
     raw = hints.get(key)
@@ -103,7 +103,7 @@ def int_hint(hints: dict[str, Any], key: str, default: int, minimum: int = 1) ->
     except ValueError:
         value = minimum - 1
     if value < minimum:
-        raise InvalidNameError(f"hint {key}={raw!r} must be an integer >= {minimum} (suffixes k, m, g allowed)")
+        raise HintError(f"hint {key}={raw!r} must be an integer >= {minimum} (suffixes k, m, g allowed)")
     return value
 
 

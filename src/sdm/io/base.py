@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import numpy as np
 from mpi4py import MPI
 
-from ..errors import InvalidNameError
+from ..errors import InvalidArgumentError
 
 __all__ = ["Transfer", "IOMethod", "SymmetricMethod", "register", "get_method", "method_names", "make_transfer"]
 
@@ -130,13 +130,13 @@ def get_method(name: str) -> IOMethod:
 
     Raises
     ------
-    InvalidNameError
+    InvalidArgumentError
         Unknown name; the message lists the known ones.
     """
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise InvalidNameError(f"unknown I/O method {name!r}; choose one of {method_names() + ['auto']}") from None
+        raise InvalidArgumentError(f"unknown I/O method {name!r}; choose one of {method_names() + ['auto']}") from None
 
 
 def method_names() -> list[str]:

@@ -40,7 +40,7 @@ from mpi4py import MPI
 
 from ..layout.regions import file_strides, memory_positions, storage_dims
 from ._selection import _step, selector
-from ..errors import InvalidNameError
+from ..errors import HintError
 from ._support import Deferred, int_hint, read_fully, set_view
 from .base import SymmetricMethod, Transfer, register
 
@@ -264,7 +264,7 @@ def _build_plan(t: Transfer, geo: _Geometry, shm: bool) -> _Plan:
 def _shm_wanted(t: Transfer) -> bool:
     value = str(t.hints.get("sdm_shm", "automatic")).lower()
     if value not in ("automatic", "enable", "disable"):
-        raise InvalidNameError(f"hint sdm_shm={value!r}: use 'automatic', 'enable' or 'disable'")
+        raise HintError(f"hint sdm_shm={value!r}: use 'automatic', 'enable' or 'disable'")
     return value != "disable"
 
 

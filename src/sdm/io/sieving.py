@@ -36,7 +36,7 @@ from math import gcd
 import numpy as np
 from mpi4py import MPI
 
-from ..errors import InvalidNameError
+from ..errors import HintError
 from ..layout.regions import Runs, count_regions, expand, file_strides, memory_positions, rank_stats, storage_dims
 from ._selection import as_index, selector
 from ._support import Deferred, byte_view, int_hint, read_fully, set_view, transfer_runs
@@ -144,14 +144,14 @@ def sieve_parameters(hints: dict) -> tuple[int, int, bool]:
 
     Raises
     ------
-    InvalidNameError
+    HintError
         A hint has a value that is not allowed.
     """
     buffer = int_hint(hints, "sdm_sieve_buffer_size", BUFFER_SIZE)
     gap = int_hint(hints, "sdm_sieve_gap", GAP, minimum=0)
     mode = str(hints.get("sdm_sieve_consistency", "posix"))
     if mode not in ("posix", "sync"):
-        raise InvalidNameError(f"hint sdm_sieve_consistency={mode!r} must be 'posix' or 'sync'")
+        raise HintError(f"hint sdm_sieve_consistency={mode!r} must be 'posix' or 'sync'")
     return buffer, gap, mode == "sync"
 
 

@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from mpi4py import MPI
 
-from .._collective import root_call
+from .. import _validate as check
+from .._collective import agree, capture, root_call
+from ..errors import InvalidArgumentError
+from ..storage import check_name
 from ..catalog import irregular as records
 from .growable import GrowableArray
 from .history import load_history, save_history
@@ -37,6 +40,51 @@ __all__ = [
 ]
 
 log = logging.getLogger("sdm")
+
+
+def _check_call(session: "Session", problem: Any, partvec: Any, edges: Any, history: Any, method: Any,
+                nparts: Any = None) -> np.ndarray:
+    """Check the arguments of :func:`partition` / :func:`prepare_history` (every rank, agreed).
+
+    Returns the partitioning vector as int64.
+
+    Raises
+    ------
+    InvalidNameError, InvalidArgumentError
+    """
+    def local() -> np.ndarray:
+        check_name(problem, "problem")
+        check.flag(history, "history")
+        check.text(method, "method", choices=METHODS)
+        if nparts is not None:
+            check.integer(nparts, "nparts", minimum=1, maximum=2**31 - 1)
+        if isinstance(edges, EdgeFile):
+            check.path(edges.path, "edge file path")
+            for value, what in ((edges.n_edges, "n_edges"), (edges.n_nodes, "n_nodes"),
+                                (edges.edge1_offset, "edge1_offset")):
+                check.integer(value, what, maximum=check.MAX_BYTES)
+            if edges.edge2_offset is not None:
+                check.integer(edges.edge2_offset, "edge2_offset", maximum=check.MAX_BYTES)
+            try:
+                dt = np.dtype(edges.dtype)
+            except (TypeError, ValueError):
+                dt = np.dtype(object)
+            if dt.kind not in "iu":
+                raise InvalidArgumentError(f"edge file dtype must be an integer dtype such as '<i4', got {edges.dtype!r}")
+        elif not isinstance(edges, EdgeBlocks):
+            raise InvalidArgumentError(f"edges must be an EdgeFile or EdgeBlocks, got {type(edges).__name__}")
+        try:
+            pv = np.asarray(partvec)
+        except (TypeError, ValueError, OverflowError):
+            pv = np.asarray([object()])
+        if pv.ndim != 1 or not (pv.size == 0 or np.issubdtype(pv.dtype, np.integer)):
+            raise InvalidArgumentError(f"the partitioning vector must be a 1-D array of integer ranks, got {pv.dtype} "
+                                       f"of shape {pv.shape}")
+        return np.ascontiguousarray(pv, dtype=np.int64)
+
+    pv, failure = capture(local, rank=session.rank)
+    agree(session.comm, failure)
+    return pv  # type: ignore[return-value]
 
 
 def _blocks(session: "Session", edges: EdgeFile | EdgeBlocks) -> EdgeBlocks:
@@ -82,7 +130,7 @@ def partition(
     """
     s = session
     t0 = time.perf_counter()
-    pv = np.ascontiguousarray(partvec, dtype=np.int64)
+    pv = _check_call(s, problem, partvec, edges, history, method)
     sources = None
     if history and isinstance(edges, EdgeFile):  # unchanged inputs need not be read at all
         sources, found = root_call(s.comm, _lookup_sources, s, problem, edges, pv)
@@ -132,7 +180,7 @@ def prepare_history(
     (``partvec`` must name ranks ``0..nparts-1``). Collective; returns the history id.
     """
     s = session
-    pv = np.ascontiguousarray(partvec, dtype=np.int64)
+    pv = _check_call(s, problem, partvec, edges, True, method, nparts)
     sources = root_call(s.comm, _identity, edges, pv)
     blocks = _blocks(s, edges)
     digest = content_hash(blocks, pv, s.comm)

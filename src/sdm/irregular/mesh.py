@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import integrity
-from ..errors import DistributionError
+from .. import _validate as check
+from ..errors import DistributionError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -83,6 +84,13 @@ class EdgeBlocks:
     """
 
     def __init__(self, edge1: Any, edge2: Any, n_nodes: int, n_edges: int | None, comm: Any) -> None:
+        check.integer(n_nodes, "n_nodes", maximum=check.MAX_BYTES)
+        if n_edges is not None:
+            check.integer(n_edges, "n_edges", maximum=check.MAX_BYTES)
+        for what, e in (("edge1", edge1), ("edge2", edge2)):
+            arr = np.asarray(e) if isinstance(e, (np.ndarray, list, tuple)) else None
+            if arr is None or not (arr.size == 0 or np.issubdtype(arr.dtype, np.integer)):
+                raise InvalidArgumentError(f"{what} must be a 1-D array of integer node ids")
         self.edge1 = np.ascontiguousarray(edge1, dtype=np.int64)
         self.edge2 = np.ascontiguousarray(edge2, dtype=np.int64)
         if self.edge1.shape != self.edge2.shape or self.edge1.ndim != 1:

@@ -28,7 +28,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import DistributionError
+from .. import _validate as check
+from ..errors import DistributionError, InvalidArgumentError
 
 __all__ = [
     "Piece",
@@ -135,8 +136,51 @@ def default_grid(nprocs: int, ndim: int) -> tuple[int, ...]:
     return tuple(MPI.Compute_dims(nprocs, [0] * ndim))
 
 
-def _norm_ghosts(ghosts: Any, ndim: int) -> tuple[tuple[int, int], ...]:
-    if ghosts is None or ghosts == 0:
+_MAX_GHOST = 2**31 - 1
+
+
+def _check_ghosts(ghosts: Any) -> int | list:
+    """Ghost widths in plain Python form: one int, or per dimension an int or a ``(lo, hi)`` pair.
+
+    Raises
+    ------
+    InvalidArgumentError
+    """
+    if ghosts is None:
+        return 0
+    if isinstance(ghosts, (int, np.integer)) and not isinstance(ghosts, (bool, np.bool_)):
+        return check.integer(ghosts, "ghosts", maximum=_MAX_GHOST)
+    if isinstance(ghosts, np.ndarray) and ghosts.ndim in (1, 2):
+        ghosts = ghosts.tolist()
+    if not isinstance(ghosts, (list, tuple)):
+        raise InvalidArgumentError(
+            f"ghosts must be an int, or one int or (lo, hi) pair per dimension, got {type(ghosts).__name__} {ghosts!r}"
+        )
+    items = list(ghosts)
+    out: list = []
+    for d, g in enumerate(items):
+        if isinstance(g, (int, np.integer)) and not isinstance(g, (bool, np.bool_)):
+            out.append(check.integer(g, f"ghosts[{d}]", maximum=_MAX_GHOST))
+        else:
+            pair = check.int_list(g, f"ghosts[{d}]", maximum=_MAX_GHOST)
+            if len(pair) != 2:
+                raise InvalidArgumentError(f"ghosts[{d}] must be an int or a (lo, hi) pair, got {g!r}")
+            out.append(list(pair))
+    return out
+
+
+def _norm_ghosts(ghosts: Any, ndim: int, shape: Sequence[int] | None = None) -> tuple[tuple[int, int], ...]:
+    ghosts = _check_ghosts(ghosts)
+    if shape is not None:
+        out = _norm_ghosts(ghosts, ndim)
+        for d, ((lo, hi), n) in enumerate(zip(out, shape)):
+            if max(lo, hi) > max(int(n), 1):
+                raise DistributionError(
+                    f"ghost layers {(lo, hi)} in dimension {d} are wider than the global extent {int(n)} of shape "
+                    f"{tuple(shape)}; ghost layers hold neighbours' cells, at most the array's extent"
+                )
+        return out
+    if ghosts == 0:
         return ((0, 0),) * ndim
     if isinstance(ghosts, (int, np.integer)):
         g = int(ghosts)
@@ -210,7 +254,7 @@ class _Grid(Distribution):
     """Common part of distributions over a process grid."""
 
     def __init__(self, grid: Sequence[int] | None = None) -> None:
-        self.grid = None if grid is None else tuple(int(g) for g in grid)
+        self.grid = None if grid is None else check.int_list(grid, "process grid", minimum=1, maximum=2**31 - 1)
 
     def _grid_for(self, shape: Sequence[int], nprocs: int) -> tuple[int, ...]:
         grid = self.grid if self.grid is not None else default_grid(nprocs, len(shape))
@@ -250,7 +294,7 @@ class Block(_Grid):
 
     def __init__(self, grid: Sequence[int] | None = None, ghosts: Any = 0) -> None:
         super().__init__(grid)
-        self.ghosts = ghosts
+        self.ghosts = _check_ghosts(ghosts)
 
     def piece(self, shape, nprocs, rank):
         shape = tuple(int(s) for s in shape)
@@ -264,7 +308,7 @@ class Block(_Grid):
         return Piece(
             shape=shape,
             counts=tuple(counts),
-            ghosts=_norm_ghosts(self.ghosts, len(shape)),
+            ghosts=_norm_ghosts(self.ghosts, len(shape), shape),
             indices=tuple(np.arange(s, s + c, dtype=np.int64) for s, c in zip(starts, counts)),
             kind="subarray",
             starts=tuple(starts),
@@ -289,7 +333,10 @@ class BlockCyclic(_Grid):
 
     def __init__(self, grid: Sequence[int] | None = None, blocks: int | Sequence[int] = 1) -> None:
         super().__init__(grid)
-        self.blocks = blocks
+        if isinstance(blocks, (int, np.integer)) and not isinstance(blocks, (bool, np.bool_)):
+            self.blocks: int | tuple[int, ...] = check.integer(blocks, "block size", minimum=1, maximum=2**31 - 1)
+        else:
+            self.blocks = check.int_list(blocks, "block sizes", minimum=1, maximum=2**31 - 1)
 
     def _blocks_for(self, ndim: int) -> tuple[int, ...]:
         b = self.blocks
@@ -358,9 +405,9 @@ class Subarray(Distribution):
     kind = "subarray"
 
     def __init__(self, start: Sequence[int], count: Sequence[int], ghosts: Any = 0) -> None:
-        self.start = tuple(int(s) for s in start)
-        self.count = tuple(int(c) for c in count)
-        self.ghosts = ghosts
+        self.start = check.int_list(start, "subarray start")
+        self.count = check.int_list(count, "subarray count")
+        self.ghosts = _check_ghosts(ghosts)
         if len(self.start) != len(self.count):
             raise DistributionError(f"start {self.start} and count {self.count} differ in length")
 
@@ -386,7 +433,7 @@ class Subarray(Distribution):
         return Piece(
             shape=shape,
             counts=self.count,
-            ghosts=_norm_ghosts(self.ghosts, len(shape)),
+            ghosts=_norm_ghosts(self.ghosts, len(shape), shape),
             indices=tuple(np.arange(s, s + c, dtype=np.int64) for s, c in zip(self.start, self.count)),
             kind="subarray",
             starts=self.start,

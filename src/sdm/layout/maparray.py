@@ -21,7 +21,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import DistributionError
+from .. import _validate as check
+from ..errors import DistributionError, InvalidArgumentError
 from .distribution import Distribution, Piece
 
 __all__ = ["MapArray"]
@@ -52,17 +53,26 @@ class MapArray(Distribution):
     kind = "map"
 
     def __init__(self, global_rows: Any, ghost: Any = None, *, coverage: bool = True) -> None:
-        rows = np.asarray(global_rows)
+        try:
+            rows = np.asarray(global_rows)
+        except (TypeError, ValueError, OverflowError):
+            rows = np.asarray([object()])
         if rows.ndim != 1 or not (rows.size == 0 or np.issubdtype(rows.dtype, np.integer)):
             raise DistributionError(f"a map array is a 1-D array of integer global rows, got {rows.dtype} of shape {rows.shape}")
         self.global_rows = rows.astype(np.int64, copy=False)
         if ghost is None:
             self.ghost = np.zeros(rows.size, dtype=bool)
         else:
-            self.ghost = np.asarray(ghost, dtype=bool)
+            try:
+                mask = np.asarray(ghost)
+            except (TypeError, ValueError, OverflowError):
+                mask = np.asarray([object()])
+            if mask.dtype != np.bool_ and mask.size:
+                raise InvalidArgumentError(f"ghost must be a mask of booleans, one per local row, got {mask.dtype}")
+            self.ghost = mask.astype(bool)
             if self.ghost.shape != rows.shape:
                 raise DistributionError(f"ghost mask has shape {self.ghost.shape}; the map has {rows.size} rows")
-        self.coverage = bool(coverage)
+        self.coverage = check.flag(coverage, "coverage")
         self._pieces: dict[tuple, Piece] = {}
         self._checked: set[tuple] = set()
         self.types: dict[tuple, Any] = {}  # MPI types built for this map, reused across datasets

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..errors import InvalidNameError
+from ..errors import HintError, InvalidArgumentError
 from ..io import IOMethod, get_method, method_names
 from .hints import Hints, conforms
 from .model import METHODS, CostModel, Prediction
@@ -212,7 +212,7 @@ class Planner:
 
         Raises
         ------
-        InvalidNameError
+        InvalidArgumentError
             The name is neither ``"auto"`` nor a registered method, or a hint is invalid.
         """
         if requested == "exchange" and access is not None and access.kind != "map":
@@ -294,7 +294,7 @@ class Planner:
         if hints.methods is not None:
             unknown = [m for m in hints.methods if m not in allowed]
             if unknown:
-                raise InvalidNameError(f"planner hint methods names unknown methods {unknown}; choose from {allowed}")
+                raise HintError(f"planner hint methods names unknown methods {unknown}; choose from {allowed}")
             allowed = [m for m in allowed if m in hints.methods]
         if hints.buffer_limit is not None:
             params = self.model.params(self.mpi_hints)

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import InvalidNameError
+from ..errors import HintError
 
 __all__ = ["Hints", "parse_pattern", "conforms"]
 
@@ -40,7 +40,7 @@ def parse_pattern(text: Any) -> tuple[str, ...]:
 
     Raises
     ------
-    InvalidNameError
+    HintError
         A word other than Block, Cyclic, BlockCyclic, Map or ``*``.
     """
     items = text if isinstance(text, (list, tuple)) else [w for w in re.split(r"[\s,()]+", str(text)) if w]
@@ -48,12 +48,12 @@ def parse_pattern(text: Any) -> tuple[str, ...]:
     for w in items:
         key = str(w).strip().lower()
         if key not in _WORDS:
-            raise InvalidNameError(
+            raise HintError(
                 f"access pattern {text!r}: {w!r} is not one of Block, Cyclic, BlockCyclic, Map or *"
             )
         out.append(_WORDS[key])
     if not out:
-        raise InvalidNameError(f"access pattern {text!r} names no dimension; write e.g. '(Block, Block)'")
+        raise HintError(f"access pattern {text!r} names no dimension; write e.g. '(Block, Block)'")
     return tuple(out)
 
 
@@ -85,36 +85,43 @@ class Hints:
 
         Raises
         ------
-        InvalidNameError
+        HintError
             A known hint with a value that cannot be used.
         """
+        if hints is not None and not isinstance(hints, Mapping):
+            raise HintError(f"planner hints must be a dict, got {type(hints).__name__}")
         h = dict(hints or {})
+        bad = [k for k in h if not isinstance(k, str)]
+        if bad:
+            raise HintError(f"planner hint keys must be strings, got {bad[0]!r}")
         pattern = parse_pattern(h["pattern"]) if h.get("pattern") is not None else None
         try:
             frequency = float(h.get("frequency", 1.0))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             frequency = -1.0
-        if frequency < 0:
-            raise InvalidNameError(f"planner hint frequency={h.get('frequency')!r} must be a number >= 0")
+        if not 0 <= frequency < float("inf"):
+            raise HintError(f"planner hint frequency={h.get('frequency')!r} must be a number >= 0")
         mostly = h.get("mostly")
         if mostly is not None and mostly not in ("read", "write"):
-            raise InvalidNameError(f"planner hint mostly={mostly!r} must be 'read' or 'write'")
+            raise HintError(f"planner hint mostly={mostly!r} must be 'read' or 'write'")
         limit = h.get("buffer_limit")
         if limit is not None:
             try:
                 limit = int(limit)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 limit = -1
             if limit < 0:
-                raise InvalidNameError(f"planner hint buffer_limit={h.get('buffer_limit')!r} must be bytes >= 0")
+                raise HintError(f"planner hint buffer_limit={h.get('buffer_limit')!r} must be bytes >= 0")
         methods = h.get("methods")
         if methods is not None:
             items = methods.split(",") if isinstance(methods, str) else methods
+            if not isinstance(items, (list, tuple)) or not all(isinstance(m, str) for m in items):
+                raise HintError(f"planner hint methods={methods!r} must be comma-separated method names")
             methods = tuple(m.strip() for m in items if m.strip())
         raw = h.get("trials", cls.trials)
         trials = int(raw) if isinstance(raw, (int, str)) and str(raw).strip().isdigit() else -1
         if trials < 0:
-            raise InvalidNameError(f"planner hint trials={h.get('trials')!r} must be a whole number >= 0")
+            raise HintError(f"planner hint trials={h.get('trials')!r} must be a whole number >= 0")
         return cls(pattern, frequency, mostly, limit, methods, trials)
 
     def describe(self) -> str:

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 from mpi4py import MPI
 
 from .._collective import Failure, agree, capture
-from ..errors import InvalidNameError, StorageError
+from ..errors import HintError, StorageError
 
 __all__ = ["SYNC_MODES", "sync_mode", "node_comm", "make_durable"]
 
@@ -45,12 +45,12 @@ def sync_mode(hints: Mapping[str, Any] | None) -> str:
 
     Raises
     ------
-    InvalidNameError
+    HintError
         For a value not in :data:`SYNC_MODES`.
     """
     value = str((hints or {}).get("sdm_sync", SYNC_MODES[0])).lower()
     if value not in SYNC_MODES:
-        raise InvalidNameError(f"hint sdm_sync={value!r}: use one of {', '.join(map(repr, SYNC_MODES))}")
+        raise HintError(f"hint sdm_sync={value!r}: use one of {', '.join(map(repr, SYNC_MODES))}")
     return value
 
 
@@ -78,11 +78,11 @@ def _fsync(path: Path) -> None:
     try:
         fd = os.open(path, os.O_WRONLY)
     except OSError as exc:
-        raise StorageError(f"sync of {path} failed: cannot open it ({exc.strerror})") from None
+        raise StorageError(f"sync of {path} failed: cannot open it ({exc.strerror})", errno=exc.errno) from None
     try:
         os.fsync(fd)
     except OSError as exc:
-        raise StorageError(f"sync of {path} failed: {exc.strerror}") from None
+        raise StorageError(f"sync of {path} failed: {exc.strerror}", errno=exc.errno) from None
     finally:
         os.close(fd)
 
@@ -110,7 +110,10 @@ def make_durable(comm: MPI.Comm, fh: MPI.File | None, path: str | Path, mode: st
         try:
             _mpi_sync(fh)  # type: ignore[arg-type]
         except MPI.Exception as exc:
-            failure = Failure(StorageError(f"sync of {path} failed: {exc.Get_error_string()}"), comm.Get_rank())
+            from .files import mpi_errno
+
+            failure = Failure(StorageError(f"sync of {path} failed: {exc.Get_error_string()}", errno=mpi_errno(exc)),
+                              comm.Get_rank())
         agree(comm, failure)
         return
     failure = None

@@ -7,6 +7,7 @@ At levels 2 and 3 one file receives many writes; the cache keeps it open across 
 
 from __future__ import annotations
 
+import errno as _errno
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -17,7 +18,7 @@ from .._collective import agree, capture
 from ..errors import StorageError
 from .durability import make_durable
 
-__all__ = ["FileCache", "extend_file"]
+__all__ = ["FileCache", "extend_file", "copy_range", "mpi_errno"]
 
 
 class FileCache:
@@ -85,13 +86,14 @@ class FileCache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StorageError(f"cannot create directory {path.parent}: {exc.strerror}") from None
+            raise StorageError(f"cannot create directory {path.parent}: {exc.strerror}", errno=exc.errno) from None
 
     def _open_file(self, path: Path, amode: int) -> MPI.File:
         try:
             return MPI.File.Open(self.comm, str(path), amode, self.info)
         except MPI.Exception as exc:
-            raise StorageError(f"cannot open {path} ({'read-write' if self.writable else 'read-only'}): {exc.Get_error_string()}") from None
+            raise StorageError(f"cannot open {path} ({'read-write' if self.writable else 'read-only'}): {exc.Get_error_string()}",
+                               errno=mpi_errno(exc)) from None
 
     def sync(self, path: Path, fh: MPI.File | None = None) -> None:
         """Make the bytes written to *path* durable (collective).
@@ -124,19 +126,75 @@ class FileCache:
 def extend_file(path: Path, end: int) -> None:
     """Make *path* at least *end* bytes long, creating it if needed (a sparse zero tail).
 
-    Called by rank 0 before a collective write: bytes no rank writes (rows left unowned
-    by a map with ``coverage=False``) then read as zeros, and read-modify-write cycles
-    inside MPI-IO never read past the end of the file (which returns garbage).
+    Called by rank 0 before a collective write into space reserved up to *end*: bytes no
+    rank writes (rows left unowned by a map with ``coverage=False``) then read as zeros,
+    and read-modify-write cycles inside MPI-IO never read past the end of the file
+    (which returns garbage). The file only ever grows: the last reserved byte is written
+    (it belongs to this write's reservation), so a concurrent writer's longer extension
+    is never cut back.
 
     Raises
     ------
     StorageError
     """
     try:
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
-        if path.stat().st_size < end:
-            os.truncate(path, end)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            if end > 0 and os.fstat(fd).st_size < end:
+                os.pwrite(fd, b"\0", end - 1)
+        finally:
+            os.close(fd)
     except OSError as exc:
-        raise StorageError(f"cannot prepare data file {path}: {exc.strerror}") from None
+        raise StorageError(f"cannot prepare data file {path}: {exc.strerror}", exc.errno) from None
+
+
+def copy_range(src: Path, src_offset: int, dst: Path, dst_offset: int, nbytes: int) -> None:
+    """Copy *nbytes* from one file's offset to another's (in the kernel where it can).
+
+    Raises
+    ------
+    StorageError
+    """
+    try:
+        fi = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fo = os.open(dst, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                done = 0
+                while done < nbytes:
+                    n = os.copy_file_range(fi, fo, nbytes - done, src_offset + done, dst_offset + done)
+                    if n == 0:
+                        raise OSError(5, f"{src} ends before byte {src_offset + nbytes}")
+                    done += n
+            finally:
+                os.close(fo)
+        finally:
+            os.close(fi)
+    except OSError as exc:
+        raise StorageError(f"cannot copy {nbytes} bytes from {src} to {dst}: {exc.strerror}", exc.errno) from None
+
+
+_MPI_ERRNO = {  # MPI error classes of file operations -> the operating system's error numbers
+    "ERR_NO_SPACE": _errno.ENOSPC,
+    "ERR_QUOTA": _errno.EDQUOT,
+    "ERR_ACCESS": _errno.EACCES,
+    "ERR_NO_SUCH_FILE": _errno.ENOENT,
+    "ERR_FILE_EXISTS": _errno.EEXIST,
+    "ERR_READ_ONLY": _errno.EROFS,
+    "ERR_BAD_FILE": _errno.EINVAL,
+    "ERR_FILE_IN_USE": _errno.EBUSY,
+    "ERR_IO": _errno.EIO,
+}
+
+
+def mpi_errno(exc: MPI.Exception) -> int | None:
+    """The ``errno`` matching an MPI-IO error (``ENOSPC`` for ``MPI_ERR_NO_SPACE``, ...), or None."""
+    try:
+        cls = exc.Get_error_class()
+    except Exception:  # noqa: BLE001 - a description only
+        return None
+    for name, number in _MPI_ERRNO.items():
+        if getattr(MPI, name, None) == cls:
+            return number
+    return None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import InvalidNameError
 
-__all__ = ["check_name", "component", "run_dir", "inside"]
+__all__ = ["check_name", "component", "inside"]
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX = 96
@@ -49,11 +49,6 @@ def component(name: str) -> str:
     if safe == name:
         return name
     return f"{safe}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
-
-
-def run_dir(application: str, run_id: int) -> Path:
-    """Directory of a run, relative to the data root."""
-    return Path(component(application)) / f"run-{run_id:06d}"
 
 
 def inside(root: Path, relative: Path) -> Path:

@@ -8,16 +8,21 @@ level       files                                                              n
 3           one file per group; every dataset and time step appended           ``group``
 ==========  =================================================================  =====================
 
-Appended data goes to the first free byte after the last *recorded* write of the
-file, so bytes left by a crash before the catalog commit are simply overwritten.
+At levels 2 and 3, space is reserved through the catalog by raising the file's high-water
+mark in one transaction, so concurrent writers never share bytes; an overwrite writes
+the new version to fresh space too, and the catalog switches to it at the commit. Space
+left unreferenced (superseded versions, a crash before the commit) is found by
+``sdm verify`` and reclaimed by ``sdm gc``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InvalidNameError
-from .naming import component, run_dir
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from .naming import component
 
 __all__ = ["LEVELS", "check_level", "relative_path", "appends"]
 
@@ -29,20 +34,26 @@ def check_level(level: object) -> int:
 
     Raises
     ------
-    InvalidNameError
+    InvalidArgumentError
         The level is not 1, 2 or 3.
     """
-    if isinstance(level, bool) or not isinstance(level, int) or level not in LEVELS:
-        raise InvalidNameError(f"organization level must be 1, 2 or 3, got {level!r}")
-    return level
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, (int, np.integer)) or int(level) not in LEVELS:
+        raise InvalidArgumentError(f"organization level must be 1, 2 or 3, got {level!r}")
+    return int(level)
 
 
-def relative_path(application: str, run_id: int, level: int, group: str, dataset: str, step: int) -> Path:
-    """Path (relative to the data root) of the file holding *dataset* at *step*."""
-    base = run_dir(application, run_id)
+def relative_path(run_dir: str | Path, level: int, group: str, dataset: str, step: int, version: int = 1) -> Path:
+    """Path (relative to the data root) of the file holding *dataset* at *step*.
+
+    *run_dir* is the run's directory relative to the data root. At level 1 each version
+    of a step has a file of its own (an overwrite never touches the bytes it replaces):
+    ``group.dataset.sSTEP.sdm``, then ``group.dataset.sSTEP.vN.sdm``.
+    """
+    base = Path(run_dir)
     g = component(group)
     if level == 1:
-        return base / f"{g}.{component(dataset)}.s{step:08d}.sdm"
+        v = "" if version == 1 else f".v{version}"
+        return base / f"{g}.{component(dataset)}.s{step:08d}{v}.sdm"
     if level == 2:
         return base / f"{g}.{component(dataset)}.sdm"
     return base / f"{g}.sdm"

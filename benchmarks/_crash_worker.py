@@ -1,0 +1,259 @@
+"""The MPI job that ``benchmarks/crash.py`` kills and ``tests/integration/test_concurrency.py`` races.
+
+Run under mpiexec, one JSON argument::
+
+    mpiexec -n 2 python benchmarks/_crash_worker.py '{"task": "crash", ...}'
+
+Tasks
+    ``crash``     mode "w": a new run, group ``g`` (datasets ``a`` <f8 and ``b`` <i4) at the given
+                  level, then a loop of ``write``, ``write_step`` or overwrites until killed
+                  (or ``max_steps``/``max_rounds``);
+    ``continue``  mode "a" on that run: two new steps, two overwrites of committed steps, and a
+                  read-back (``verify=True``) of everything written here, compared with numpy;
+    ``start``     mode "w" at a signal (``go`` file) shared by several jobs: a new run, group,
+                  one step; prints the run id;
+    ``append``    mode "a" on a given run at the same signal: distinct steps of the same group.
+
+The data is a pure function of (dataset index, step, version): :func:`expected`.  Every value
+of every array ever written is distinct, so a row's bytes name the (dataset, step, version)
+they belong to, and a zero-filled hole matches nothing.
+
+Progress, written by rank 0 straight to ``<dir>/progress.<task>`` with one ``os.write`` per line
+(no buffering, so a kill -9 loses nothing already reported):
+
+    ``run R``                    the run id
+    ``ready``                    set-up done; the loop that is killed starts now
+    ``intent D S V CALL``        about to write version V of dataset D at step S (before the call)
+    ``done D S V CALL``          the call returned (so its catalog commit happened)
+    ``finished``                 the job ended normally
+    ``error CLASS MESSAGE``      an SDM error ended the task (``append``/``start``/``continue``)
+
+Every rank writes its pid to ``<dir>/pid.<task>.<rank>`` first.  The worker installs no signal
+handlers; it only imports what the public API offers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+#: The datasets of group ``g``: (name, dtype, global shape); index = position in this tuple.
+DATASETS = (("a", "<f8", (64, 48)), ("b", "<i4", (30, 50)))
+STEP_SPAN = 1024  # steps are < STEP_SPAN
+VERSION_SPAN = 256  # versions are < VERSION_SPAN
+GROUP = "g"
+APP = "crashtest"
+
+
+def expected(dataset: int, step: int, version: int) -> np.ndarray:
+    """The global array of dataset index *dataset* at *step*, version *version* (0 = first write).
+
+    Values ``base + i + 1`` with ``base = ((dataset*STEP_SPAN + step)*VERSION_SPAN + version)*n``:
+    distinct across every element, step, version and dataset, never 0, exact in the dtype.
+    """
+    if not (0 <= step < STEP_SPAN and 0 <= version < VERSION_SPAN):
+        raise ValueError(f"step {step} / version {version} outside the encodable range")
+    _, dtype, shape = DATASETS[dataset]
+    n = int(np.prod(shape))
+    base = ((dataset * STEP_SPAN + step) * VERSION_SPAN + version) * n
+    return (np.arange(n, dtype=np.int64) + (base + 1)).astype(dtype).reshape(shape)
+
+
+def dataset_index(name: str) -> int:
+    return [d[0] for d in DATASETS].index(name)
+
+
+class Progress:
+    """Rank 0's progress file (unbuffered lines); no-op on other ranks."""
+
+    def __init__(self, directory: Path, task: str, rank: int) -> None:
+        self.fd = os.open(directory / f"progress.{task}", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) \
+            if rank == 0 else None
+
+    def say(self, *words: object) -> None:
+        if self.fd is not None:
+            os.write(self.fd, (" ".join(str(w) for w in words) + "\n").encode())
+
+
+def _local(group, name: str, global_array: np.ndarray) -> np.ndarray:
+    piece = group.piece(name)
+    return np.ascontiguousarray(global_array[np.ix_(*piece.indices)]) if global_array.ndim else global_array
+
+
+def _write(group, progress: Progress, call: str, step: int, version: int, names: list[str], *,
+           overwrite: bool = False) -> None:
+    """One SDM call writing *names* at *step* (``write`` one name, or ``write_step``), logged."""
+    for n in names:
+        progress.say("intent", dataset_index(n), step, version, call)
+    arrays = {n: _local(group, n, expected(dataset_index(n), step, version)) for n in names}
+    if call == "write":
+        (n,) = names
+        group.write(n, step, arrays[n], overwrite=overwrite)
+    else:
+        group.write_step(step, arrays, overwrite=overwrite)
+    for n in names:
+        progress.say("done", dataset_index(n), step, version, call)
+
+
+def _open(sdm, cfg: dict, mode: str, **kw):
+    return sdm.open(cfg.get("app", APP), mode, root=cfg["root"], catalog=cfg["catalog"], **kw)
+
+
+def _make_group(session, level: int):
+    import sdm
+
+    return session.make_group(GROUP, [sdm.Dataset(n, shape=s, dtype=t) for n, t, s in DATASETS], level=level)
+
+
+def crash(cfg: dict, progress: Progress) -> None:
+    """Task ``crash``: the loop that gets killed."""
+    import sdm
+
+    names = [d[0] for d in DATASETS]
+    with _open(sdm, cfg, "w", attributes={"trial": int(cfg.get("trial", 0))}) as s:
+        progress.say("run", s.run_id)
+        g = _make_group(s, int(cfg["level"]))
+        op = cfg["op"]
+        if op == "overwrite":
+            for step in range(int(cfg["overwrite_steps"])):
+                _write(g, progress, "write_step", step, 0, names)
+        progress.say("ready")
+        if op == "write":
+            for step in range(int(cfg["max_steps"])):
+                for n in names:
+                    _write(g, progress, "write", step, 0, [n])
+        elif op == "write_step":
+            for step in range(int(cfg["max_steps"])):
+                _write(g, progress, "write_step", step, 0, names)
+        elif op == "overwrite":
+            # rounds alternate write(..., overwrite=True) per dataset and write_step(..., overwrite=True)
+            for version in range(1, int(cfg["max_rounds"]) + 1):
+                for step in range(int(cfg["overwrite_steps"])):
+                    if version % 2:
+                        for n in names:
+                            _write(g, progress, "write", step, version, [n], overwrite=True)
+                    else:
+                        _write(g, progress, "write_step", step, version, names, overwrite=True)
+        else:
+            raise ValueError(f"unknown op {op!r}")
+    progress.say("finished")
+
+
+def continue_run(cfg: dict, progress: Progress) -> None:
+    """Task ``continue``: reopen the killed run, add two steps, overwrite two, read them back."""
+    import sdm
+
+    names = [d[0] for d in DATASETS]
+    version = int(cfg["version"])  # larger than every version the killed job tried
+    written: list[tuple[str, int, int]] = []
+    with _open(sdm, cfg, "a", run=int(cfg["run"])) as s:
+        progress.say("run", s.run_id)
+        g = s.group(GROUP)
+        committed = {n: set(g.steps(n)) for n in names}
+        both = sorted(committed[names[0]] & committed[names[1]])
+        start = max([max(c) for c in committed.values() if c], default=-1) + 1
+        progress.say("ready")
+        for step in (start, start + 1):
+            _write(g, progress, "write_step", step, 0, names)
+            written += [(n, step, 0) for n in names]
+        if both:  # overwrite the first committed step with write_step, dataset a of the last with write
+            _write(g, progress, "write_step", both[0], version, names, overwrite=True)
+            written += [(n, both[0], version) for n in names]
+            _write(g, progress, "write", both[-1], version + 1, [names[0]], overwrite=True)
+            written = [w for w in written if not (w[0] == names[0] and w[1] == both[-1])]
+            written.append((names[0], both[-1], version + 1))
+        for n, step, v in written:
+            got = g.read(n, step, verify=True)
+            want = _local(g, n, expected(dataset_index(n), step, v))
+            if not np.array_equal(got, want):
+                raise AssertionError(f"read back {n} step {step} version {v}: different values")
+    progress.say("finished")
+
+
+def _wait_for(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {path} after {timeout} s")
+        time.sleep(0.005)
+
+
+def start(cfg: dict, progress: Progress, comm) -> None:
+    """Task ``start``: everybody opens mode "w" on the same fresh catalog at once."""
+    import sdm
+
+    comm.Barrier()
+    if comm.Get_rank() == 0:
+        progress.say("waiting")
+        _wait_for(Path(cfg["go"]), float(cfg.get("go_timeout", 60)))
+    comm.Barrier()
+    with _open(sdm, cfg, "w", attributes={"job": int(cfg["job"])}) as s:
+        progress.say("run", s.run_id)
+        g = _make_group(s, int(cfg["level"]))
+        _write(g, progress, "write_step", 0, 0, [d[0] for d in DATASETS])
+    progress.say("finished")
+
+
+def append(cfg: dict, progress: Progress, comm) -> None:
+    """Task ``append``: several jobs add their own steps to one group of one run at once."""
+    import sdm
+
+    names = [d[0] for d in DATASETS]
+    comm.Barrier()
+    if comm.Get_rank() == 0:
+        progress.say("waiting")
+        _wait_for(Path(cfg["go"]), float(cfg.get("go_timeout", 60)))
+    comm.Barrier()
+    with _open(sdm, cfg, "a", run=int(cfg["run"])) as s:
+        progress.say("run", s.run_id)
+        g = s.group(GROUP)
+        for k, step in enumerate(cfg["steps"]):
+            if k % 3 == 2:  # mix the two calls
+                for n in names:
+                    _write(g, progress, "write", step, 0, [n])
+            else:
+                _write(g, progress, "write_step", step, 0, names)
+    progress.say("finished")
+
+
+def main(argv: list[str]) -> int:
+    cfg = json.loads(argv[1])
+    directory = Path(cfg["dir"])
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    task = cfg["task"]
+    pid_file = directory / f"pid.{task}.{rank}"
+    tmp = pid_file.with_suffix(pid_file.suffix + ".tmp")
+    tmp.write_text(str(os.getpid()))
+    os.replace(tmp, pid_file)
+    progress = Progress(directory, task, rank)
+    try:
+        if task == "crash":
+            crash(cfg, progress)
+        elif task == "continue":
+            continue_run(cfg, progress)
+        elif task == "start":
+            start(cfg, progress, comm)
+        elif task == "append":
+            append(cfg, progress, comm)
+        else:
+            raise ValueError(f"unknown task {task!r}")
+    except Exception as exc:  # reported, and the exit status says it failed
+        import sdm
+
+        kind = "sdm" if isinstance(exc, sdm.SDMError) else "raw"
+        progress.say("error", kind, type(exc).__name__, " ".join(str(exc).split())[:500])
+        print(f"rank {rank}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,362 @@
+"""Crash harness: kill -9 MPI jobs in the middle of SDM writes, then check every committed row.
+
+A serial driver (run it with plain ``python``, not under mpiexec); each trial launches
+``mpiexec -n 2|3 python benchmarks/_crash_worker.py`` in a fresh temporary directory with a
+fresh SQLite catalog::
+
+    PYTHONPATH=src python benchmarks/crash.py                 # 200 trials (~10 min on 2 cores)
+    PYTHONPATH=src python benchmarks/crash.py --quick         # 10 trials, every level, call and kill
+    PYTHONPATH=src python benchmarks/crash.py --trials 54 --seed 7 --out /tmp/crash-results
+
+A trial:
+
+1. the worker opens a run (mode "w"), defines group ``g`` (``a``: <f8 64x48, ``b``: <i4 30x50)
+   at level 1, 2 or 3, says ``ready`` and loops over one kind of call: ``write`` (one dataset
+   per call, new steps), ``write_step`` (both datasets, new steps) or ``overwrite`` (three
+   steps written once, then rounds of ``write(..., overwrite=True)`` and
+   ``write_step(..., overwrite=True)`` alternately, each round a new version);
+2. after ``ready`` the driver waits a random delay (uniform in [0, ``--max-delay``], drawn per
+   trial from ``--seed`` and recorded) and kills with SIGKILL one of: a non-zero rank
+   (``rank``), rank 0 (``rank0``), or the whole job at once (``job``: every rank, Hydra's proxy
+   and mpiexec);
+3. every ``writes`` row of the catalog is checked against the bytes on disk with numpy and
+   sqlite3 alone (``_crash_check.py`` says exactly when a row is bad);
+4. the run is reopened (``sdm.open(app, "a", run=R)``) by a new job that writes two more
+   steps, overwrites two committed ones and reads back what it wrote with ``verify=True``; a
+   failure (non-zero exit, timeout, wrong values) is a *reopen failure*; then every row is
+   checked again.
+
+Trials cycle through the 27 combinations of level x call x kill kind, so that any 9
+consecutive trials cover every (level, kill) pair and every call at each level and each
+kill (``--quick``: 10 trials).  The rank count (2 or 3) and the killed rank are drawn per
+trial too.  Every subprocess runs under a timeout, in its own session; every process and
+temporary directory is removed at the end of its trial.  No signal handler is installed.
+
+Writes ``crash.json`` (every trial) and ``crash.md`` (tables) into ``--out``
+(default ``benchmarks/results``).  Exit status 0 when every trial ended with 0 bad rows, 0
+lost commits and every reopen working, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+if (REPO / "src" / "sdm").is_dir() and str(REPO / "src") not in sys.path:
+    sys.path.insert(0, str(REPO / "src"))  # this checkout's SDM, as the workers see it
+
+import numpy as np  # noqa: E402
+
+import _crash_check as check  # noqa: E402
+import _crash_worker as worker  # noqa: E402
+from _mpijob import Job, mpiexec  # noqa: E402
+
+LEVELS = (1, 2, 3)
+OPS = ("write", "write_step", "overwrite")
+KILLS = ("rank", "rank0", "job")
+READY_TIMEOUT = 90.0  # s from launch to "ready"
+EXIT_GRACE = 20.0  # s for mpiexec to end the other ranks after one was killed
+CONTINUE_TIMEOUT = 120.0  # s for the reopen job
+
+
+def combinations() -> list[tuple[int, str, str]]:
+    """The 27 (level, op, kill) combinations, ordered so that each 9 form a Latin square."""
+    out = []
+    for shift in range(3):
+        for i in range(9):
+            level, kill = LEVELS[i % 3], KILLS[i // 3]
+            op = OPS[(i % 3 + i // 3 + shift) % 3]
+            out.append((level, op, kill))
+    return out
+
+
+def plan(trials: int, seed: int, max_delay: float) -> list[dict[str, Any]]:
+    """Every trial's parameters, drawn from *seed* (reproducible)."""
+    rng = random.Random(seed)
+    combos = combinations()
+    out = []
+    for t in range(trials):
+        level, op, kill = combos[t % len(combos)]
+        nprocs = rng.choice((2, 3))
+        out.append(dict(trial=t, level=level, op=op, kill=kill, nprocs=nprocs,
+                        victim=0 if kill == "rank0" else (rng.randrange(1, nprocs) if kill == "rank" else None),
+                        delay=round(rng.uniform(0.0, max_delay), 4)))
+    return out
+
+
+def _names(index: int) -> str:
+    return worker.DATASETS[index][0]
+
+
+def _expected(name: str, step: int, version: int) -> np.ndarray:
+    return worker.expected(worker.dataset_index(name), step, version)
+
+
+def _run_id(lines: list[str]) -> int | None:
+    for line in lines:
+        if line.startswith("run "):
+            return int(line.split()[1])
+    return None
+
+
+def run_trial(p: dict[str, Any], *, max_steps: int, max_rounds: int) -> dict[str, Any]:
+    """One trial (see the module docstring); returns its record."""
+    result: dict[str, Any] = dict(p)
+    tmp = Path(tempfile.mkdtemp(prefix="sdm-crash-"))
+    try:
+        catalog = f"sqlite:///{tmp / 'catalog.db'}"
+        cfg = dict(task="crash", dir=str(tmp), root=str(tmp / "data"), catalog=catalog, level=p["level"], op=p["op"],
+                   max_steps=max_steps, max_rounds=max_rounds, overwrite_steps=3, trial=p["trial"])
+        job = Job(p["nprocs"], cfg, tmp / "crash.log")
+        try:
+            ready = job.wait_for("ready", READY_TIMEOUT)
+            result["started"] = ready
+            if not ready:
+                result["start_error"] = job.output()
+            else:
+                t0 = time.monotonic()
+                status = job.wait(p["delay"])  # the job may end first (then nothing is killed)
+                lines = job.progress()
+                result["calls_done_at_kill"] = sum(1 for line in lines if line.startswith("done "))
+                result["in_flight"] = lines[-1] if lines and lines[-1].startswith("intent ") else None
+                if status is not None:
+                    result["killed"] = False
+                    result["finished_before_kill"] = "finished" in lines
+                else:
+                    result["killed"] = True
+                    if p["kill"] == "job":
+                        job.kill_all()
+                    else:
+                        job.kill_rank(p["victim"])
+                    result["killed_after_s"] = round(time.monotonic() - t0, 4)
+                    result["job_ended_by_itself"] = job.wait(EXIT_GRACE if p["kill"] != "job" else 0.5) is not None
+        finally:
+            job.cleanup()
+        lines = job.progress()
+        run = _run_id(lines)
+        intents = check.Intents().read(lines, _names)
+        rows = check.load_rows(catalog)
+        first = check.check(rows, intents, _expected)
+        first["unreferenced_bytes"] = check.unreferenced_bytes(rows, _data_files(tmp / "data"))
+        result["check"] = first
+        if run is None:
+            result["reopen"] = dict(ok=None, reason="no run was created")
+            return result
+        version = max([v for vs in intents.tried.values() for v in vs], default=0) + 1
+        ccfg = dict(task="continue", dir=str(tmp), root=str(tmp / "data"), catalog=catalog, run=run, version=version)
+        cont = Job(p["nprocs"], ccfg, tmp / "continue.log")
+        try:
+            status = cont.wait(CONTINUE_TIMEOUT)
+        finally:
+            cont.cleanup()
+        clines = cont.progress()
+        ok = status == 0 and "finished" in clines
+        reopen: dict[str, Any] = dict(ok=ok, status=status, timed_out=status is None)
+        if not ok:
+            errors = [line for line in clines if line.startswith("error ")]
+            reopen["error"] = errors[-1] if errors else cont.output(1500)
+        intents.read(clines, _names)
+        rows = check.load_rows(catalog)
+        second = check.check(rows, intents, _expected)
+        reopen["check"] = second
+        result["reopen"] = reopen
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _data_files(root: Path) -> list[Path]:
+    return [f for f in root.rglob("*.sdm") if f.is_file()] if root.is_dir() else []
+
+
+# --------------------------------------------------------------------------------- report
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=20,
+                              stdin=subprocess.DEVNULL).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def host_facts() -> dict[str, Any]:
+    """SDM version, git commit, and the machine the trials ran on."""
+    import sdm
+
+    try:
+        mpi = subprocess.run([mpiexec(), "--version"], capture_output=True, text=True, timeout=20,
+                             stdin=subprocess.DEVNULL).stdout
+        version = [line.split(":", 1)[1].strip() for line in mpi.splitlines() if line.strip().startswith("Version:")]
+        mpi = f"Hydra/MPICH {version[0]}" if version else (mpi.strip().splitlines() or ["unknown"])[0]
+    except (OSError, subprocess.SubprocessError):
+        mpi = "unknown"
+    tmp = Path(tempfile.gettempdir()).resolve()
+    fs = ""
+    try:
+        best = ""
+        for line in Path("/proc/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and str(tmp).startswith(parts[1]) and len(parts[1]) >= len(best):
+                best, fs = parts[1], parts[2]
+    except OSError:
+        pass
+    return {"sdm_version": sdm.__version__, "sdm_path": str(Path(sdm.__file__).parent),
+            "git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain")),
+            "host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
+            "cores": os.cpu_count(), "numpy": np.__version__, "sqlite": sqlite3.sqlite_version, "mpi": mpi,
+            "tmpdir": str(tmp), "tmp_fs": fs or "unknown", "load_before": os.getloadavg()[0],
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over the trials, and by level, call, kill kind and level x call."""
+
+    def totals(ts: list[dict[str, Any]]) -> dict[str, Any]:
+        bad = [b for t in ts for b in t.get("check", {}).get("bad", [])]
+        return dict(
+            trials=len(ts),
+            killed=sum(1 for t in ts if t.get("killed")),
+            not_started=sum(1 for t in ts if not t.get("started")),
+            finished_before_kill=sum(1 for t in ts if t.get("killed") is False),
+            rows=sum(t.get("check", {}).get("rows", 0) for t in ts),
+            bad_rows=len(bad),
+            trials_with_bad_rows=sum(1 for t in ts if t.get("check", {}).get("bad")),
+            bad_by_reason=dict(Counter(b["reason"] for b in bad)),
+            lost=sum(len(t.get("check", {}).get("lost", [])) for t in ts),
+            overlapping_rows=sum(len(t.get("check", {}).get("overlap", [])) for t in ts),
+            reopen_failures=sum(1 for t in ts if t.get("reopen", {}).get("ok") is False),
+            bad_rows_after_reopen=sum(len(t.get("reopen", {}).get("check", {}).get("bad", [])) for t in ts),
+            lost_after_reopen=sum(len(t.get("reopen", {}).get("check", {}).get("lost", [])) for t in ts),
+            unreferenced_bytes=sum(t.get("check", {}).get("unreferenced_bytes", 0) for t in ts),
+        )
+
+    def by(key) -> dict[str, Any]:
+        groups: dict[str, list] = defaultdict(list)
+        for t in trials:
+            groups[key(t)].append(t)
+        return {k: totals(v) for k, v in sorted(groups.items())}
+
+    return dict(total=totals(trials), by_level=by(lambda t: f"level {t['level']}"), by_op=by(lambda t: t["op"]),
+                by_kill=by(lambda t: t["kill"]), by_level_op=by(lambda t: f"level {t['level']} {t['op']}"),
+                by_level_kill=by(lambda t: f"level {t['level']} {t['kill']}"))
+
+
+def failed(summary: dict[str, Any]) -> bool:
+    t = summary["total"]
+    return bool(t["bad_rows"] or t["lost"] or t["overlapping_rows"] or t["reopen_failures"] or t["not_started"]
+                or t["bad_rows_after_reopen"] or t["lost_after_reopen"])
+
+
+def markdown(data: dict[str, Any]) -> str:
+    m, s = data["meta"], data["summary"]
+    cols = ("trials", "killed", "finished_before_kill", "rows", "bad_rows", "trials_with_bad_rows", "lost",
+            "overlapping_rows", "reopen_failures", "bad_rows_after_reopen")
+    head = ("trials", "killed", "ended before kill", "rows checked", "bad rows", "trials with bad rows", "lost commits",
+            "overlapping rows", "reopen failures", "bad rows after reopen")
+
+    def table(title: str, part: dict[str, Any]) -> list[str]:
+        out = [f"### {title}", "", "| | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+        for k, v in part.items():
+            out.append(f"| {k} | " + " | ".join(str(v[c]) for c in cols) + " |")
+        return out + [""]
+
+    t = s["total"]
+    lines = [
+        "# Crash harness: kill -9 during SDM writes",
+        "",
+        f"SDM {m['sdm_version']}, commit {m['git_commit'][:12]}{' (modified)' if m['git_dirty'] else ''}, "
+        f"{m['date']}; {m['host']}: {m['cores']} cores, {m['platform']}, Python {m['python']}, numpy {m['numpy']}, "
+        f"SQLite {m['sqlite']}, {m['mpi']}; temporary directories on {m['tmp_fs']}; load {m['load_before']:.2f} "
+        f"before, {m['load_after']:.2f} after; {m['seconds']:.0f} s.",
+        "",
+        f"Options: {data['options']}.",
+        "",
+        f"**{t['trials']} trials, {t['killed']} killed; {t['bad_rows']} bad rows in {t['trials_with_bad_rows']} trials "
+        f"({', '.join(f'{k}: {v}' for k, v in t['bad_by_reason'].items()) or 'none'}); {t['lost']} lost commits; "
+        f"{t['overlapping_rows']} overlapping rows; {t['reopen_failures']} reopen failures; "
+        f"{t['bad_rows_after_reopen']} bad rows after reopen.**",
+        "",
+        "A row is bad when its file is missing or short, its length is wrong, its bytes equal no version the "
+        "worker ever tried for its (dataset, step), or they equal one but not the one its checksum describes "
+        "(see `benchmarks/README.md`).",
+        "",
+    ]
+    lines += table("By level", s["by_level"]) + table("By call", s["by_op"]) + table("By kill", s["by_kill"])
+    lines += table("By level and call", s["by_level_op"]) + table("By level and kill", s["by_level_kill"])
+    bad = [(tr, b) for tr in data["trials"] for b in tr.get("check", {}).get("bad", [])]
+    if bad:
+        lines += ["### Bad rows (first 30)", "", "| trial | level | call | kill | dataset | step | reason | detail |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for tr, b in bad[:30]:
+            lines.append(f"| {tr['trial']} | {tr['level']} | {tr['op']} | {tr['kill']} | {b['dataset']} | {b['step']} "
+                         f"| {b['reason']} | {b['detail']} |")
+        lines.append("")
+    fails = [tr for tr in data["trials"] if tr.get("reopen", {}).get("ok") is False]
+    if fails:
+        lines += ["### Reopen failures (first 20)", "", "| trial | level | call | kill | error |", "|---|---|---|---|---|"]
+        for tr in fails[:20]:
+            err = " ".join(str(tr["reopen"].get("error", "")).split())[:300].replace("|", "/")
+            lines.append(f"| {tr['trial']} | {tr['level']} | {tr['op']} | {tr['kill']} | {err} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=None, help="number of trials (default 200; 10 with --quick)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the per-trial draws (default 1)")
+    ap.add_argument("--quick", action="store_true", help="10 trials covering every level, call and kill kind")
+    ap.add_argument("--max-delay", type=float, default=1.0, help="kill delay after 'ready' is uniform in [0, this] s")
+    ap.add_argument("--max-steps", type=int, default=1000, help="steps of the write loops (< 1024)")
+    ap.add_argument("--max-rounds", type=int, default=250, help="rounds of the overwrite loop (< 254)")
+    ap.add_argument("--out", type=Path, default=HERE / "results", help="results directory (crash.json, crash.md)")
+    ap.add_argument("--name", default="crash", help="base name of the result files")
+    args = ap.parse_args(argv)
+    trials = args.trials if args.trials is not None else (10 if args.quick else 200)
+    if not (0 < args.max_steps < worker.STEP_SPAN - 3 and 0 < args.max_rounds < worker.VERSION_SPAN - 3):
+        ap.error("--max-steps must be in 1..1020 and --max-rounds in 1..252")
+    meta = host_facts()
+    options = dict(trials=trials, seed=args.seed, max_delay=args.max_delay, max_steps=args.max_steps,
+                   max_rounds=args.max_rounds)
+    print(f"crash harness: {trials} trials, seed {args.seed}, SDM from {meta['sdm_path']} ({meta['git_commit'][:12]})",
+          flush=True)
+    t0 = time.monotonic()
+    records = []
+    for p in plan(trials, args.seed, args.max_delay):
+        r = run_trial(p, max_steps=args.max_steps, max_rounds=args.max_rounds)
+        records.append(r)
+        c, ro = r.get("check", {}), r.get("reopen", {})
+        print(f"trial {p['trial']:3d}: level {p['level']} {p['op']:10s} kill {p['kill']:5s} n={p['nprocs']} "
+              f"delay {p['delay']:.3f}s  {'killed' if r.get('killed') else 'NOT KILLED' if r.get('started') else 'NOT STARTED'}"
+              f"  rows {c.get('rows', 0):4d} bad {len(c.get('bad', []))} lost {len(c.get('lost', []))}"
+              f"  reopen {'ok' if ro.get('ok') else 'FAILED' if ro.get('ok') is False else '-'}"
+              f" bad after {len(ro.get('check', {}).get('bad', []))}", flush=True)
+    meta["seconds"] = time.monotonic() - t0
+    meta["load_after"] = os.getloadavg()[0]
+    data = dict(meta=meta, options=options, summary=summarize(records), trials=records)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.name}.json").write_text(json.dumps(data, indent=1, default=str))
+    md = markdown(data)
+    (args.out / f"{args.name}.md").write_text(md)
+    print(md)
+    return 1 if failed(data["summary"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""The catalog's database: engines, write locks, damage checks and schema migrations.
+
+Everything here is about keeping the catalog whole when many jobs open it at once or
+when its file was damaged:
+
+* A new SQLite catalog is built in a private temporary file and linked into place in one
+  atomic step, so no other job ever sees a half-made catalog, and a file that exists is
+  always expected to hold one: an empty (0-byte) or foreign file raises
+  :class:`~sdm.errors.CatalogDamagedError`, never becomes a new empty catalog.
+* The schema's versions are Alembic revisions (``migrations/``). Creating or upgrading
+  the schema runs in one transaction holding the catalog's schema lock (``BEGIN
+  IMMEDIATE`` on SQLite, a transaction-level advisory lock on PostgreSQL) and checks the
+  revision again once it holds the lock, so any number of jobs may start at once.
+* :func:`write_transaction` is a transaction that takes the write lock up front
+  (``BEGIN IMMEDIATE`` on SQLite; PostgreSQL's row locks are taken by the statements),
+  for read-then-write work such as reserving file space.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ..errors import CatalogDamagedError, CatalogUnavailableError, CatalogVersionError
+from . import schema as S
+
+__all__ = [
+    "make_engine", "sqlite_path", "write_transaction", "schema_transaction", "check_sqlite_file",
+    "create_sqlite_file", "ensure_schema", "known_revisions", "catalog_id", "integrity_check", "is_damage",
+]
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SCHEMA_LOCK = 0x53444D53  # "SDMS": the PostgreSQL advisory lock key of schema changes
+_MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def sqlite_path(sa_url: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URL (None for other engines and ``:memory:``)."""
+    if not sa_url.startswith("sqlite"):
+        return None
+    path = sa_url[len("sqlite:///"):]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def make_engine(sa_url: str) -> Engine:
+    """An engine for the catalog, with SQLite set up for WAL and explicit ``BEGIN`` statements."""
+    if sa_url.startswith("sqlite"):
+        engine = sa.create_engine(sa_url, connect_args={"timeout": 60})
+        sa.event.listen(engine, "connect", _sqlite_connect)
+        sa.event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    return sa.create_engine(sa_url, connect_args={"connect_timeout": 10}, pool_pre_ping=True)
+
+
+def _sqlite_connect(dbapi_con, _record) -> None:
+    dbapi_con.isolation_level = None  # SQLAlchemy's "begin" event issues BEGIN itself
+    cur = dbapi_con.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+def _sqlite_begin(con: Connection) -> None:
+    con.exec_driver_sql("BEGIN IMMEDIATE" if con.get_execution_options().get("sdm_write_lock") else "BEGIN")
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction that holds the database's write lock from its first statement.
+
+    On SQLite this is ``BEGIN IMMEDIATE`` (readers go on; a second writer waits for the
+    busy timeout); on PostgreSQL an ordinary transaction, whose ``UPDATE`` statements lock
+    the rows they change until the commit.
+    """
+    with engine.connect() as con:
+        con.execution_options(sdm_write_lock=True)
+        with con.begin():
+            yield con
+
+
+# ----------------------------------------------------------------------------- SQLite files
+def check_sqlite_file(path: Path, shown: str) -> None:
+    """Refuse an existing SQLite catalog file that cannot hold a catalog.
+
+    Raises
+    ------
+    CatalogDamagedError
+        The file is empty or does not start with SQLite's header.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise CatalogUnavailableError(f"catalog {shown}: cannot read {path}: {exc.strerror}") from None
+    if not head:
+        raise CatalogDamagedError(
+            f"catalog {shown}: the file {path} is empty (0 bytes); a catalog file is never empty, so it was "
+            "truncated or damaged. Restore it from a backup; SDM does not replace it by a new catalog"
+        )
+    if head != _SQLITE_MAGIC:
+        raise CatalogDamagedError(
+            f"catalog {shown}: the file {path} is not an SQLite database (its header is damaged or it is "
+            "another kind of file). Restore it from a backup; SDM does not replace it by a new catalog"
+        )
+
+
+def create_sqlite_file(path: Path, shown: str) -> None:
+    """Create a new SQLite catalog at *path* atomically (no-op when another job made it first).
+
+    The schema is made in a private file beside *path*, which is then hard-linked to
+    *path*: the link either creates the catalog whole or fails because it exists.
+
+    Raises
+    ------
+    CatalogUnavailableError
+        The directory cannot be written.
+    """
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.new")
+    try:
+        engine = make_engine(f"sqlite:///{tmp}")
+        try:
+            with write_transaction(engine) as con:
+                _create(con)
+        finally:
+            engine.dispose()  # the last close checkpoints the WAL into the file
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another job created it first: use theirs
+    except OSError as exc:
+        raise CatalogUnavailableError(f"catalog {shown}: cannot create {path}: {exc.strerror}") from None
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------- schema
+def _create(con: Connection) -> None:
+    S.metadata.create_all(con)
+    con.execute(S.catalog_info.insert().values(key="uuid", value=uuid.uuid4().hex))
+    con.execute(sa.text("CREATE TABLE IF NOT EXISTS alembic_version (version_num VARCHAR(32) NOT NULL, "
+                        "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"))
+    con.execute(sa.text("INSERT INTO alembic_version (version_num) VALUES (:v)"), {"v": S.SCHEMA_VERSION})
+
+
+def _revision(con: Connection) -> str | None:
+    """The catalog's Alembic revision, or None when it has none (raises on damage)."""
+    if not sa.inspect(con).has_table("alembic_version"):  # a plain query (to_regclass may use a stale cache)
+        return None
+    return con.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def _legacy_version(con: Connection) -> int | None:
+    if not sa.inspect(con).has_table(S.schema_info.name):
+        return None
+    return con.execute(sa.select(sa.func.max(S.schema_info.c.version))).scalar()
+
+
+def _alembic(con: Connection, verb: str, revision: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    cfg.attributes["connection"] = con
+    getattr(command, verb)(cfg, revision)
+
+
+def known_revisions() -> list[str]:
+    """The revisions this SDM can upgrade from, oldest first."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(_MIGRATIONS))
+    return [r.revision for r in reversed(list(script.walk_revisions()))]
+
+
+def ensure_schema(engine: Engine, shown: str, *, create: bool) -> None:
+    """Make the catalog's schema the current revision (creating it if allowed).
+
+    The fast path is one query; creation and upgrades hold the schema lock and check
+    the revision again under it.
+
+    Raises
+    ------
+    CatalogVersionError
+        The catalog has a revision this SDM does not know (made by a newer SDM).
+    CatalogDamagedError
+        The database holds SDM tables but no revision, or (readers) holds nothing.
+    """
+    with engine.connect() as con:
+        if _revision(con) == S.SCHEMA_VERSION:
+            return
+    with schema_transaction(engine) as con:
+        rev = _revision(con)
+        if rev == S.SCHEMA_VERSION:
+            return  # another job made or upgraded it while this one waited
+        if rev is None:
+            legacy = _legacy_version(con)
+            if legacy is not None:
+                rev = f"{legacy:04d}"
+                if rev not in known_revisions():
+                    raise CatalogVersionError(
+                        f"catalog {shown} has schema version {legacy}; this SDM uses revision {S.SCHEMA_VERSION}. "
+                        "Open it with a matching SDM release."
+                    )
+                _alembic(con, "stamp", rev)
+            elif sa.inspect(con).has_table(S.runs.name):
+                raise CatalogDamagedError(
+                    f"catalog {shown} holds SDM tables but no schema revision (its version table was lost); "
+                    "restore it from a backup"
+                )
+            elif not create:
+                raise CatalogDamagedError(
+                    f"catalog {shown} holds no SDM catalog (no tables); open it for writing to create one, or "
+                    "check the URL"
+                )
+            else:
+                _create(con)
+                return
+        if rev not in known_revisions():
+            raise CatalogVersionError(
+                f"catalog {shown} has schema revision {rev}; this SDM uses revision {S.SCHEMA_VERSION}. "
+                "Open it with a matching SDM release."
+            )
+        _alembic(con, "upgrade", S.SCHEMA_VERSION)
+
+
+@contextmanager
+def schema_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction holding the catalog's schema lock (see the module documentation)."""
+    with write_transaction(engine) as con:
+        if con.dialect.name == "postgresql":
+            con.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
+        yield con
+
+
+def catalog_id(engine: Engine) -> str:
+    """The catalog's unique id (made with the catalog, recorded in every run directory)."""
+    with engine.connect() as con:
+        value = con.execute(sa.select(S.catalog_info.c.value).where(S.catalog_info.c.key == "uuid")).scalar()
+    if value is None:
+        raise CatalogDamagedError("the catalog has lost its unique id (table catalog_info); restore it from a backup")
+    return str(value)
+
+
+def integrity_check(engine: Engine) -> list[str]:
+    """The database engine's own integrity check: a list of problems (empty when whole).
+
+    SQLite: ``PRAGMA integrity_check`` and ``PRAGMA foreign_key_check``. PostgreSQL keeps
+    no such check for tables; the foreign keys of SDM's tables are checked with queries.
+    """
+    try:
+        return _integrity_check(engine)
+    except sa.exc.DatabaseError as exc:
+        if not is_damage(exc):
+            raise
+        return [f"the database cannot be read: {getattr(exc, 'orig', exc)}"]
+
+
+def _integrity_check(engine: Engine) -> list[str]:
+    problems: list[str] = []
+    with engine.connect() as con:
+        if con.dialect.name == "sqlite":
+            rows = [r[0] for r in con.exec_driver_sql("PRAGMA integrity_check")]
+            problems += [r for r in rows if r != "ok"]
+            problems += [f"table {r[0]} row {r[1]} refers to a missing row of {r[2]}"
+                         for r in con.exec_driver_sql("PRAGMA foreign_key_check")]
+        else:
+            for table in S.metadata.sorted_tables:
+                for fk in table.foreign_keys:
+                    parent, col = fk.column.table, fk.parent
+                    q = (sa.select(sa.func.count()).select_from(table)
+                         .where(col.is_not(None), ~sa.exists().where(fk.column == col)))
+                    n = con.execute(q).scalar_one()
+                    if n:
+                        problems.append(f"table {table.name}: {n} rows refer to missing rows of {parent.name}")
+        rev = _revision(con)
+        if rev != S.SCHEMA_VERSION:
+            problems.append(f"schema revision {rev}, expected {S.SCHEMA_VERSION}")
+    return problems
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether a database error says the catalog file is damaged (not merely busy or missing)."""
+    text = str(getattr(exc, "orig", None) or exc)
+    return "malformed" in text or "not a database" in text

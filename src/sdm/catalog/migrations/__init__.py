@@ -1,0 +1,1 @@
+"""Alembic migrations of the catalog schema (run by :class:`sdm.catalog.Catalog` on open)."""

@@ -1,0 +1,299 @@
+"""Checking and cleaning a run's storage: ``sdm verify`` and ``sdm gc`` (no MPI needed).
+
+:func:`verify_run` checks every committed row of a run against the bytes on disk (the
+file exists, is long enough, and the bytes match the checksum recorded at write time,
+recomputed with :mod:`sdm.integrity`) and lists the bytes no committed row refers to:
+whole files (a level-1 file of a superseded version, a file reserved by a write that
+never committed) and ranges inside appended files (superseded versions at levels 2
+and 3, space reserved by a crashed write). Unreferenced bytes are expected after
+overwrites and crashes; they are never read, and :func:`gc_run` reclaims them.
+
+:func:`gc_run` runs only while no session writes the run (it holds the run's lock
+exclusively, so a session that starts meanwhile waits for it): it deletes unreferenced
+files, punches holes in unreferenced ranges inside files (``fallocate`` with
+``FALLOC_FL_PUNCH_HOLE``: the file keeps its size and offsets, the blocks are freed),
+and cuts unreferenced tails, lowering the file's high-water mark to match.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import fcntl
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import integrity
+from .catalog import Catalog, RunRecord
+from .errors import RunStateError, StorageError
+from .storage import inside, runs
+
+__all__ = ["RowProblem", "Unreferenced", "VerifyReport", "GcReport", "verify_run", "gc_run"]
+
+Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """A committed row whose bytes are missing or do not match its checksum."""
+
+    group: str
+    dataset: str
+    step: int
+    path: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class Unreferenced:
+    """Bytes of a run's directory that no committed row refers to (``nbytes`` of a range or a whole file)."""
+
+    path: str
+    offset: int
+    nbytes: int
+    whole_file: bool
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify_run` found."""
+
+    run_id: int
+    state: str
+    rows: int = 0
+    bytes_checked: int = 0
+    checksums_checked: int = 0
+    problems: list[RowProblem] = field(default_factory=list)
+    unreferenced: list[Unreferenced] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every committed row is whole (unreferenced bytes are not a problem)."""
+        return not self.problems
+
+    @property
+    def unreferenced_bytes(self) -> int:
+        """Bytes of the run that no committed row refers to."""
+        return sum(u.nbytes for u in self.unreferenced)
+
+
+@dataclass
+class GcReport:
+    """What :func:`gc_run` reclaimed."""
+
+    run_id: int
+    files_removed: int = 0
+    ranges_punched: int = 0
+    tails_cut: int = 0
+    bytes_reclaimed: int = 0
+    not_reclaimed: list[str] = field(default_factory=list)
+
+
+def _run_state(catalog: Catalog, rec: RunRecord, rel_dir: str) -> str:
+    """The run's state, recording ``interrupted`` for an ``open`` run that no live session holds."""
+    if rec.state == "open" and not runs.writer_alive(Path(rec.root), rel_dir):
+        catalog.mark_interrupted(rec.id)
+        return "interrupted"
+    return rec.state
+
+
+def _rel_dir(rec: RunRecord) -> str:
+    return rec.dir or runs.legacy_run_dir(rec.application, rec.id)
+
+
+def _read(path: Path, offset: int, nbytes: int) -> np.ndarray:
+    if nbytes == 0:
+        return np.empty(0, dtype=np.uint8)
+    return np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(nbytes,))
+
+
+def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progress: Progress | None = None) -> VerifyReport:
+    """Check every committed row of a run and list unreferenced bytes.
+
+    Parameters
+    ----------
+    catalog : Catalog
+    run_id : int
+    checksums : bool
+        Recompute each row's checksum from the file (reads every byte); otherwise only
+        existence and lengths are checked.
+    progress : callable, optional
+        Called with (bytes checked, bytes to check) as the check proceeds.
+
+    Returns
+    -------
+    VerifyReport
+
+    Raises
+    ------
+    RunNotFoundError
+    """
+    rec = catalog.run(run_id)
+    rel_dir = _rel_dir(rec)
+    report = VerifyReport(run_id=rec.id, state=_run_state(catalog, rec, rel_dir))
+    root = Path(rec.root)
+    dtypes = {(g.name, d.name): d.dtype for g in rec.groups for d in g.datasets}
+    rows = catalog.writes(rec.id)
+    total = sum(w.nbytes for _, _, w in rows)
+    done = 0
+    referenced: dict[str, list[tuple[int, int]]] = {}
+    for gname, dname, w in rows:
+        report.rows += 1
+        referenced.setdefault(w.path, []).append((w.offset, w.offset + w.nbytes))
+        path = inside(root, Path(w.path))
+        problem = None
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            problem = f"file missing ({exc.strerror})"
+        else:
+            if size < w.offset + w.nbytes:
+                problem = f"file holds {size} bytes, the row needs bytes {w.offset}..{w.offset + w.nbytes}"
+            elif checksums and w.checksum and w.checksum_algo != "none":
+                raw = _read(path, w.offset, w.nbytes)
+                actual = integrity.checksum_of_bytes(raw, dtypes[(gname, dname)], w.checksum_algo)
+                report.checksums_checked += 1
+                report.bytes_checked += w.nbytes
+                if actual != w.checksum:
+                    problem = f"checksum {actual} ({w.checksum_algo}) does not match the recorded {w.checksum}"
+        if problem is not None:
+            report.problems.append(RowProblem(gname, dname, w.step, w.path, problem))
+        done += w.nbytes
+        if progress is not None:
+            progress(done, total)
+    report.unreferenced = _unreferenced(root, rel_dir, referenced, [f.path for f in catalog.files(rec.id)])
+    return report
+
+
+def _unreferenced(root: Path, rel_dir: str, referenced: dict[str, list[tuple[int, int]]],
+                  catalog_files: list[str]) -> list[Unreferenced]:
+    """Whole files and ranges of the run's directory that no committed row refers to."""
+    out: list[Unreferenced] = []
+    run_path = root / rel_dir
+    on_disk = {}
+    if run_path.is_dir():
+        for p in sorted(run_path.rglob("*")):
+            if p.is_file() and p.name != runs.MARKER:
+                on_disk[str(Path(rel_dir) / p.relative_to(run_path))] = p.stat().st_size
+    for rel in sorted(set(on_disk) | set(catalog_files)):
+        size = on_disk.get(rel)
+        if size is None:
+            continue  # a file row with no file: nothing to reclaim (a row needing it is a problem above)
+        spans = sorted(referenced.get(rel, []))
+        if not spans:
+            out.append(Unreferenced(rel, 0, size, True))
+            continue
+        pos = 0
+        gaps = []
+        for start, end in spans:
+            if start > pos:
+                gaps.append((pos, start))
+            pos = max(pos, end)
+        if size > pos:
+            gaps.append((pos, size))
+        full = root / rel
+        out += [Unreferenced(rel, a, b - a, False) for a, b in gaps if not _freed(full, a, b)]
+    return out
+
+
+def _freed(path: Path, start: int, end: int) -> bool:
+    """Whether bytes start..end of a file were reclaimed: no data in its whole blocks, zeros at its edges."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        block = os.fstat(fd).st_blksize or 4096
+        inner_a, inner_b = -(-start // block) * block, end // block * block
+        if inner_a < inner_b:
+            try:
+                if os.lseek(fd, inner_a, os.SEEK_DATA) < inner_b:
+                    return False
+            except OSError:  # ENXIO: no data after inner_a
+                pass
+        else:
+            inner_a = inner_b = end
+        edges = [(start, min(inner_a, end)), (max(inner_b, start), end)]
+        return all(not any(os.pread(fd, b - a, a)) for a, b in edges if b > a)
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------------- gc
+_PUNCH = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+
+
+def _punch_hole(fd: int, offset: int, nbytes: int) -> None:
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    if libc.fallocate(fd, _PUNCH, offset, nbytes) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def gc_run(catalog: Catalog, run_id: int, *, progress: Progress | None = None) -> GcReport:
+    """Reclaim a run's unreferenced bytes (see the module documentation).
+
+    Raises
+    ------
+    RunStateError
+        A live session is writing the run.
+    StorageError
+        A file cannot be changed.
+    """
+    rec = catalog.run(run_id)
+    rel_dir = _rel_dir(rec)
+    root = Path(rec.root)
+    report = GcReport(run_id=rec.id)
+    marker = root / rel_dir / runs.MARKER
+    lock_fd = None
+    if marker.exists():
+        lock_fd = os.open(marker, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(lock_fd)
+            raise RunStateError(
+                f"run {rec.id} is being written by a live session; run `sdm gc {rec.id}` after it closed"
+            ) from None
+    try:
+        if rec.state == "open":
+            catalog.mark_interrupted(rec.id)  # open, yet nobody else holds it: its writers died
+        found = verify_run(catalog, rec.id, checksums=False).unreferenced
+        total = sum(u.nbytes for u in found)
+        done = 0
+        for u in found:
+            path = inside(root, Path(u.path))
+            try:
+                if u.whole_file:
+                    path.unlink()
+                    catalog.drop_file(rec.id, u.path)
+                    report.files_removed += 1
+                elif u.offset + u.nbytes >= path.stat().st_size:
+                    os.truncate(path, u.offset)
+                    catalog.lower_alloc_end(rec.id, u.path, u.offset)
+                    report.tails_cut += 1
+                else:
+                    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+                    try:
+                        _punch_hole(fd, u.offset, u.nbytes)
+                    finally:
+                        os.close(fd)
+                    report.ranges_punched += 1
+                report.bytes_reclaimed += u.nbytes
+            except OSError as exc:
+                if exc.errno in (95, 38):  # EOPNOTSUPP, ENOSYS: the file system cannot punch holes
+                    report.not_reclaimed.append(f"{u.path} bytes {u.offset}..{u.offset + u.nbytes}: {exc.strerror}")
+                else:
+                    raise StorageError(f"gc of {path} failed: {exc.strerror}", exc.errno) from None
+            done += u.nbytes
+            if progress is not None:
+                progress(done, total)
+    finally:
+        if lock_fd is not None:
+            os.close(lock_fd)
+    return report

@@ -1,0 +1,146 @@
+"""Run directories: unique without the catalog, owned by one catalog, locked by live writers.
+
+A run's directory is ``<application>/run-<id>-<UTC time>-<random>`` under the data root:
+the id makes it easy to find, the time and 48 random bits make it unique even when the
+catalog is lost and ids start again, or when two catalogs share a data root. It is
+created with ``mkdir`` (never reused) and holds a marker file, ``.sdm-run``, naming the
+catalog and run that created it; SDM writes into a run directory only when the marker
+names the catalog and run writing. Every session writing the run holds a shared
+``flock`` on the marker for its lifetime, so a run the catalog says is ``open`` but whose
+marker nobody holds was interrupted (its writers died: a kill, a node failure).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..errors import RunStateError, StorageError
+from .naming import component
+
+__all__ = ["MARKER", "make_run_dir", "check_run_dir", "RunLock", "writer_alive", "legacy_run_dir"]
+
+#: Name of the marker file in every run directory.
+MARKER = ".sdm-run"
+
+
+def legacy_run_dir(application: str, run_id: int) -> str:
+    """The directory of a run made before run directories were unique (catalog revision < 0004)."""
+    return f"{component(application)}/run-{run_id:06d}"
+
+
+def make_run_dir(root: Path, application: str, run_id: int, catalog_id: str) -> str:
+    """Create a new, unique run directory with its marker; returns it relative to *root*.
+
+    Raises
+    ------
+    StorageError
+        The directory cannot be created (permissions, full file system, ...).
+    """
+    app_dir = Path(root) / component(application)
+    try:
+        app_dir.mkdir(parents=True, exist_ok=True)
+        for _ in range(8):
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            name = f"run-{run_id:06d}-{stamp}-{secrets.token_hex(6)}"
+            try:
+                (app_dir / name).mkdir()
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover - 48 random bits collided eight times
+            raise StorageError(f"cannot make a unique run directory under {app_dir}")
+        marker = {"catalog": catalog_id, "run": int(run_id), "application": application, "created": stamp}
+        path = app_dir / name / MARKER
+        with open(path, "x") as f:
+            json.dump(marker, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise StorageError(f"cannot create the run directory under {app_dir}: {exc.strerror}", exc.errno) from None
+    return f"{component(application)}/{name}"
+
+
+def check_run_dir(root: Path, rel_dir: str, catalog_id: str, run_id: int, *, legacy: bool = False) -> None:
+    """Make sure the run directory was created by this catalog for this run.
+
+    A run made before unique directories (*legacy*) has no marker; its directory is
+    accepted as long as no other catalog's marker is in it.
+
+    Raises
+    ------
+    RunStateError
+        The directory belongs to another catalog or run, or its marker is unreadable.
+    """
+    path = Path(root) / rel_dir / MARKER
+    try:
+        with open(path) as f:
+            marker = json.load(f)
+    except FileNotFoundError:
+        if legacy:
+            return
+        raise RunStateError(
+            f"run {run_id}: its directory {Path(root) / rel_dir} has no {MARKER} marker; SDM writes only into "
+            "run directories it created for this catalog"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise RunStateError(f"run {run_id}: cannot read the marker {path}: {exc}") from None
+    if not isinstance(marker, dict) or marker.get("catalog") != catalog_id or marker.get("run") != int(run_id):
+        raise RunStateError(
+            f"run {run_id}: the directory {Path(root) / rel_dir} was created by another catalog or run "
+            f"(marker {marker!r}); SDM never writes into a run directory this catalog did not create"
+        )
+
+
+class RunLock:
+    """A shared lock on a run's marker, held while a session writes the run.
+
+    Parameters
+    ----------
+    root, rel_dir
+        The run's data root and directory.
+    """
+
+    def __init__(self, root: Path, rel_dir: str) -> None:
+        self.path = Path(root) / rel_dir / MARKER
+        self._fd: int | None = None
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return  # a legacy run without a marker: nothing to lock
+        except OSError as exc:
+            raise StorageError(f"cannot open {self.path}: {exc.strerror}", exc.errno) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError:
+            os.close(fd)  # a file system without locks: liveness cannot be told, writing still works
+            return
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (the run's other writers keep theirs)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def writer_alive(root: Path, rel_dir: str | None) -> bool:
+    """Whether a live session holds the run's lock (True when that cannot be told)."""
+    if not rel_dir:
+        return False
+    path = Path(root) / rel_dir / MARKER
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False  # no marker: nobody can hold it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True  # held by a writer (EWOULDBLOCK), or locks unsupported: assume alive
+    finally:
+        os.close(fd)
+    return False
