@@ -15,7 +15,7 @@ NP          ?= 4
 # Tests: seconds allowed for the unit + integration run, and for each mpiexec run.
 PYTEST_TIMEOUT ?= 1200
 MPI_TIMEOUT    ?= 900
-MPI_NPS        ?= 1 2 3 4
+MPI_NPS        ?= 1 2 3 4 8
 PYTEST_DIRS    := $(wildcard tests/unit tests/integration)
 RESULTS        := .test-results
 

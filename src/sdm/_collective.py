@@ -12,6 +12,7 @@ from typing import Any, Callable, TypeVar
 
 from mpi4py import MPI
 
+from .catalog.urls import mask_urls
 from .errors import InternalError, SDMError, StorageError, error_class
 
 T = TypeVar("T")
@@ -36,6 +37,7 @@ class Failure:
             where = f" at {tb[-1].filename}:{tb[-1].lineno}" if tb else ""
             self.message = (f"internal error in SDM ({type(exc).__name__}: {exc}{where}); "
                             "this is a bug, please report it with this message")
+        self.message = mask_urls(self.message)  # a URL's password never travels or prints
         self.rank = rank
         self.errno = getattr(exc, "errno", None) if isinstance(exc, SDMError) else None
 

@@ -136,7 +136,9 @@ class ReadOnlyError(SDMError, PermissionError):
 
 
 class CollectiveMismatchError(SDMError, RuntimeError):
-    """Ranks made different collective calls (other dataset, step or group)."""
+    """Ranks made different collective calls (other dataset, step or group), gave different
+    data views (kind or parameters) or opened a session with different arguments (mode,
+    run, catalog, ...); raised on every rank with the same message."""
 
 
 class StorageError(SDMError, OSError):

@@ -23,6 +23,8 @@ from . import _validate as check
 from . import integrity
 from ._collective import agree, capture, root_call
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
+from .catalog.values import merge_attributes
+from .dtypes import check_dtype, dtype_text, from_text
 from .errors import (
     CollectiveMismatchError,
     DatasetNotFoundError,
@@ -38,6 +40,7 @@ from .errors import (
 )
 from .io import Transfer
 from .layout import Block, Distribution, MapArray, Piece
+from .layout.agreement import agree_view
 from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .planner import Access, choose_method, row_bytes
@@ -89,18 +92,13 @@ class Dataset:
         if shp is None or dt is None:
             raise InvalidArgumentError(f"dataset {self.name!r} needs a shape and a dtype (from the group or its own)")
         shp = check.shape(shp, f"dataset {self.name!r}: shape")
-        try:
-            np_dtype = np.dtype(dt)
-        except (TypeError, ValueError) as exc:
-            raise InvalidNameError(f"dataset {self.name!r}: {exc}") from None
+        np_dtype = check_dtype(dt, f"dataset {self.name!r}")
         if not isinstance(od, str) or od not in ("C", "F"):
             raise InvalidArgumentError(f"dataset {self.name!r}: order must be 'C' or 'F', got {od!r}")
         if int(np.prod(shp, dtype=np.int64)) * np_dtype.itemsize > check.MAX_BYTES:
             raise InvalidArgumentError(f"dataset {self.name!r}: shape {shp} of {np_dtype} is larger than SDM stores "
                                        f"({check.MAX_BYTES} bytes)")
-        if np_dtype.hasobject:
-            raise InvalidNameError(f"dataset {self.name!r}: dtype {np_dtype} holds Python objects")
-        return DatasetSpec(self.name, np_dtype.str, shp, od)
+        return DatasetSpec(self.name, dtype_text(np_dtype), shp, od)
 
 
 class Group:
@@ -155,23 +153,24 @@ class Group:
 
         Raises
         ------
-        ReadOnlyError, DatasetNotFoundError, InvalidNameError
+        ReadOnlyError, DatasetNotFoundError, InvalidArgumentError
         """
         self.session._check_writable("set attributes")
 
-        def resolve() -> list[int]:
-            check.mapping(attributes, "attributes")
+        def resolve() -> tuple[dict[str, Any], list[int]]:
+            merged = merge_attributes(attributes, kw)
             names = self.datasets if datasets is None else check.names(datasets, "datasets")
-            return [self.dataset(n).id for n in names]
+            return merged, [self.dataset(n).id for n in names]
 
-        ids, failure = capture(resolve, rank=self.session.rank)
+        resolved, failure = capture(resolve, rank=self.session.rank)
         agree(self.session.comm, failure)  # a bad name on any rank: the same error on all
+        merged, ids = resolved  # type: ignore[misc]
         root_call(
             self.session.comm,
             self.session.catalog_call,
             "set_attributes",
             self.session.run_id,
-            {**(attributes or {}), **kw},
+            merged,
             group_id=self.record.id,
             dataset_ids=ids,
             on_group=datasets is None,
@@ -186,11 +185,22 @@ class Group:
         ranks: a gap or an overlap raises :class:`DistributionError` everywhere.
         In a writing session the view is recorded as the datasets' access pattern.
 
+        Every rank must give the same kind of view with the same parameters (grid, block
+        sizes, map options; Subarray boxes, MapArray rows and ghost layers are each
+        rank's own) for the same datasets: this is checked with one exchange before
+        anything else, and a difference raises :class:`CollectiveMismatchError` with
+        the same message on every rank, naming the ranks and their views.
+
         Raises
         ------
-        DistributionError, DatasetNotFoundError
+        CollectiveMismatchError, DistributionError, DatasetNotFoundError
         """
         s = self.session
+        names, failure = capture(lambda: list(self._datasets) if datasets is None else list(datasets), rank=s.rank)
+        # first, before any collective that depends on the kind: the same view everywhere
+        agree_view(s.comm, view, f"data_view of group {self.name!r}", names)
+        agree(s.comm, failure)
+        assert names is not None
 
         def resolve() -> tuple[list[str], dict[str, Piece]]:
             if not isinstance(view, Distribution):
@@ -226,7 +236,7 @@ class Group:
             if old is not None:
                 old.free()
             rec = self.dataset(n)
-            self._views[n] = ResolvedView(view, pieces[n], np.dtype(rec.dtype), rec.order)  # type: ignore[index]
+            self._views[n] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order)  # type: ignore[index]
         if s.mode != "r":
             ids = [self.dataset(n).id for n in names]
             root_call(s.comm, s.catalog_call, "set_distribution", ids, view.to_json())
@@ -245,7 +255,7 @@ class Group:
             rec = self.dataset(name)
             s = self.session
             piece = Block().piece(rec.shape, s.size, s.rank)  # default view, same on all ranks
-            v = self._views[name] = ResolvedView(Block(), piece, np.dtype(rec.dtype), rec.order)
+            v = self._views[name] = ResolvedView(Block(), piece, from_text(rec.dtype), rec.order)
         return v
 
     # ------------------------------------------------------------------ write
@@ -431,7 +441,7 @@ class Group:
     def _access(self, name: str, writing: bool, payloads: list, index: int = 0) -> Access:
         """The planner's view of access *index* of a call, built from what every rank sent."""
         rec = self.dataset(name)
-        itemsize = np.dtype(rec.dtype).itemsize
+        itemsize = from_text(rec.dtype).itemsize
         access = Access.from_stats(
             [p[2][index] for p in payloads],
             writing=writing,

@@ -24,9 +24,11 @@ from . import _validate as check
 from . import integrity
 from ._collective import agree, capture, root_call
 from .catalog import irregular as records
+from .dtypes import check_dtype
 from .errors import InvalidArgumentError, InvalidNameError, StorageError
 from .io import Transfer, get_method
 from .layout import Block, Distribution, MapArray
+from .layout.agreement import agree_view
 from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .storage import check_name
@@ -44,12 +46,7 @@ def rows_view(ndim: int, nprocs: int) -> Block:
 
 
 def _describe(dtype: Any, shape: Sequence[int] | None, count: int | None, offset: int) -> tuple[np.dtype, tuple[int, ...]]:
-    try:
-        dt = np.dtype(dtype)
-    except TypeError as exc:
-        raise InvalidNameError(f"import dtype {dtype!r}: {exc}") from None
-    if dt.hasobject:
-        raise InvalidNameError(f"import dtype {dt} holds Python objects")
+    dt = check_dtype(dtype, "the import")
     if shape is None and count is None:
         raise InvalidArgumentError("an import needs count= (elements) or shape= (global shape)")
     if count is not None:
@@ -82,6 +79,9 @@ def import_array(
     except (TypeError, ValueError, OSError, RuntimeError):
         src = None
 
+    effective = view.all_rows() if isinstance(view, MapArray) else view  # an import fills ghost rows too
+    agree_view(s.comm, effective, f"import_array {name!r}")  # before any collective that depends on the view
+
     def local() -> tuple[ResolvedView, np.ndarray]:
         check_name(name, "import")
         check.path(source, "import source")
@@ -89,9 +89,7 @@ def import_array(
         if view is not None and not isinstance(view, Distribution):
             raise InvalidArgumentError(f"view must be a Distribution (Block, MapArray, ...), got {type(view).__name__}")
         dt, shp = _describe(dtype, shape, count, offset)
-        dist = view if view is not None else rows_view(len(shp), s.size)
-        if isinstance(dist, MapArray):  # an import fills ghost rows too
-            dist = dist.all_rows()
+        dist = effective if effective is not None else rows_view(len(shp), s.size)
         piece = dist.piece(shp, s.size, s.rank)
         resolved = ResolvedView(dist, piece, dt, "C")
         return resolved, np.zeros(piece.memory_shape, dtype=dt)

@@ -8,6 +8,7 @@ existing run to add data.  Only rank 0 talks to the catalog.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
@@ -18,8 +19,8 @@ from mpi4py import MPI
 from . import _validate as check
 from . import config
 from ._collective import agree, capture, root_call
-from .catalog import Catalog, DatasetSpec, RunRecord
-from .catalog.values import encode
+from .catalog import Catalog, DatasetSpec, RunRecord, redact_url
+from .catalog.values import encode, merge_attributes
 from .errors import (
     CatalogError,
     CollectiveMismatchError,
@@ -30,6 +31,7 @@ from .errors import (
 )
 from .group import Dataset, Group
 from .layout import Distribution
+from .layout.agreement import agree_view, by_value
 from .planner import Planner, choose_method
 from .storage import FileCache, check_level, check_name, durability, runs
 
@@ -43,8 +45,9 @@ class Session:
 
     Use :func:`sdm.open` to create one.  Attributes ``run_id``, ``run`` (the catalog
     record), ``root`` (the data root), ``run_dir`` (the run's directory under it) and
-    ``catalog_url`` describe where things go; ``previous_state`` is the state the run
-    was in when the session opened it (``"new"``, ``"open"``, ``"closed"`` or
+    ``catalog_url`` describe where things go (``catalog_url`` is for showing: its
+    password, if any, is masked as ``user:***@``); ``previous_state`` is the state the
+    run was in when the session opened it (``"new"``, ``"open"``, ``"closed"`` or
     ``"interrupted"``: its last writers died without closing it).
     """
 
@@ -127,9 +130,14 @@ class Session:
             if mode != "w" and root is None:
                 data_root = Path(rec.root)
             calibration = self.catalog.latest_calibration(str(data_root))
-            return url, str(data_root), rec, calibration, previous
+            return redact_url(url), str(data_root), rec, calibration, previous  # the password stays on rank 0
 
         try:
+            # before the catalog: the arguments that must agree (mode, run, catalog, ...) are the same on every rank
+            open_files = _agree_arguments(self.comm, dict(
+                application=application, mode=mode, run=run, root=root, catalog=catalog, attributes=attributes,
+                problem_size=problem_size, method=method, hints=hints, sync=self.sync, verify=self.verify,
+                checksum=self.checksum, planner_hints=planner_hints))
             self.catalog_url, root_text, self.run, calibration, self.previous_state = root_call(self.comm, setup)
         except BaseException:
             self.comm.Free()
@@ -138,7 +146,7 @@ class Session:
         self.run_id = self.run.id
         self.run_dir = self.run.dir or runs.legacy_run_dir(self.run.application, self.run.id)
         self.planner = Planner(calibration, planner_hints, self.hints)
-        self.files = FileCache(self.comm, writable=(mode != "r"), capacity=config.open_files(), info=_info(hints),
+        self.files = FileCache(self.comm, writable=(mode != "r"), capacity=open_files, info=_info(hints),
                                sync_mode=durability.sync_mode(self.hints))
         self.sources = FileCache(self.comm, writable=False, capacity=8, info=_info(hints))  # imported files
 
@@ -269,6 +277,9 @@ class Session:
             return out
 
         local, failure = capture(specs, rank=self.rank)
+        # before anything is recorded: ranks that give different views (or a view and none)
+        # would make different collective calls
+        agree_view(self.comm, view, f"make_group {name!r}")
         _same(agree(self.comm, failure, (name, level, local) if failure is None else None), "make_group")
         if view is not None:  # a view that does not fit is refused before the group is defined
             self._check_view(view, local)  # type: ignore[arg-type]
@@ -358,8 +369,9 @@ class Session:
     def set_attributes(self, attributes: dict[str, Any] | None = None, **kw: Any) -> None:
         """Set typed attributes on the run (collective)."""
         self._check_writable("set attributes")
-        agree(self.comm, capture(check.mapping, attributes, "attributes", rank=self.rank)[1])
-        root_call(self.comm, self.catalog_call, "set_attributes", self.run_id, {**(attributes or {}), **kw})
+        merged, failure = capture(merge_attributes, attributes, kw, rank=self.rank)
+        agree(self.comm, failure)  # the same check, and error, on every rank
+        root_call(self.comm, self.catalog_call, "set_attributes", self.run_id, merged)
 
     def find(
         self,
@@ -465,6 +477,73 @@ def _plain(obj: Any) -> Any:
     if hasattr(obj, "tolist") and not isinstance(obj, type):
         return obj.tolist()
     raise TypeError(f"{type(obj).__name__} is not JSON")
+
+
+_SECRET = ("catalog",)  # compared, never shown (a URL may hold a password)
+
+
+def _canonical(value: Any) -> str:
+    """A text that is equal on two ranks when the argument is (never raises)."""
+    try:
+        return json.dumps(value, sort_keys=True, default=repr)
+    except Exception:  # noqa: BLE001 - e.g. keys of mixed types
+        try:
+            return repr(value)
+        except Exception:  # noqa: BLE001
+            return f"<{type(value).__name__}>"
+
+
+def _effective(args: dict[str, Any]) -> dict[str, str]:
+    """What each argument means on this rank (defaults from the environment resolved), as text."""
+    out = {k: _canonical(v) for k, v in args.items() if k not in ("root", "catalog")}
+    root, catalog = args["root"], args["catalog"]
+    try:
+        data_root = Path(root).resolve() if root is not None else config.default_root()
+        out["root"] = str(data_root) if root is not None or args["mode"] == "w" else "the run's root"
+        url = catalog or config.default_catalog_url(data_root)
+        out["catalog"] = hashlib.sha256(str(url).encode()).hexdigest()
+    except Exception as exc:  # noqa: BLE001 - reported by setup() on rank 0; here it only has to compare
+        out["root"] = out["catalog"] = f"<{type(exc).__name__}>"
+    return out
+
+
+def _agree_arguments(comm: MPI.Comm, args: dict[str, Any]) -> int:
+    """One allgather; raise the same CollectiveMismatchError on every rank if arguments differ.
+
+    Returns the number of data files the session keeps open: the least over the ranks
+    (each rank's limit may differ; closing a cached file is collective, so all use one).
+
+    Raises
+    ------
+    CollectiveMismatchError
+        Naming every argument that differs and which ranks gave what (catalog URLs are
+        compared but never shown).
+    """
+    mine = _effective(args)
+    try:
+        mine["open files"] = str(config.open_files())
+    except ValueError:  # a bad $SDM_OPEN_FILES: the default
+        mine["open files"] = "64"
+    everyone = comm.allgather(mine)
+    differ = []
+    for key in everyone[0]:
+        if key == "open files":
+            continue
+        values = [e[key] for e in everyone]
+        if len(set(values)) == 1:
+            continue
+        if key in _SECRET:
+            labels: dict[str, str] = {}
+            shown = [labels.setdefault(v, f"URL {len(labels) + 1}") for v in values]
+            differ.append(f"{key} ({by_value(shown)}; URLs not shown)")
+        else:
+            differ.append(f"{key} ({by_value([v if len(v) <= 80 else v[:77] + '...' for v in values])})")
+    if differ:
+        raise CollectiveMismatchError(
+            "ranks opened the session with different arguments: " + ", ".join(differ)
+            + "; every rank must call sdm.open with the same application, mode, run, root, catalog and options"
+        )
+    return min(int(e["open files"]) for e in everyone)
 
 
 def _info(hints: dict[str, str] | None) -> MPI.Info:

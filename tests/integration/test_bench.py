@@ -54,7 +54,8 @@ def test_calibrate_stores_constants_that_predict_uses(tmp_path, catalog_url):
         assert r["total"]["3"] <= r["total"]["2"]
         assert r["total"]["1"] - r["total"]["2"] == pytest.approx(2 * (30 - 3) * open_s - (3 - 1) * r["per_held_file"],
                                                                   rel=1e-9)
-    assert result["auto"]["write"].startswith("auto: ")
+    # a plain choice, or a tie the first accesses measure (which one depends on the machine's timing)
+    assert result["auto"]["write"].startswith(("auto: ", "auto (trial, access 1 of "))
 
 
 def test_predict_without_calibration_says_so(tmp_path):

@@ -24,7 +24,6 @@ from sdm.errors import (
     CatalogVersionError,
     GroupExistsError,
     GroupNotFoundError,
-    InvalidNameError,
     RunNotFoundError,
     SDMError,
     StepExistsError,
@@ -255,22 +254,7 @@ def test_numpy_scalars_are_stored_as_python_values(cat: Catalog) -> None:
         int, int, int, float, float, bool, str]
 
 
-@pytest.mark.parametrize("key, value, message", [
-    ("shape", [1, 2], "attribute 'shape': value [1, 2] of type list is not supported; use bool, int, float or str"),
-    ("none", None, "attribute 'none': value None of type NoneType is not supported; use bool, int, float or str"),
-    ("arr", np.array([1, 2]), "attribute 'arr': value array([1, 2]) of type ndarray is not supported; "
-                              "use bool, int, float or str"),
-    ("raw", b"x", "attribute 'raw': value b'x' of type bytes is not supported; use bool, int, float or str"),
-    ("nan", float("nan"), "attribute 'nan': NaN cannot be stored or searched"),
-    ("", 1, "attribute key must be a non-empty string, got ''"),
-])
-def test_rejected_attribute_values(cat: Catalog, key, value, message) -> None:
-    before = cat.counts()
-    with pytest.raises(InvalidNameError) as info:
-        cat.create_run("astro", nprocs=1, root="/r", attributes={"ok": 1, key: value})
-    assert str(info.value) == message
-    assert isinstance(info.value, ValueError)
-    assert cat.counts() == before  # nothing half-registered
+# Refused keys and values (limits, classes, messages, nothing changed): test_catalog_limits.py
 
 
 def test_set_attributes_replaces_a_value_and_its_type(cat: Catalog) -> None:

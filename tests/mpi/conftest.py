@@ -1,6 +1,6 @@
 """Plumbing for tests that run on several MPI ranks at once.
 
-Run as (``make test`` does this for 1, 2, 3 and 4 ranks)::
+Run as (``make test`` does this for 1, 2, 3, 4 and 8 ranks)::
 
     .venv/bin/mpiexec -n 4 .venv/bin/python -m pytest tests/mpi -q -p no:cacheprovider
 

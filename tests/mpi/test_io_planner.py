@@ -140,7 +140,7 @@ def test_settled_samples_time_inner_calls_after_untimed_calls(comm, mpi_tmp, mon
     assert len(checked) == (3 * 2 if writing else 0)  # every timed write's file is checked, not the settling ones
 
 
-def test_steady_memory_holds_free_page_reporting_once_per_node(comm, mpi_tmp, monkeypatch):
+def test_steady_memory_reads_free_page_reporting_once_per_node_and_changes_nothing(comm, mpi_tmp, monkeypatch):
     from sdm.planner import measure
     from sdm.storage.durability import node_comm
 
@@ -149,15 +149,14 @@ def test_steady_memory_holds_free_page_reporting_once_per_node(comm, mpi_tmp, mo
         knob.write_text("9")
     comm.Barrier()
     monkeypatch.setattr(measure, "REPORTING_ORDER", knob)
-    holds = []
-    real = measure._hold_reporting
-    monkeypatch.setattr(measure, "_hold_reporting", lambda: (holds.append(1), real())[1])
-    orders = max(len(line.split()[4:]) for line in Path("/proc/buddyinfo").read_text().splitlines() if line)
+    reads = []
+    real = measure._reporting_state
+    monkeypatch.setattr(measure, "_reporting_state", lambda: (reads.append(1), real())[1])
     with measure.steady_memory(comm, 4 << 20) as memory:
         inside = knob.read_text()
         comm.Barrier()
-    assert memory["free_page_reporting"] == "held"
-    assert inside == str(orders)
-    assert comm.allreduce(len(holds)) == comm.allreduce(int(node_comm(comm).Get_rank() == 0))  # one per node
+    assert memory["free_page_reporting"] == "active"
+    assert inside == "9"
+    assert comm.allreduce(len(reads)) == comm.allreduce(int(node_comm(comm).Get_rank() == 0))  # one per node
     comm.Barrier()
     assert knob.read_text() == "9"

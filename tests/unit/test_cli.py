@@ -123,8 +123,9 @@ def test_ls_runs_of_an_application(filled: dict) -> None:
     assert "runs of ASTRO3D" in out
     row1 = next(line for line in out.splitlines() if line.startswith(f"│  {r1} "))
     assert "2024-01-10 12:00:00" in row1 and "[64, 32]" in row1 and "res=64 model=ideal" in row1
-    assert [c.strip() for c in row1.split("│")[1:-1]][2] == "4"  # ranks
-    assert [c.strip() for c in row1.split("│")[1:-1]][5] == "2"  # datasets
+    assert [c.strip() for c in row1.split("│")[1:-1]][2] == "closed"  # state
+    assert [c.strip() for c in row1.split("│")[1:-1]][3] == "4"  # ranks
+    assert [c.strip() for c in row1.split("│")[1:-1]][6] == "2"  # datasets
     assert "climate" not in out
 
     data = as_json("ls", "ASTRO3D", "--catalog", filled["url"])
@@ -133,6 +134,7 @@ def test_ls_runs_of_an_application(filled: dict) -> None:
         (r1, 4, 2, filled["bytes1"]), (r2, 8, 1, 128)]
     assert data["runs"][0]["attributes"] == {"res": 64, "model": "ideal"}
     assert data["runs"][0]["problem_size"] == [64, 32]
+    assert (data["runs"][0]["state"], data["runs"][0]["dir"]) == ("closed", None)  # registered without a directory
     assert data["runs"][1]["created_at"] == "2024-02-10T12:00:00+00:00"
 
 

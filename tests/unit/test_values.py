@@ -16,9 +16,9 @@ def test_encode_decode_keeps_type(value):
 
 
 def test_rejected_values():
-    with pytest.raises(sdm.InvalidNameError, match=r"attribute 'k': value \[1\] of type list is not supported"):
+    with pytest.raises(sdm.InvalidArgumentError, match=r"attribute 'k': value \[1\] of type list is not supported"):
         encode("k", [1])
-    with pytest.raises(sdm.InvalidNameError, match="attribute key must be a non-empty string"):
+    with pytest.raises(sdm.InvalidArgumentError, match="attribute key must be a non-empty string"):
         encode("", 1)
 
 
@@ -29,5 +29,5 @@ def test_parse_and_match():
     assert parse_condition("kind=analysis").matches("analysis")
     assert parse_condition("ok=true").matches(True)
     assert not Condition("x", "=", 1).matches(True)  # bools are not numbers here
-    with pytest.raises(sdm.InvalidNameError, match="cannot read condition 'novalue'"):
+    with pytest.raises(sdm.InvalidArgumentError, match="cannot read condition 'novalue'"):
         parse_condition("novalue")

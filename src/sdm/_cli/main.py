@@ -27,6 +27,7 @@ from rich.text import Text
 from .. import config
 from ..catalog import Catalog, RunRecord, parse_condition
 from ..catalog import irregular as irregular_records
+from ..catalog.urls import mask_urls
 from ..errors import ApplicationNotFoundError, CatalogUnavailableError, SDMError
 
 __all__ = ["app", "main", "steps_text"]
@@ -63,7 +64,7 @@ def _console() -> Console:
 
 def _error_line(message: str) -> None:
     """``error: <message>`` on stderr, on one line."""
-    text = " ".join(str(message).split()) or "unknown error"
+    text = " ".join(mask_urls(str(message)).split()) or "unknown error"
     err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
     err.print(Text("error: ", style="bold red") + Text(text, style="red"))
 
@@ -73,6 +74,7 @@ def _handles_errors(fn: F) -> F:
 
     Usage errors and explicit exits pass through; an exception that is not an
     :class:`SDMError` is a bug and says so, still on one line and without a traceback.
+    URL passwords are masked in either message.
     """
     if getattr(fn, "_sdm_handles_errors", False):
         return fn

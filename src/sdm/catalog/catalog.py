@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError as SAIntegrityError
@@ -24,15 +26,17 @@ from ..errors import (
     CatalogUnavailableError,
     GroupExistsError,
     GroupNotFoundError,
+    InvalidArgumentError,
     RunNotFoundError,
     StepExistsError,
 )
 from . import database as D
 from . import schema as S
 from .records import DatasetRecord, FileRecord, GroupRecord, RunRecord, WriteRecord
-from .values import Condition, conditions_from, decode, encode
+from .urls import redact_url, scrub
+from .values import Condition, conditions_from, decode, encode_all
 
-__all__ = ["Catalog", "normalize_url", "DatasetSpec"]
+__all__ = ["Catalog", "normalize_url", "redact_url", "DatasetSpec"]
 
 
 def _now() -> datetime:
@@ -57,7 +61,7 @@ def normalize_url(url: str) -> str:
     """
     if not isinstance(url, str) or "://" not in url:
         raise CatalogUnavailableError(
-            f"catalog URL {url!r} is not a URL; use sqlite:///path/to/catalog.db or "
+            f"catalog URL {redact_url(url)!r} is not a URL; use sqlite:///path/to/catalog.db or "
             "postgresql://user@host:port/dbname"
         )
     scheme, rest = url.split("://", 1)
@@ -65,6 +69,10 @@ def normalize_url(url: str) -> str:
         return "postgresql+psycopg://" + rest
     if scheme in {"postgresql+psycopg", "sqlite"}:
         return url
+    if not all(ch.isalnum() or ch in "+.-" for ch in scheme):  # 'user:pw@host://...' is no scheme
+        raise CatalogUnavailableError(
+            f"catalog URL {redact_url(url)!r} has no valid scheme; use sqlite:/// or postgresql://"
+        )
     raise CatalogUnavailableError(
         f"catalog URL scheme {scheme!r} is not supported; use sqlite:/// or postgresql://"
     )
@@ -109,14 +117,31 @@ class Catalog:
         The catalog holds a schema version this SDM does not know.
     CatalogDamagedError
         The catalog file is empty, not a database, or damaged (never replaced by a new one).
+
+    Notes
+    -----
+    :attr:`url` is the URL as it may be shown, its password masked (``user:***@``); the
+    real one lives only in the engine's connection settings.
     """
+
+    @property
+    def url(self) -> str:
+        """The catalog URL with any password masked (safe for messages and logs)."""
+        return self._shown_url
+
+    @url.setter
+    def url(self, value: str) -> None:
+        self._shown_url = redact_url(value)
+
+    def __repr__(self) -> str:
+        return f"Catalog({self.url!r})"
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = url
         self._file_ids: dict[tuple[int, str], int] = {}
         self._id: str | None = None
         sa_url = normalize_url(url)
-        shown = repr(url)
+        shown = repr(self.url)
         path = D.sqlite_path(sa_url)
         try:
             if path is not None:
@@ -130,9 +155,9 @@ class Catalog:
             self._dispose()
             if D.is_damage(exc):
                 raise CatalogDamagedError(
-                    f"catalog {shown} is damaged: {_short(exc)}; restore it from a backup"
+                    f"catalog {shown} is damaged: {scrub(_short(exc), url)}; restore it from a backup"
                 ) from None
-            raise CatalogUnavailableError(f"cannot open catalog {shown}: {_short(exc)}") from exc
+            raise CatalogUnavailableError(f"cannot open catalog {shown}: {scrub(_short(exc), url)}") from None
 
     @staticmethod
     def _prepare_sqlite(path: Path, shown: str, create: bool) -> None:
@@ -230,7 +255,7 @@ class Catalog:
 
         A run made with a directory starts ``open`` with one writer (see :meth:`open_run`).
         """
-        encoded = [(k, *encode(k, v)) for k, v in (attributes or {}).items()]
+        encoded = encode_all(attributes)  # every key and value checked before the transaction
         with self._tx() as con:
             app_id = self._app_id(con, application, create=True)
             run_id = con.execute(
@@ -296,7 +321,8 @@ class Catalog:
         RunNotFoundError
             No such run (or it belongs to another application).
         """
-        runs = self._runs(sa.select(S.runs.c.id).where(S.runs.c.id == int(run_id)))
+        rid = _run_id(run_id)
+        runs = [] if rid is None else self._runs(sa.select(S.runs.c.id).where(S.runs.c.id == rid))
         if not runs or (application is not None and runs[0].application != application):
             of = f" of application {application!r}" if application else ""
             raise RunNotFoundError(f"no run {run_id}{of} in catalog {self.url!r}")
@@ -305,19 +331,34 @@ class Catalog:
     def latest_run(self, application: str, attributes: dict[str, Any] | None = None) -> RunRecord:
         """Return the newest run of *application* whose attributes match.
 
+        Runs are examined newest first, a page at a time, so the cost does not grow with
+        the number of older runs (and no query's parameters grow with the catalog).
+
         Raises
         ------
         ApplicationNotFoundError, RunNotFoundError
+        InvalidArgumentError
+            An attribute key or value is refused (see :mod:`sdm.catalog.values`).
         """
-        with self.engine.connect() as con:
-            self._app_id(con, application, create=False)
-        found = self.find(application=application, attributes=attributes)
-        if not found:
-            raise RunNotFoundError(
-                f"no run of {application!r} has attributes {attributes or {}}; "
-                "`sdm ls` lists the runs and `sdm show RUN` their attributes"
-            )
-        return found[-1]
+        conds = self._conditions(attributes, ())
+        with self._reading("look up the latest run"):
+            with self.engine.connect() as con:
+                self._app_id(con, application, create=False)
+        ids = self._id_query(application=application, conds=conds)
+        ids = ids.order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc())
+        offset = 0
+        while True:
+            page = self._runs(ids.limit(_LATEST_PAGE).offset(offset))  # oldest first within the page
+            if not page:
+                break
+            matched = _filter_runs(page, conds)
+            if matched:
+                return matched[-1]
+            offset += _LATEST_PAGE
+        raise RunNotFoundError(
+            f"no run of {application!r} has attributes {attributes or {}}; "
+            "`sdm ls` lists the runs and `sdm show RUN` their attributes"
+        )
 
     def find(
         self,
@@ -335,6 +376,9 @@ class Catalog:
         its own; a dataset matches when those satisfy every condition.  Runs with no matching dataset are
         returned when the run itself matches every condition.
 
+        Any number of runs may match: candidate runs are selected by a subquery, never
+        by a list of ids, so no query's parameter count grows with the catalog.
+
         Parameters
         ----------
         application : str, optional
@@ -344,77 +388,116 @@ class Catalog:
             Inclusive range of run creation times (naive datetimes are taken as UTC).
         attributes : dict, optional
             ``{key: value}`` for equality or ``{key: (op, value)}`` with op in
-            ``= != < <= > >=``.
+            ``= != < <= > >=``.  Values follow the limits of :mod:`sdm.catalog.values`;
+            numpy scalars match like the Python values they hold (``np.int64(64)`` finds
+            ``64``); NaN and integers outside int64 are refused, not silently unmatched.
         conditions : iterable of Condition
             Extra parsed conditions (what ``sdm find`` passes).
+
+        Raises
+        ------
+        InvalidArgumentError
+            A condition, its key or value, or another argument is refused.
+        CatalogError
+            The catalog failed while reading.
         """
-        conds = conditions_from(attributes) + list(conditions)
+        conds = self._conditions(attributes, conditions)
+        if run is not None:
+            _run_id(run)  # validates
+        for name, when in (("since", since), ("until", until)):
+            if when is not None and not isinstance(when, datetime):
+                raise InvalidArgumentError(f"{name} must be a datetime, got {type(when).__name__}")
+        if application is not None and not isinstance(application, str):
+            raise InvalidArgumentError(f"application must be a name (str), got {type(application).__name__}")
+        q = self._id_query(application=application, run=run, since=since, until=until, conds=conds)
+        return _filter_runs(self._runs(q), conds)
+
+    @staticmethod
+    def _conditions(attributes: Any, conditions: Iterable[Condition]) -> list[Condition]:
+        """All conditions of a search, validated before any query runs."""
+        conds = conditions_from(attributes)
+        for c in conditions:
+            if not isinstance(c, Condition):
+                raise InvalidArgumentError(
+                    f"conditions must be Condition objects (see sdm.catalog.parse_condition), got {c!r}"
+                )
+            conds.append(c)
+        return conds
+
+    @staticmethod
+    def _id_query(
+        *,
+        application: str | None = None,
+        run: int | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        conds: Sequence[Condition] = (),
+    ) -> sa.Select:
+        """``SELECT runs.id`` of the candidate runs (values are compared later in Python)."""
         q = sa.select(S.runs.c.id).select_from(
             S.runs.join(S.applications, S.applications.c.id == S.runs.c.application_id)
         )
         if application is not None:
             q = q.where(S.applications.c.name == application)
         if run is not None:
-            q = q.where(S.runs.c.id == int(run))
+            rid = _run_id(run)
+            q = q.where(S.runs.c.id == rid if rid is not None else sa.false())
         if since is not None:
             q = q.where(S.runs.c.created_at >= _utc(since))
         if until is not None:
             q = q.where(S.runs.c.created_at <= _utc(until))
-        for c in conds:  # prefilter in SQL on key presence; values compared in Python
+        for c in conds:  # prefilter in SQL: the run holds a row that may satisfy the condition
             q = q.where(
-                sa.exists().where(S.attributes.c.run_id == S.runs.c.id).where(S.attributes.c.key == c.key)
+                sa.exists().where(S.attributes.c.run_id == S.runs.c.id, S.attributes.c.key == c.key,
+                                  *_prefilter(c))
             )
-        result = []
-        for rec in self._runs(q):
-            if not conds:
-                result.append(rec)
-                continue
-            groups = []
-            for g in rec.groups:
-                ds = tuple(
-                    d
-                    for d in g.datasets
-                    if _matches_all({**rec.attributes, **g.attributes, **d.attributes}, conds)
-                )
-                if ds:
-                    groups.append(_replace(g, datasets=ds))
-            run_ok = _matches_all(rec.attributes, conds)
-            if groups or run_ok:
-                result.append(_replace(rec, groups=tuple(groups) if groups else ()))
-        return result
+        return q
 
-    def _runs(self, id_query) -> list[RunRecord]:
-        """Load full run records (groups, datasets, steps, attributes) for the ids."""
-        r, a = S.runs, S.applications
-        with self.engine.connect() as con:
-            ids = [row[0] for row in con.execute(id_query)]
-            if not ids:
-                return []
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[None]:
+        """Turn a database failure while reading into :class:`CatalogError` (URL masked)."""
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise CatalogError(f"catalog {self.url!r} failed to {what}: {_short(exc)}") from None
+
+    def _runs(self, id_query: sa.Select) -> list[RunRecord]:
+        """Load full run records (groups, datasets, steps, attributes) of the runs *id_query* selects.
+
+        *id_query* selects run ids; it is joined in as a derived table by every query
+        here, so any number of runs is loaded with a fixed number of bound parameters.
+        """
+        r, a, g, d, w = S.runs, S.applications, S.groups, S.datasets, S.writes
+        ids = id_query.subquery("sel")
+        with self._reading("load runs"), self.engine.connect() as con:
             rows = con.execute(
                 sa.select(r, a.c.name.label("app"))
-                .select_from(r.join(a, a.c.id == r.c.application_id))
-                .where(r.c.id.in_(ids))
+                .select_from(r.join(a, a.c.id == r.c.application_id).join(ids, ids.c.id == r.c.id))
                 .order_by(r.c.created_at, r.c.id)
             ).mappings().all()
+            if not rows:
+                return []
             attrs = self._attributes(con, ids)
             grows = con.execute(
-                sa.select(S.groups).where(S.groups.c.run_id.in_(ids)).order_by(S.groups.c.position)
+                sa.select(g)
+                .select_from(g.join(ids, ids.c.id == g.c.run_id))
+                .order_by(g.c.position, g.c.id)
             ).mappings().all()
-            gids = [g["id"] for g in grows]
-            drows = (
-                con.execute(
-                    sa.select(S.datasets).where(S.datasets.c.group_id.in_(gids)).order_by(S.datasets.c.position)
-                ).mappings().all()
-                if gids
-                else []
-            )
-            dids = [d["id"] for d in drows]
+            drows = con.execute(
+                sa.select(d)
+                .select_from(d.join(g, g.c.id == d.c.group_id).join(ids, ids.c.id == g.c.run_id))
+                .order_by(d.c.position, d.c.id)
+            ).mappings().all() if grows else []
             steps: dict[int, list[int]] = defaultdict(list)
-            if dids:
+            if drows:
                 for did, step in con.execute(
-                    sa.select(S.writes.c.dataset_id, S.writes.c.step)
-                    .where(S.writes.c.dataset_id.in_(dids))
-                    .order_by(S.writes.c.step)
+                    sa.select(w.c.dataset_id, w.c.step)
+                    .select_from(
+                        w.join(d, d.c.id == w.c.dataset_id)
+                        .join(g, g.c.id == d.c.group_id)
+                        .join(ids, ids.c.id == g.c.run_id)
+                    )
+                    .order_by(w.c.step)
                 ):
                     steps[did].append(int(step))
         dsets: dict[int, list[DatasetRecord]] = defaultdict(list)
@@ -462,10 +545,12 @@ class Catalog:
 
     # -------------------------------------------------------------- attributes
     @staticmethod
-    def _attributes(con, run_ids: list[int]) -> dict[tuple[str, int], dict[str, Any]]:
+    def _attributes(con, ids) -> dict[tuple[str, int], dict[str, Any]]:
+        """Attributes of the runs in the derived table *ids* (and of their groups and datasets)."""
         t = S.attributes
         out: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
-        for row in con.execute(sa.select(t).where(t.c.run_id.in_(run_ids)).order_by(t.c.id)).mappings():
+        q = sa.select(t).select_from(t.join(ids, ids.c.id == t.c.run_id)).order_by(t.c.id)
+        for row in con.execute(q).mappings():
             if row["dataset_id"] is not None:
                 owner = ("d", row["dataset_id"])
             elif row["group_id"] is not None:
@@ -509,14 +594,34 @@ class Catalog:
 
         With ``group_id``, the attributes go to the group itself (unless ``on_group`` is
         false) and to each dataset in ``dataset_ids`` (the paper's propagation).
+
+        Every key and value is checked (see :mod:`sdm.catalog.values`) before the one
+        transaction that stores them all, so a refused attribute leaves nothing changed.
+
+        Raises
+        ------
+        InvalidArgumentError
+            A key or value is refused, or *attributes* is not a mapping.
+        RunNotFoundError
+            No such run.
+        CatalogError
+            The catalog refused the rows (e.g. a group or dataset id of another run).
         """
-        encoded = [(k, *encode(k, v)) for k, v in attributes.items()]
-        with self._tx() as con:
-            if group_id is None:
-                self._put_attributes(con, run_id, None, [None], encoded)
-            else:
-                owners = ([None] if on_group else []) + list(dataset_ids)
-                self._put_attributes(con, run_id, group_id, owners, encoded)
+        encoded = encode_all(attributes)
+        rid = _run_id(run_id)
+        try:
+            with self._tx() as con:
+                if rid is None or con.execute(sa.select(S.runs.c.id).where(S.runs.c.id == rid)).first() is None:
+                    raise RunNotFoundError(f"no run {run_id} in catalog {self.url!r}")
+                if group_id is None:
+                    self._put_attributes(con, rid, None, [None], encoded)
+                else:
+                    owners = ([None] if on_group else []) + list(dataset_ids)
+                    self._put_attributes(con, rid, group_id, owners, encoded)
+        except SQLAlchemyError as exc:
+            raise CatalogError(
+                f"catalog {self.url!r} refused the attributes of run {run_id}: {_short(exc)}"
+            ) from None
 
     # ------------------------------------------------------------------ groups
     def define_group(self, run_id: int, name: str, level: int, specs: Sequence[DatasetSpec]) -> GroupRecord:
@@ -575,10 +680,14 @@ class Catalog:
     def set_distribution(self, dataset_ids: Sequence[int], distribution: dict[str, Any]) -> None:
         """Record the writer's data view (the paper's access pattern) for datasets."""
         text = json.dumps(distribution)
+        ids = [int(i) for i in dataset_ids]
         with self._tx() as con:
-            con.execute(
-                S.datasets.update().where(S.datasets.c.id.in_(list(dataset_ids))).values(distribution=text)
-            )
+            for start in range(0, len(ids), _CHUNK):  # bounded parameters however many datasets
+                con.execute(
+                    S.datasets.update()
+                    .where(S.datasets.c.id.in_(ids[start:start + _CHUNK]))
+                    .values(distribution=text)
+                )
 
     # ------------------------------------------------------------------ writes
     def lookup_write(self, dataset_id: int, step: int) -> WriteRecord | None:
@@ -829,8 +938,78 @@ def _insert_new(con, table: sa.Table, row: dict[str, Any]):
     return insert(table).values(**row).on_conflict_do_nothing()
 
 
+_LATEST_PAGE = 256  # runs examined per query by latest_run, newest first
+_CHUNK = 500  # ids per IN (...) list where a list of ids is given by the caller
+
+_ID_MAX = 2**63 - 1
+
+
+def _run_id(value: Any) -> int | None:
+    """A run id as int; ``None`` when it is an integer no run can have (outside int64).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not an integer.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise InvalidArgumentError(f"a run id is an integer, got {value!r} of type {type(value).__name__}")
+    value = int(value)
+    return value if -_ID_MAX - 1 <= value <= _ID_MAX else None
+
+
+def _prefilter(c: Condition) -> list[Any]:
+    """SQL predicates on one attribute row that every row satisfying *c* also satisfies.
+
+    A necessary condition only (the exact comparison is :meth:`Condition.matches`, in
+    Python): a dataset's effective value is one of its run's rows with that key, so a run
+    with no row passing these predicates cannot match. The type must agree (numbers with
+    numbers, bools with bools, text with text); numbers compare on ``value_num``, which is
+    ``float(value)``; as rounding to float never reverses an order, ``x < v`` implies
+    ``float(x) <= float(v)``, hence the non-strict comparisons. Text is only compared for
+    equality, since the database's collation may order text differently from Python.
+    """
+    t, v = S.attributes, c.value
+    eq = c.op in ("=", "==")
+    if isinstance(v, bool):
+        return [t.c.value_type == "bool"] + ([t.c.value_str == ("true" if v else "false")] if eq else [])
+    if isinstance(v, (int, float)):
+        preds = [t.c.value_type.in_(("int", "float"))]
+        f = float(v)
+        if eq:
+            preds.append(t.c.value_num == f)
+        elif c.op in ("<", "<="):
+            preds.append(t.c.value_num <= f)
+        elif c.op in (">", ">="):
+            preds.append(t.c.value_num >= f)
+        return preds
+    return [t.c.value_type == "str"] + ([t.c.value_str == v] if eq else [])
+
+
 def _matches_all(attrs: dict[str, Any], conds: list[Condition]) -> bool:
     return all(c.key in attrs and c.matches(attrs[c.key]) for c in conds)
+
+
+def _filter_runs(runs: list[RunRecord], conds: list[Condition]) -> list[RunRecord]:
+    """Keep runs whose own attributes match, or that hold datasets that match (those only)."""
+    if not conds:
+        return runs
+    result = []
+    for rec in runs:
+        if not rec.groups:  # nothing to narrow down
+            if _matches_all(rec.attributes, conds):
+                result.append(rec)
+            continue
+        groups = []
+        for g in rec.groups:
+            ds = tuple(
+                d for d in g.datasets if _matches_all({**rec.attributes, **g.attributes, **d.attributes}, conds)
+            )
+            if ds:
+                groups.append(_replace(g, datasets=ds))
+        if groups or _matches_all(rec.attributes, conds):
+            result.append(_replace(rec, groups=tuple(groups)))
+    return result
 
 
 def _write_record(row) -> WriteRecord:

@@ -26,7 +26,9 @@ class DatasetRecord:
         """Bytes of one time step of the dataset."""
         import numpy as np
 
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        from ..dtypes import from_text
+
+        return int(np.prod(self.shape, dtype=np.int64)) * from_text(self.dtype).itemsize
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,7 @@ datasets = Table(
     Column("group_id", ForeignKey("groups.id", ondelete="CASCADE"), nullable=False),
     Column("name", String(255), nullable=False),
     Column("position", Integer, nullable=False),
-    Column("dtype", String(64), nullable=False),  # numpy dtype.str, e.g. '<f8'
+    Column("dtype", String(1024), nullable=False),  # sdm.dtypes.dtype_text: '<f8', or a structured dtype's descr
     Column("shape", Text, nullable=False),  # JSON list of ints
     Column("storage_order", String(1), nullable=False),  # 'C' or 'F'
     Column("distribution", Text, nullable=True),  # JSON of the writer's data view

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 from mpi4py import MPI
 
-from sdm.catalog import Catalog
+from sdm.catalog import Catalog, redact_url
 
 from ._template import MB, _catalog_summary
 
@@ -182,7 +182,7 @@ def shared_result(comm: MPI.Comm, url: str | None, run_id: int | None, **fields:
     """Rank 0's result (with the catalog summary of the run) on every rank (collective)."""
     result = None
     if comm.Get_rank() == 0:
-        result = dict(fields, run_id=run_id, catalog=url)
+        result = dict(fields, run_id=run_id, catalog=redact_url(url) if url else url)  # shown: no password
         if run_id is not None:
             result.update(summary(url, run_id))  # type: ignore[arg-type]
     return comm.bcast(result, root=0)

@@ -23,6 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 import sdm
+from sdm import config
 from sdm.catalog import Catalog
 from sdm.layout import Block, Cyclic, Distribution, default_grid
 
@@ -330,7 +331,7 @@ def run_template(
         finally:
             with tw():
                 s.close()
-        run_id, url = s.run_id, s.catalog_url
+        run_id, url = s.run_id, _connect_url(catalog, s.root)
         write_cat = clock.reset()
 
         nreads = rbytes = mismatches = 0
@@ -365,7 +366,7 @@ def run_template(
     result = None
     if rank == 0:
         result = dict(
-            application=application, run_id=run_id, catalog=url, root=str(s.root), nprocs=size, level=level,
+            application=application, run_id=run_id, catalog=s.catalog_url, root=str(s.root), nprocs=size, level=level,
             steps=steps, method=method, read_view=read_view if read else None, verified=verify,
             writes=nwrites, bytes_written=nbytes, write_seconds=write_s,
             write_mbps=nbytes / MB / write_s if write_s else 0.0,
@@ -379,6 +380,11 @@ def run_template(
             **_catalog_summary(url, run_id),
         )
     return comm.bcast(result, root=0)
+
+
+def _connect_url(catalog: str | None, root: str | Path) -> str:
+    """The URL a session opened with ``catalog=`` connected to (``Session.catalog_url`` masks its password)."""
+    return catalog or config.default_catalog_url(Path(root))
 
 
 def _catalog_summary(url: str, run_id: int) -> dict[str, Any]:

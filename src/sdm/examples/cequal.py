@@ -51,6 +51,7 @@ from sdm import config
 from sdm._collective import root_call
 
 from . import meshes
+from ._template import _connect_url
 from ._irregular import (Phases, add_arguments, catalog_writes, compare_writes, exit_status, inputs_dir, parts_for,
                          print_catalog, print_phases, print_verdict, shared_result)
 
@@ -349,7 +350,7 @@ def run(
                         print(f"month {month}: appended {len(ARRAYS)} arrays through SDM", flush=True)
             finally:
                 s.close()
-        run_id, url, data_root = s.run_id, s.catalog_url, Path(s.root)
+        run_id, url, data_root = s.run_id, _connect_url(catalog, s.root), Path(s.root)
     merged = None
     if original:
         work = Path(root_call(comm, _original_dir, root, run_id))

@@ -55,6 +55,7 @@ from sdm import irregular
 from sdm._collective import root_call
 
 from . import meshes
+from ._template import _connect_url
 from ._irregular import (Phases, add_arguments, compare_writes, exit_status, inputs_dir, parts_for, print_catalog,
                          print_phases, print_verdict, shared_result)
 from .meshes import EDGE_ARRAYS, NODE_ARRAYS, Fun3DInputs
@@ -390,7 +391,7 @@ def run(
     finally:
         with phases("write"):
             s.close()
-    run_id, url, data_root = s.run_id, s.catalog_url, s.root
+    run_id, url, data_root = s.run_id, _connect_url(catalog, s.root), s.root
     wrong = _read(comm, url, run_id, p, inp, steps, phases, read_view, verify) if read else 0
     bad_files = root_call(comm, _check_files, url, run_id, data_root, inp, steps) if verify else []
     orig = None

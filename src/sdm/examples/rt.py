@@ -47,6 +47,7 @@ import sdm
 from sdm._collective import root_call
 
 from . import meshes
+from ._template import _connect_url
 from ._irregular import (Phases, add_arguments, compare_writes, exit_status, inputs_dir, parts_for, print_catalog,
                          print_phases, print_verdict, sequential, shared_result)
 
@@ -278,7 +279,7 @@ def run(
     finally:
         with phases("write"):
             s.close()
-    run_id, url, data_root = s.run_id, s.catalog_url, s.root
+    run_id, url, data_root = s.run_id, _connect_url(catalog, s.root), s.root
     paths = write_original(comm, m, Path(data_root) / f"rt-original-{run_id}", steps, phases, s.sync) if original else None
     bad = root_call(comm, _check, url, run_id, data_root, nx, ny, partvec, steps, paths) if verify else []
     owned = comm.allreduce(m.nodes.size, op=MPI.SUM)

@@ -41,6 +41,7 @@ class ExchangePlan:
     slots: np.ndarray  # where each received row goes in the block (row - lo)
     complete: bool  # every row of the block is received
     runs: tuple[np.ndarray, np.ndarray]  # starts and lengths of received runs (block-relative)
+    present: np.ndarray  # the received rows of the block, ascending (block-relative)
     rowtype: MPI.Datatype  # one row of the dataset
 
     def free(self) -> None:
@@ -56,7 +57,8 @@ def _displs(counts: np.ndarray) -> np.ndarray:
 def _plan(t: Transfer) -> ExchangePlan:
     piece, comm = t.piece, t.comm
     rowelems = int(np.prod(piece.shape[1:], dtype=np.int64))
-    key = ("exchange", comm.py2f(), comm.Get_size(), t.etype.Get_extent()[1], rowelems)
+    # the same key on every rank (no communicator handle): the cache decides a collective call
+    key = ("exchange", comm.Get_size(), t.etype.Get_extent()[1], rowelems)
     return piece.cached(key, lambda: _new_plan(t, rowelems))
 
 
@@ -80,7 +82,8 @@ def _new_plan(t: Transfer, rowelems: int) -> ExchangePlan:
     edges = np.flatnonzero(np.diff(np.concatenate([[False], present, [False]]).astype(np.int8)))
     starts, ends = edges[0::2], edges[1::2]
     rowtype = t.etype.Create_contiguous(rowelems).Commit()
-    return ExchangePlan(lo, hi, sendcounts, recvcounts, slots, bool(present.all()), (starts, ends - starts), rowtype)
+    return ExchangePlan(lo, hi, sendcounts, recvcounts, slots, bool(present.all()), (starts, ends - starts),
+                        np.flatnonzero(present), rowtype)
 
 
 class ExchangeIO(IOMethod):
@@ -105,22 +108,20 @@ class ExchangeIO(IOMethod):
         block = np.empty((plan.hi - plan.lo, *rest), dtype=t.array.dtype)
         block[plan.slots] = recv
         rowbytes = plan.rowtype.Get_extent()[1]
-        t.fh.Set_view(t.disp + plan.lo * rowbytes, MPI.BYTE, MPI.BYTE)
-        if plan.complete:
-            t.fh.Write_at_all(0, [block, block.shape[0], plan.rowtype])
-            return
-        starts, lengths = plan.runs  # write only the owned runs: holes keep their bytes
-        ftype = plan.rowtype.Create_indexed(lengths.tolist(), starts.tolist()).Commit() if starts.size else None
+        # One Set_view and one Write_at_all on every rank, whatever its block holds (all rows,
+        # some runs of rows or none): collective calls never depend on a rank's data.
+        starts, lengths = plan.runs  # only the owned runs are written: holes keep their bytes
+        if plan.complete or not starts.size:
+            ftype = plan.rowtype.Create_contiguous(block.shape[0] if plan.complete else 0).Commit()
+            data = block if plan.complete else block[:0]
+        else:
+            ftype = plan.rowtype.Create_indexed(lengths.tolist(), starts.tolist()).Commit()
+            data = block[plan.present]  # indexing keeps the dtype (np.concatenate would make it native-endian)
         try:
-            if ftype is None:
-                t.fh.Write_at_all(0, [block, 0, plan.rowtype])
-            else:
-                packed = np.ascontiguousarray(np.concatenate([block[s:s + n] for s, n in zip(starts, lengths)]))
-                t.fh.Set_view(t.disp + plan.lo * rowbytes, plan.rowtype, ftype)
-                t.fh.Write_at_all(0, [packed, packed.shape[0], plan.rowtype])
+            t.fh.Set_view(t.disp + plan.lo * rowbytes, plan.rowtype, ftype)
+            t.fh.Write_at_all(0, [data, data.shape[0], plan.rowtype])
         finally:
-            if ftype is not None:
-                ftype.Free()
+            ftype.Free()
 
     def read(self, t: Transfer) -> None:
         self._check(t)

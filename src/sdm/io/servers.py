@@ -237,7 +237,7 @@ def _plan_for(t: Transfer, gathered: list) -> _Plan:
     keys = [_hashable(g) for g in gathered]
     if any(k is None for k in keys):
         return build()
-    key = ("servers", tuple(keys), t.comm.Get_rank(), t.order, t.array.shape, t.array.strides, t.array.dtype.str)
+    key = ("servers", tuple(keys), t.comm.Get_rank(), t.order, t.array.shape, t.array.strides, t.array.dtype)
     return t.piece.cached(key, build, keep=8)
 
 

@@ -211,7 +211,7 @@ def _plan(t: Transfer) -> "_SlabPlan | _RegionPlan":
     dataset's view keeps one piece for every step, so later steps skip the planning.
     """
     buffer, gap, sync = sieve_parameters(t.hints)
-    key = ("sieving", buffer, gap, sync, t.order, t.array.shape, t.array.strides, t.array.dtype.str)
+    key = ("sieving", buffer, gap, sync, t.order, t.array.shape, t.array.strides, t.array.dtype)
     return t.piece.cached(key, lambda: _new_plan(t, buffer, gap, sync), keep=8)
 
 

@@ -93,9 +93,15 @@ class EdgeBlocks:
                 raise InvalidArgumentError(f"{what} must be a 1-D array of integer node ids")
         self.edge1 = np.ascontiguousarray(edge1, dtype=np.int64)
         self.edge2 = np.ascontiguousarray(edge2, dtype=np.int64)
+        problem = None
         if self.edge1.shape != self.edge2.shape or self.edge1.ndim != 1:
-            raise DistributionError(f"edge1 and edge2 blocks must be 1-D of equal length, got {self.edge1.shape} and {self.edge2.shape}")
-        counts = comm.allgather(self.edge1.size)
+            problem = (f"edge1 and edge2 blocks must be 1-D of equal length, got {self.edge1.shape} and "
+                       f"{self.edge2.shape} on rank {comm.Get_rank()}")
+        gathered = comm.allgather((problem, self.edge1.size))  # every rank, so a bad block never leaves others waiting
+        first = next((q for q, _ in gathered if q is not None), None)
+        if first is not None:
+            raise DistributionError(first)
+        counts = [c for _, c in gathered]
         self.start = int(sum(counts[: comm.Get_rank()]))
         self.n_edges = int(sum(counts)) if n_edges is None else int(n_edges)
         self.n_nodes = int(n_nodes)

@@ -28,14 +28,18 @@ def mpi_order(order: str) -> int:
 def element_type(dtype: np.dtype) -> MPI.Datatype:
     """An MPI datatype for one array element (uncommitted; free it when done).
 
-    Native numeric dtypes map to the matching MPI type; anything else (non-native byte
-    order, odd structs) moves as opaque bytes, which is what canonical files want.
+    Native numeric dtypes map to the matching MPI type when its size is the dtype's;
+    everything else (strings, structured dtypes, non-native byte order) moves as
+    ``itemsize`` opaque bytes, which is what canonical files want (mpi4py maps ``S3`` to
+    one ``MPI.CHAR`` and ``U2`` to one 4-byte character, which would move too few bytes).
     """
     dtype = np.dtype(dtype)
-    if dtype.isnative and dtype.fields is None:
+    if dtype.isnative and dtype.fields is None and dtype.subdtype is None and dtype.kind in "biufc":
         try:
-            return dtlib.from_numpy_dtype(dtype).Dup()
-        except (ValueError, KeyError):
+            t = dtlib.from_numpy_dtype(dtype)
+            if t.Get_size() == dtype.itemsize and t.Get_extent() == (0, dtype.itemsize):
+                return t.Dup()
+        except (ValueError, KeyError, TypeError):
             pass
     return MPI.BYTE.Create_contiguous(dtype.itemsize)
 

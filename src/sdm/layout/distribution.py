@@ -225,6 +225,24 @@ class Distribution(ABC):
     def to_json(self) -> dict[str, Any]:
         """A JSON-able description (stored in the catalog)."""
 
+    def agreement(self) -> dict[str, Any]:
+        """What every rank must give identically: the kind and the parameters that place data in the file.
+
+        Checked collectively when a view is set (:func:`sdm.layout.agreement.agree_view`).
+        Ghost layers are left out: they shape each rank's local array, never the file.
+        """
+        return {k: v for k, v in self.to_json().items() if k != "ghosts"}
+
+    def collective_state(self) -> Any:
+        """A token of rank-local state that decides collective calls (None: there is none)."""
+        return None
+
+    def reset_collective_state(self, signature: Any, keep: bool) -> None:
+        """Adopt *signature* (every rank's token); unless *keep*, forget rank-local state kept for collective calls.
+
+        *keep* is decided collectively, so every rank keeps or forgets alike.
+        """
+
     @property
     def needs_coverage_check(self) -> bool:
         """Whether pieces are user-given and must be checked for gaps and overlaps."""
@@ -438,6 +456,9 @@ class Subarray(Distribution):
             kind="subarray",
             starts=self.start,
         )
+
+    def agreement(self) -> dict[str, Any]:
+        return {"kind": self.kind}  # each rank has its own box, checked for tiling afterwards
 
     def to_json(self):
         # Each rank has its own box; the stored access pattern names the kind only.

@@ -17,6 +17,7 @@ rejected on every rank before a byte is written.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Sequence
 
 import numpy as np
@@ -78,6 +79,8 @@ class MapArray(Distribution):
         self.types: dict[tuple, Any] = {}  # MPI types built for this map, reused across datasets
         self._all_rows: MapArray | None = None
         self._reading = False
+        self._token = uuid.uuid4().hex  # names this map among the ranks' maps (see collective_state)
+        self._signature: Any = None  # the tokens of all ranks' maps when the caches were last agreed
 
     @property
     def needs_coverage_check(self) -> bool:
@@ -198,6 +201,25 @@ class MapArray(Distribution):
         failure = capture(_raise, problem, rank=rank)[1] if problem else None
         agree(comm, failure)
         self._checked.add(key)
+
+    def agreement(self) -> dict[str, Any]:
+        return {"kind": self.kind, "coverage": self.coverage, "reading": self._reading}
+
+    def collective_state(self) -> Any:
+        """``(token, signature)``: this map and the set of maps its cached checks and plans were made with.
+
+        The ownership check and the exchange plans are collective and cached with the map;
+        a rank may keep a map across views while another brings a new one. Every rank
+        keeps its caches only when every rank's signature equals the new set of tokens
+        (decided from one allgather, so the decision is the same everywhere).
+        """
+        return (self._token, self._signature)
+
+    def reset_collective_state(self, signature: Any, keep: bool) -> None:
+        if not keep:
+            self._checked.clear()
+            self._pieces.clear()  # new pieces: their caches (exchange plans) start empty
+        self._signature = signature
 
     def to_json(self) -> dict[str, Any]:
         # each rank has its own map; the stored access pattern names the kind only

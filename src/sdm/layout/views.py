@@ -23,7 +23,7 @@ class ResolvedView:
     def __init__(self, dist: Distribution, piece: Piece, dtype: np.dtype, order: str) -> None:
         self.dist, self.piece, self.dtype, self.order = dist, piece, dtype, order
         shared = dist.types if isinstance(dist, MapArray) else None
-        key = ("file", dtype.str, piece.shape)
+        key = ("file", dtype, piece.shape)  # the dtype itself: structured dtypes of one size share a .str
         if shared is not None and key in shared:
             self.etype, self.ftype = shared[key]
         else:
@@ -57,7 +57,7 @@ class ResolvedView:
     def memory(self, arr: np.ndarray) -> tuple[list, list[MPI.Datatype]]:
         """Buffer spec for *arr* and the types to free afterwards."""
         if isinstance(self.dist, MapArray):
-            key = ("memory", self.dtype.str, arr.shape[1:], arr.strides[0])
+            key = ("memory", self.dtype, arr.shape[1:], arr.strides[0])
             spec = self.dist.types.get(key)
             if spec is None:
                 spec, made = memory_spec(arr, self.piece, self.etype, self.order)

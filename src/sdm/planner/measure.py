@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-import signal
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,92 +58,44 @@ def warm_memory(comm: MPI.Comm, nbytes: int = WARM_BYTES) -> float:
     return comm.bcast(nbytes / seconds if seconds > 0 else float("inf"), root=0)
 
 
-#: The kernel's free page reporting threshold (virtio-balloon guests): free blocks of this
-#: order and above go back to the hypervisor.
+#: The kernel's free page reporting parameter (virtio-balloon guests); only read, never written.
 REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
-_HOLDS: list[str] = []  # the reporting order to restore, while a steady_memory is open in this process
 
 
 @contextmanager
 def steady_memory(comm: MPI.Comm, nbytes: int = WARM_BYTES) -> Iterator[dict[str, Any]]:
-    """Pre-touched memory that stays backed by the host while measuring (collective).
+    """Pre-touched memory for a measurement, on the host as it is (collective).
 
-    :func:`warm_memory` alone helps for about two seconds on a guest whose kernel
-    reports free pages to the hypervisor (virtio-balloon free page reporting): blocks of
-    2 MiB and more that stay free that long go back to the host, and the next page cache
-    allocation touches them first again (measured here: 9 GB/s right after a release,
-    0.8 GB/s two seconds later, 0.45 GB/s after eight).  Each new file then costs what
-    the hypervisor happens to charge, and the timings of one method turn bimodal (a
-    16 MiB write of the NCIO sweep: 5 ms or 30 ms).  Like ``pyperf system tune`` does for
-    CPU frequencies, this suspends the reporting while the block runs, when the process
-    may (root, on Linux), by raising ``page_reporting_order`` above the largest buddy
-    order on each node; the old value comes back when the block ends.  Elsewhere (no
-    balloon, a physical machine, no permission) only the memory is pre-touched.
+    Runs :func:`warm_memory` and says whether the host may take free memory back while
+    the block runs.  On a guest whose kernel reports free pages to the hypervisor
+    (virtio-balloon free page reporting), blocks of 2 MiB and more that stay free for
+    about two seconds go back to the host, and the next page cache allocation touches
+    them first again, so timings of new files can turn bimodal.  SDM never changes that
+    setting (nor any other of the host): it only records it with the results.
 
     Yields
     ------
     dict
-        ``touch_rate`` (B/s of the first touch) and ``free_page_reporting``: ``"held"``,
-        ``"absent"`` or ``"active"`` (present, not permitted to change: timings of new
-        files may vary), the least favourable over the nodes.
+        ``touch_rate`` (B/s of the first touch) and ``free_page_reporting``: ``"active"``
+        when the kernel parameter exists on some node (timings of new files may vary),
+        else ``"absent"``.
     """
     from ..storage.durability import node_comm
 
     leader = node_comm(comm).Get_rank() == 0
-    state, restore = "absent", None
-    if leader and not _HOLDS:
-        state, restore = _hold_reporting()
-    elif leader:
-        state = "held"
-    previous = None
-    if restore is not None:
-        _HOLDS.append(restore)
-        previous = _exit_on_sigterm()
+    state = _reporting_state() if leader else None
+    states = comm.allgather(state)
+    worst = "active" if "active" in states else "absent"
+    yield {"touch_rate": warm_memory(comm, nbytes), "free_page_reporting": worst}
+
+
+def _reporting_state() -> str:
+    """``"active"`` when this node's kernel has free page reporting, else ``"absent"`` (read only)."""
     try:
-        states = comm.allgather(state if leader else None)
-        worst = next((s for s in ("active", "absent", "held") if s in states), "absent")
-        yield {"touch_rate": warm_memory(comm, nbytes), "free_page_reporting": worst}
-    finally:
-        if restore is not None:
-            _write_quietly(REPORTING_ORDER, _HOLDS.pop())
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-
-
-def _exit_on_sigterm() -> Any:
-    """Turn SIGTERM (how ``mpiexec`` stops the ranks left when one fails) into ``SystemExit``.
-
-    So that ``finally`` blocks run and the kernel parameter is given back.  Returns the
-    previous handler, or None where handlers cannot be set (not the main thread).
-    """
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    try:
-        return signal.signal(signal.SIGTERM, stop)
-    except ValueError:
-        return None
-
-
-def _hold_reporting() -> tuple[str, str | None]:
-    """Suspend free page reporting on this node; returns the state and the value to restore."""
-    try:
-        old = REPORTING_ORDER.read_text().strip()
+        REPORTING_ORDER.read_text()
     except OSError:
-        return "absent", None
-    try:
-        orders = max(len(line.split()) - 4 for line in Path("/proc/buddyinfo").read_text().splitlines() if line)
-        REPORTING_ORDER.write_text(str(orders))  # no free block is of this order or above
-    except (OSError, ValueError):
-        return "active", None
-    return "held", old
-
-
-def _write_quietly(path: Path, value: str) -> None:
-    try:
-        path.write_text(value)
-    except OSError:  # the value was written a moment ago; nothing a caller could do
-        pass
+        return "absent"
+    return "active"
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""Durability: run directories and states, file high-water marks, write versions, catalog id.
+"""Durability: run directories and states, file high-water marks, write versions, catalog id;
+``datasets.dtype`` wide enough for structured dtypes.
 
 Revision ID: 0004
 Revises: 0003
@@ -32,6 +33,8 @@ def upgrade() -> None:
     op.add_column("files", sa.Column("alloc_end", sa.BigInteger(), nullable=False, server_default="0"))
     op.add_column("writes", sa.Column("version", sa.Integer(), nullable=False, server_default="1"))
     con = op.get_bind()
+    if con.dialect.name != "sqlite":  # SQLite does not enforce VARCHAR lengths
+        op.alter_column("datasets", "dtype", type_=sa.String(1024), existing_nullable=False)
     con.execute(sa.text("INSERT INTO catalog_info (key, value) VALUES ('uuid', :u)"), {"u": uuid.uuid4().hex})
     # the directory SDM derived from the application and the id before 0004
     rows = con.execute(sa.text("SELECT r.id, a.name FROM runs r JOIN applications a ON a.id = r.application_id"))
