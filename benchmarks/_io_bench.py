@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -21,15 +22,15 @@ from mpi4py import MPI
 
 from sdm._cli.bench import fs_type
 
-__all__ = ["scratch", "fresh", "say", "meta", "write_results", "RESULTS"]
+__all__ = ["scratch", "fresh", "say", "meta", "provenance", "write_results", "RESULTS"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 @contextmanager
-def scratch(comm: MPI.Comm, root: str | None, prefix: str) -> Iterator[Path]:
-    """*root*, or a new temporary directory removed afterwards (the same path on every rank)."""
-    base = root or comm.bcast(tempfile.mkdtemp(prefix=prefix) if comm.Get_rank() == 0 else None, root=0)
+def scratch(comm: MPI.Comm, root: str | None, prefix: str, parent: str | None = None) -> Iterator[Path]:
+    """*root*, or a new temporary directory (under *parent*) removed afterwards (the same path on every rank)."""
+    base = root or comm.bcast(tempfile.mkdtemp(prefix=prefix, dir=parent) if comm.Get_rank() == 0 else None, root=0)
     try:
         yield Path(base).resolve()
     finally:
@@ -67,6 +68,22 @@ def meta(comm: MPI.Comm, directory: Path, load_before: float, **extra: Any) -> d
             "load_before": load_before, "load_after": os.getloadavg()[0],
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "mpi": MPI.Get_library_version().splitlines()[0].strip(), **extra}
+
+
+def provenance() -> dict[str, Any]:
+    """The SDM version and the git commit of the sources measured (``+dirty`` with local changes)."""
+    import sdm
+
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        commit += "+dirty" if dirty else ""
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return {"sdm_version": sdm.__version__, "git_commit": commit}
 
 
 def write_results(out: Path, name: str, data: dict[str, Any], markdown: str,

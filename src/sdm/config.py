@@ -3,7 +3,7 @@
 ``SDM_ROOT``     directory under which SDM creates every data file (default ``./sdm-data``)
 ``SDM_CATALOG``  catalog URL (default ``sqlite:///<SDM_ROOT>/catalog.db``)
 ``SDM_SYNC``     ``0`` to skip the data sync before each catalog commit (default ``1``)
-``SDM_CHECKSUM`` ``0`` to skip the sum64 checksum of each write (default ``1``)
+``SDM_CHECKSUM`` ``0`` to skip the checksum (``mix64-v2``) of each write (default ``1``)
 ``SDM_OPEN_FILES`` data files a session keeps open at levels 2 and 3 (default 64, at most a
                  quarter of the process's open-file limit)
 """
@@ -40,7 +40,7 @@ def sync_enabled() -> bool:
 
 
 def checksum_enabled() -> bool:
-    """Whether each write records a sum64 checksum (``$SDM_CHECKSUM``)."""
+    """Whether each write records a checksum (``$SDM_CHECKSUM``)."""
     return _flag("SDM_CHECKSUM")
 
 

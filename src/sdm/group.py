@@ -349,7 +349,7 @@ class Group:
                 deferred[path] = None
             partial = 0
             if f is None and s.checksum:
-                partial, f = capture(self._partial_checksum, n, view, arr, rank=s.rank)
+                partial, f = capture(self._partial_checksum, n, view, arr, integrity.ALGORITHM, rank=s.rank)
             failure = failure or f
             shares.append((seconds or 0.0, partial or 0))
         if s.sync and deferred:
@@ -370,10 +370,10 @@ class Group:
         for n in names:
             self._steps[n].add(int(step))
 
-    def _partial_checksum(self, name: str, view: ResolvedView, arr: np.ndarray) -> int:
-        """This rank's share of the sum64 checksum of its interior elements."""
+    def _partial_checksum(self, name: str, view: ResolvedView, arr: np.ndarray, algorithm: str) -> int:
+        """This rank's share of the checksum (*algorithm*) of the elements it owns."""
         rec = self.dataset(name)
-        return integrity.partial_sum64(view.piece.owned_values(arr), view.piece.indices, rec.shape, rec.order)
+        return integrity.piece_share(view.piece, arr, rec.order, algorithm)
 
     def _absolute(self, rel: str) -> Path:
         """Absolute path of a catalog-relative path, checked once to stay under the root."""
@@ -562,7 +562,7 @@ class Group:
         stats = [prepared[0].stats(prepared[1])] if prepared else None
         payloads = agree(s.comm, failure, ((_key(name), _key(step), _key(method), _key(verify)), plan, stats))
         _check_same_call(payloads, "read")
-        rel, offset, expected = payloads[0][1]
+        rel, offset, expected, algorithm = payloads[0][1]
         view, arr = prepared  # type: ignore[misc]
         access = self._access(name, False, payloads)
         decision = s.planner.choose(method or s.method, access)
@@ -571,17 +571,29 @@ class Group:
         verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
         partial = None
         if failure is None and verify_now:
-            partial, failure = capture(self._partial_checksum, name, view, arr, rank=s.rank)
+            partial, failure = capture(self._verify_share, name, step, view, arr, algorithm, rank=s.rank)
         shares = agree(s.comm, failure, (partial, seconds or 0.0))
         s.planner.observe(access, decision.method.name, max(t for _, t in shares))  # the same on every rank
         if verify_now and integrity.to_hex(integrity.combine([p for p, _ in shares])) != expected:
             raise IntegrityError(
                 f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
-                f"{expected}; the file was changed or damaged after the write"
+                f"{algorithm}:{expected}; the file was changed or damaged after the write"
             )
         return arr
 
-    def _plan_read(self, name: str, step: int) -> tuple[str, int, str]:
+    def _verify_share(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, algorithm: str) -> int:
+        """This rank's share of a read's checksum, with the algorithm the row was written with."""
+        try:
+            algorithm = integrity.canonical(algorithm)
+        except InvalidArgumentError:
+            raise IntegrityError(
+                f"dataset {name!r} step {step} cannot be verified: its checksum algorithm {algorithm!r} is not "
+                f"known to this SDM (known: {', '.join(integrity.ALGORITHMS)}); read it with verify=False"
+            ) from None
+        return self._partial_checksum(name, view, arr, algorithm)
+
+    def _plan_read(self, name: str, step: int) -> tuple[str, int, str, str]:
+        """Rank 0: where the bytes of one step are and their checksum: ``(path, offset, checksum, algorithm)``."""
         s = self.session
         rec = self.dataset(name)
         w = s.catalog_call("lookup_write", rec.id, step)
@@ -601,7 +613,7 @@ class Group:
                 f"data file {full} holds {size} bytes but step {step} of {name!r} needs bytes "
                 f"{w.offset}..{w.offset + w.nbytes}; the file was truncated"
             )
-        return w.path, w.offset, w.checksum
+        return w.path, w.offset, w.checksum, w.checksum_algo
 
     def _free(self) -> None:
         for v in self._views.values():

@@ -5,7 +5,9 @@ element count or shape) and how to spread it over the ranks: contiguous blocks o
 read in parallel (the default), or any data view, map arrays included.  Every rank
 reads its own part with one collective MPI-IO call; the import is recorded in the
 catalog's ``imports`` table (source, offset, dtype, count, checksum, seconds) so a
-later run can find what was imported and from where.
+later run can find what was imported and from where.  The checksum is
+:data:`sdm.integrity.ALGORITHM` (``mix64-v2``) of the bytes as read; the table has no
+algorithm column, and imports recorded before ``mix64-v2`` hold ``sum64-v1``.
 """
 
 from __future__ import annotations
@@ -131,10 +133,7 @@ def import_array(
     seconds = time.perf_counter() - t0
     partial = 0
     if failure is None:
-        partial, failure = capture(
-            integrity.partial_sum64, resolved.piece.owned_values(arr), resolved.piece.indices, resolved.piece.shape, "C",
-            rank=s.rank,
-        )
+        partial, failure = capture(integrity.piece_share, resolved.piece, arr, "C", integrity.ALGORITHM, rank=s.rank)
     shares = agree(s.comm, failure, (seconds, partial))
     resolved.free()
     dt, shp = resolved.dtype, resolved.piece.shape

@@ -1,30 +1,105 @@
-"""A decomposition-independent checksum of a dataset's bytes: ``sum64``.
+"""Decomposition-independent checksums of a dataset's bytes: ``mix64-v2`` (and ``sum64-v1``).
 
-Each rank sums over its own elements and the partial sums add up (mod 2**64) to the
-same number whatever the decomposition, so SDM computes it during a parallel write
-with one reduction and anybody can recompute it from the file with numpy alone::
+Every row of the catalog's ``writes`` table carries a checksum of the dataset's bytes
+as they lie in the file (``checksum``, 16 hex digits) and the name of its algorithm
+(``checksum_algo``).  Each rank computes a *share* over the elements it owns; the shares
+of all ranks add up modulo ``2**64`` to the same number whatever the decomposition
+(Block, Cyclic, BlockCyclic, Subarray, MapArray; C or Fortran order), so a parallel
+write needs one exchange of integers, and anybody can recompute the checksum from the
+file with numpy alone.
 
-    w = np.frombuffer(raw_bytes, dtype="<u8").astype(np.uint64)   # 8-byte words
-    pos = np.arange(w.size, dtype=np.uint64)
-    checksum = int((w * (2 * pos + 1)).sum())   # numpy wraps modulo 2**64
+``mix64-v2`` (what SDM writes: :data:`ALGORITHM`)
+    The dataset's canonical bytes (the ``nbytes`` bytes at the row's ``offset``: global
+    C order, or Fortran order when the dataset says so) are cut into little-endian
+    unsigned words of the largest size in (8, 4, 2, 1) bytes that divides the element
+    size (``f8``, ``c16``, ``U2`` -> 8 bytes, ``f4`` -> 4, ``S3`` -> 1, whatever the byte
+    order of the dtype).  Word ``w`` at word position ``p`` (its index in that stream,
+    counted from 0) contributes ``fmix64(w XOR (p * K + S))`` and the checksum is the sum
+    of the contributions modulo ``2**64``, with ``K = 0x9E3779B97F4A7C15`` (odd: the
+    golden ratio), ``S = 0x243F6A8885A308D3`` (digits of pi) and ``fmix64`` MurmurHash3's
+    64-bit finalizer.  In numpy (array arithmetic on ``uint64`` wraps modulo ``2**64``)::
 
-The array's bytes are cut into little-endian unsigned words of the largest size in
-(8, 4, 2, 1) bytes that divides the element size; ``pos`` is the word's index in the
-dataset's canonical (storage-order) byte stream.  Every word is weighted by a distinct
-odd number, so any single changed word, and any move of a value to another position,
-changes the sum.
+        import numpy as np
+
+        def mix64_v2(raw: bytes, itemsize: int) -> int:
+            size = next(s for s in (8, 4, 2, 1) if itemsize % s == 0)
+            w = np.frombuffer(raw, dtype=f"<u{size}").astype(np.uint64)  # the words
+            p = np.arange(w.size, dtype=np.uint64)  # their positions
+            x = w ^ (p * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x243F6A8885A308D3))
+            x ^= x >> np.uint64(33)
+            x *= np.uint64(0xFF51AFD7ED558CCD)
+            x ^= x >> np.uint64(33)
+            x *= np.uint64(0xC4CEB9FE1A85EC53)
+            x ^= x >> np.uint64(33)
+            return int(x.sum(dtype=np.uint64))
+
+        # f"{mix64_v2(raw, itemsize):016x}" is what the catalog stores
+
+    ``fmix64`` and the XOR with a position-dependent word are bijections of 64-bit
+    words, so any change of a single word (one flipped bit, one changed value) always
+    changes the checksum; every element is mixed non-linearly with its position, so
+    constant fields (all 0.0, 1.0, 2.0, 0.5, -7.0 ...), a zeroed region, a field scaled
+    by 2, flipped signs and swapped or shifted values change it too (except with
+    probability about ``2**-64``).
+
+``sum64-v1`` (written before; still verified)
+    The same words, ``sum(w * (2*p + 1)) mod 2**64``.  It is linear in the data: the
+    constant fields above, a field scaled by 2, sign flips and some swaps can sum to the
+    same value, which is why it was replaced.  :func:`checksum_of_bytes` and
+    :func:`piece_share` compute both.
+
+Cost: no pass over the data exists to piggy-back on (MPI-IO packs the bytes through
+derived datatypes inside the library), so the share is a separate pass over each rank's
+elements, done in cache-sized chunks (:data:`CHUNK_WORDS` words) with a handful of
+vectorised ``uint64`` operations per word and no per-element Python code (see
+``benchmarks/checksum.py`` for what it costs in a bulk write).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from itertools import product
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-__all__ = ["ALGORITHM", "word_size", "partial_sum64", "sum64_of_bytes", "combine", "to_hex"]
+from .errors import InvalidArgumentError
 
-ALGORITHM = "sum64-v1"
+if TYPE_CHECKING:
+    from .layout.distribution import Piece
+
+__all__ = [
+    "ALGORITHM",
+    "MIX64",
+    "LEGACY_ALGORITHM",
+    "ALGORITHMS",
+    "CHUNK_WORDS",
+    "canonical",
+    "word_size",
+    "piece_share",
+    "partial",
+    "partial_mix64",
+    "partial_sum64",
+    "checksum_of_bytes",
+    "sum64_of_bytes",
+    "combine",
+    "to_hex",
+]
+
+MIX64 = "mix64-v2"
+LEGACY_ALGORITHM = "sum64-v1"
+ALGORITHMS = (MIX64, LEGACY_ALGORITHM)
+ALGORITHM = MIX64  # what SDM writes (a benchmark may set it to LEGACY_ALGORITHM to compare)
+_ALIASES = {"sum64": LEGACY_ALGORITHM}  # an early spelling of sum64-v1
+CHUNK_WORDS = 32768  # words per chunk: a few 256 KiB buffers stay in the L2 cache
+
 _MASK = (1 << 64) - 1
+_K = 0x9E3779B97F4A7C15
+_SEED = 0x243F6A8885A308D3
+_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_R = np.uint64(33)
+_U64 = np.uint64
 
 
 def word_size(itemsize: int) -> int:
@@ -33,6 +108,208 @@ def word_size(itemsize: int) -> int:
         if itemsize % w == 0:
             return w
     return 1
+
+
+def canonical(algorithm: str) -> str:
+    """The algorithm a row's ``checksum_algo`` names (``"sum64"`` is ``sum64-v1``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        For an algorithm this SDM does not compute.
+    """
+    name = _ALIASES.get(algorithm, algorithm) if isinstance(algorithm, str) else algorithm
+    if name not in ALGORITHMS:
+        raise InvalidArgumentError(
+            f"unknown checksum algorithm {algorithm!r}; this SDM computes {', '.join(map(repr, ALGORITHMS))}"
+        )
+    return name
+
+
+# ----------------------------------------------------------------------------- shares
+
+
+def piece_share(piece: "Piece", array: np.ndarray, order: str, algorithm: str = MIX64) -> int:
+    """This rank's share of the checksum of the elements its *piece* owns in *array*.
+
+    Parameters
+    ----------
+    piece : sdm.layout.Piece
+        The rank's piece of the dataset.
+    array : numpy.ndarray
+        The local array (ghost layers or ghost rows included).
+    order : {"C", "F"}
+        Storage order of the dataset.
+    algorithm : str
+        One of :data:`ALGORITHMS`.
+
+    Returns
+    -------
+    int
+        The share in ``[0, 2**64)``; :func:`combine` the shares of all ranks.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For an unknown *algorithm*.
+    """
+    algorithm = canonical(algorithm)
+    if algorithm == MIX64 and piece.kind == "map" and order == "C" and piece.memory_rows is not None:
+        # gather the owned rows chunk by chunk instead of copying them all first
+        return partial_mix64(array, piece.indices, piece.shape, order, rows=piece.memory_rows, increasing=True)
+    if algorithm == MIX64:  # a piece's indices increase (sdm.layout)
+        return partial_mix64(piece.owned_values(array), piece.indices, piece.shape, order, increasing=True)
+    return partial_sum64(piece.owned_values(array), piece.indices, piece.shape, order)
+
+
+def partial(
+    values: np.ndarray, indices: Sequence[np.ndarray], shape: Sequence[int], order: str, algorithm: str = MIX64
+) -> int:
+    """This rank's share of the checksum of a separable piece (see :func:`partial_mix64`)."""
+    algorithm = canonical(algorithm)
+    if algorithm == MIX64:
+        return partial_mix64(values, indices, shape, order)
+    return partial_sum64(values, indices, shape, order)
+
+
+def _global_strides(shape: Sequence[int]) -> list[int]:
+    """C-order element strides of *shape*."""
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * int(shape[d + 1])
+    return strides
+
+
+def _mix_inplace(x: np.ndarray, t: np.ndarray) -> None:
+    """``x = fmix64(x)`` in place; *t* is scratch of the same shape."""
+    np.right_shift(x, _R, out=t)
+    np.bitwise_xor(x, t, out=x)
+    np.multiply(x, _C1, out=x)
+    np.right_shift(x, _R, out=t)
+    np.bitwise_xor(x, t, out=x)
+    np.multiply(x, _C2, out=x)
+    np.right_shift(x, _R, out=t)
+    np.bitwise_xor(x, t, out=x)
+
+
+def partial_mix64(
+    values: np.ndarray,
+    indices: Sequence[np.ndarray],
+    shape: Sequence[int],
+    order: str,
+    *,
+    rows: np.ndarray | None = None,
+    increasing: bool | None = None,
+) -> int:
+    """This rank's share of the ``mix64-v2`` checksum of a separable piece.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        The rank's owned elements, shape ``len(i) for i in indices`` (any strides), or,
+        with *rows*, a local array whose row ``rows[i]`` holds global row ``indices[0][i]``.
+    indices : sequence of numpy.ndarray
+        Global index of each local position, per dimension (any order; SDM's pieces
+        have them increasing, which takes the fast path).
+    shape : sequence of int
+        Global shape.
+    order : {"C", "F"}
+        Storage order of the dataset.
+    rows : numpy.ndarray, optional
+        Local rows of the owned elements (map pieces, C order only).
+    increasing : bool, optional
+        Whether every ``indices[d]`` is strictly increasing (as in SDM's pieces); checked
+        when not given.
+
+    Returns
+    -------
+    int
+        The share in ``[0, 2**64)``.
+
+    Notes
+    -----
+    The owned elements are visited in chunks of about :data:`CHUNK_WORDS` words along
+    one split axis; the term ``p * K + S`` of each word is the sum of a per-chunk part
+    (the split axis and the axes before it) and a part of the axes after it, computed
+    once, so a chunk costs one broadcast addition, the XOR with the words, ``fmix64``
+    (eight in-place operations) and a sum, all in cache.
+    """
+    ndim = len(shape)
+    dtype = values.dtype
+    counts = [len(i) for i in indices]
+    if ndim == 0:  # a scalar dataset: one element at position 0
+        values, indices, shape, counts = np.reshape(values, (1,)), (np.zeros(1, np.int64),), (1,), [1]
+        ndim = 1
+    if 0 in counts or dtype.itemsize == 0:
+        return 0
+    if order == "F":
+        if rows is not None:
+            values, rows = values[rows], None
+        values = values.T
+        indices, shape, counts = indices[::-1], tuple(shape)[::-1], counts[::-1]
+    elif order != "C":
+        raise InvalidArgumentError(f"storage order must be 'C' or 'F', got {order!r}")
+    item = dtype.itemsize
+    wsize = word_size(item)
+    k = item // wsize
+    wdtype = np.dtype(f"<u{wsize}")
+    gstrides = _global_strides(shape)
+    weight = [(gstrides[d] * k * _K) & _MASK for d in range(ndim)]  # (p*K) per unit of g_d
+
+    # split axis: the first one whose trailing elements fit in a chunk
+    a = next((d for d in range(ndim) if math.prod(counts[d + 1 :]) * k <= CHUNK_WORDS), ndim - 1)
+    inner = math.prod(counts[a + 1 :]) * k  # words per index of the split axis
+    tail = (np.arange(k, dtype=_U64) * _U64(_K)) + _U64(_SEED)  # word offset within an element + S
+    for d in range(ndim - 1, a, -1):
+        tail = (np.asarray(indices[d]).astype(_U64) * _U64(weight[d]))[:, None] + tail[None, :]
+        tail = tail.reshape(-1)
+    step = max(1, CHUNK_WORDS // inner)
+    ramp = (np.arange(step, dtype=_U64) * _U64(weight[a]))[:, None] + tail[None, :]  # a contiguous run of axis a
+    x = np.empty(step * inner, dtype=_U64)
+    t = np.empty_like(x)
+    buf = np.empty((step, *counts[a + 1 :]), dtype=dtype)
+    ia = indices[a]
+    if increasing is None:  # then equal ends mean a contiguous run
+        increasing = isinstance(ia, range) or bool(np.all(np.diff(ia) > 0))
+    total = 0
+    for outer in product(*(range(c) for c in counts[:a])):
+        base = sum(int(indices[d][o]) * weight[d] for d, o in enumerate(outer)) & _MASK
+        if rows is not None and a > 0:
+            lead: tuple[Any, ...] = (int(rows[outer[0]]), *outer[1:])
+        else:
+            lead = outer
+        for r0 in range(0, counts[a], step):
+            r1 = min(counts[a], r0 + step)
+            m = r1 - r0
+            if rows is not None and a == 0:
+                sub = np.take(values, rows[r0:r1], axis=0, out=buf[:m])
+            else:
+                sub = values[lead + (slice(r0, r1),)]
+            try:  # reinterpret in place where the strides allow it (any strides for one word per element)
+                words = sub.view(wdtype)
+            except ValueError:
+                np.copyto(buf[:m], sub)
+                words = buf[:m].view(wdtype)
+            xv = x[: m * inner].reshape(m, inner)
+            tv = t[: m * inner].reshape(m, inner)
+            g0 = int(ia[r0])
+            if increasing and int(ia[r1 - 1]) - g0 == m - 1:
+                np.add(ramp[:m], _U64((base + g0 * weight[a]) & _MASK), out=xv)
+            else:
+                gb = np.asarray(ia[r0:r1]).astype(_U64) * _U64(weight[a])
+                if base:
+                    gb += _U64(base)
+                np.add(gb[:, None], tail[None, :], out=xv)
+            xw = xv.reshape(words.shape)
+            if wsize < 8:  # widen first: a same-type XOR is cheaper than a mixed-type one
+                tw = tv.reshape(words.shape)
+                np.copyto(tw, words)
+                np.bitwise_xor(xw, tw, out=xw)
+            else:
+                np.bitwise_xor(xw, words, out=xw)
+            _mix_inplace(xv, tv)
+            total += int(xv.sum(dtype=_U64))
+    return total & _MASK
 
 
 def _words(values: np.ndarray) -> tuple[np.ndarray, int]:
@@ -45,7 +322,7 @@ def _words(values: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def partial_sum64(values: np.ndarray, indices: Sequence[np.ndarray], shape: Sequence[int], order: str) -> int:
-    """This rank's share of the checksum of a separable piece.
+    """This rank's share of the legacy ``sum64-v1`` checksum of a separable piece.
 
     Parameters
     ----------
@@ -100,12 +377,66 @@ def partial_sum64(values: np.ndarray, indices: Sequence[np.ndarray], shape: Sequ
     return (2 * total + wsum) & _MASK
 
 
+# ----------------------------------------------------------------------------- whole datasets
+
+
+def checksum_of_bytes(raw: Any, dtype: Any, algorithm: str = MIX64) -> str:
+    """The checksum of a whole dataset from its canonical bytes, as the catalog stores it.
+
+    What a verifier does with the ``nbytes`` bytes at a row's ``offset`` (``bytes``, a
+    ``memoryview`` or a ``numpy.memmap`` of ``uint8``; read chunk by chunk, so a memory
+    map of a large file is never copied whole).
+
+    Parameters
+    ----------
+    raw : bytes-like or numpy.ndarray
+        The dataset's bytes in storage order.
+    dtype : numpy dtype or str
+        The dataset's element type (only its size matters).
+    algorithm : str
+        The row's ``checksum_algo``: one of :data:`ALGORITHMS`.
+
+    Returns
+    -------
+    str
+        16 hex digits.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Unknown algorithm, bad dtype, or a byte count that is not a whole number of elements.
+    """
+    algorithm = canonical(algorithm)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise InvalidArgumentError(f"checksum dtype {dtype!r} is not a numpy dtype: {exc}") from None
+    if dt.itemsize == 0:
+        raise InvalidArgumentError(f"checksum dtype {dt} has no bytes")
+    data = np.frombuffer(raw, dtype=np.uint8) if not isinstance(raw, np.ndarray) else raw.reshape(-1).view(np.uint8)
+    if data.size % dt.itemsize:
+        raise InvalidArgumentError(f"{data.size} bytes are not a whole number of {dt} elements ({dt.itemsize} bytes)")
+    w = word_size(dt.itemsize)
+    words = data.view(np.dtype(f"<u{w}"))
+    if algorithm == LEGACY_ALGORITHM:
+        return to_hex(_sum64_words(words))
+    return to_hex(partial_mix64(words, (range(words.size),), (words.size,), "C"))  # type: ignore[arg-type]
+
+
+def _sum64_words(words: np.ndarray) -> int:
+    total = 0
+    for s in range(0, words.size, CHUNK_WORDS):
+        chunk = words[s : s + CHUNK_WORDS].astype(_U64)
+        pos = np.arange(2 * s + 1, 2 * (s + chunk.size) + 1, 2, dtype=_U64)
+        total += int(np.dot(chunk, pos))  # uint64 dot products wrap
+    return total & _MASK
+
+
 def sum64_of_bytes(raw: bytes | np.ndarray, itemsize: int) -> int:
-    """Checksum of a whole dataset from its canonical bytes (what a verifier does)."""
+    """The legacy ``sum64-v1`` checksum of a whole dataset from its canonical bytes."""
     w = word_size(itemsize)
-    words = np.frombuffer(raw, dtype=np.dtype(f"<u{w}")).astype(np.uint64)
-    pos = np.arange(words.size, dtype=np.uint64)
-    return int((words * (np.uint64(2) * pos + np.uint64(1))).sum(dtype=np.uint64))
+    data = np.frombuffer(raw, dtype=np.uint8) if not isinstance(raw, np.ndarray) else raw.reshape(-1).view(np.uint8)
+    return _sum64_words(data.view(np.dtype(f"<u{w}")))
 
 
 def combine(partials: Sequence[int]) -> int:
@@ -117,17 +448,3 @@ def to_hex(value: int) -> str:
     """16-digit hex form stored in the catalog."""
     return f"{value & _MASK:016x}"
 
-
-def checksum_of_bytes(raw: bytes | np.ndarray, dtype: object, algorithm: str) -> str:
-    """The checksum of a whole dataset from its canonical bytes, as stored (16 hex digits).
-
-    Raises
-    ------
-    InvalidArgumentError
-        For an algorithm this SDM does not know.
-    """
-    from .errors import InvalidArgumentError
-
-    if algorithm in (ALGORITHM, "sum64"):
-        return to_hex(sum64_of_bytes(np.frombuffer(raw, dtype=np.uint8), np.dtype(dtype).itemsize))
-    raise InvalidArgumentError(f"unknown checksum algorithm {algorithm!r}; this SDM knows {ALGORITHM!r}")

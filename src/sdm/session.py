@@ -591,8 +591,8 @@ def open(application: str, mode: str = "w", **kwargs: Any) -> Session:  # noqa: 
     verify : bool
         Check every read against the checksum recorded at write time.
     checksum : bool, optional
-        Record a ``sum64`` checksum with every write (default ``$SDM_CHECKSUM`` or on;
-        it costs one pass over the data at a few GB/s per core).
+        Record a ``mix64-v2`` checksum with every write (default ``$SDM_CHECKSUM`` or on;
+        it costs one pass over the data, about 1.5-3 GB/s per core).
 
     Returns
     -------

@@ -60,3 +60,18 @@ def catalog_counts(comm, url):
         counts = cat.counts()
         cat.close()
     return comm.bcast(counts)
+
+
+def mix64(raw, itemsize):
+    """The mix64-v2 checksum of a dataset's canonical bytes, from its definition.
+
+    Words: little-endian unsigned, of the largest size in (8, 4, 2, 1) dividing the
+    element size; word ``w`` at position ``p`` adds ``fmix64(w ^ (p*K + S))`` mod 2**64.
+    """
+    size = next(s for s in (8, 4, 2, 1) if itemsize % s == 0)
+    words = np.frombuffer(bytes(raw), dtype=np.dtype(f"<u{size}")).astype(np.uint64)
+    z = words ^ (np.arange(words.size, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x243F6A8885A308D3))
+    for mult in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
+        z = (z ^ (z >> np.uint64(33))) * np.uint64(mult)
+    z = z ^ (z >> np.uint64(33))
+    return sum(int(v) for v in z) % (1 << 64)

@@ -164,7 +164,7 @@ writes = Table(
     Column("file_id", ForeignKey("files.id", ondelete="CASCADE"), nullable=False),
     Column("offset", BigInteger, nullable=False),
     Column("nbytes", BigInteger, nullable=False),
-    Column("checksum", String(16), nullable=False),  # hex of the sum64 checksum
+    Column("checksum", String(16), nullable=False),  # 16 hex digits (sdm.integrity)
     Column("checksum_algo", String(32), nullable=False),
     Column("method", String(32), nullable=False),
     Column("reason", Text, nullable=True),  # why the planner chose the method (v2)
@@ -191,7 +191,7 @@ imports = Table(
     Column("shape", Text, nullable=False),  # JSON list: global shape of what was read
     Column("mode", String(16), nullable=False),  # contiguous | map
     Column("nbytes", BigInteger, nullable=False),
-    Column("checksum", String(16), nullable=False),  # sum64 of the bytes as read ('' if none)
+    Column("checksum", String(16), nullable=False),  # mix64-v2 (sum64-v1 before) of the bytes as read
     Column("seconds", Float, nullable=False),
     Column("nprocs", Integer, nullable=False),
     Column("imported_at", DateTime(timezone=True), nullable=False),

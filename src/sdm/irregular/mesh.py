@@ -115,15 +115,17 @@ class EdgeBlocks:
 def content_hash(edges: EdgeBlocks, partvec: np.ndarray, comm: Any) -> str:
     """A hash of the partitioning inputs that does not depend on the decomposition.
 
-    sha256 over the mesh sizes, the decomposition-independent ``sum64`` of both edge
-    arrays (one reduction), and the bytes of the (replicated) partitioning vector.
+    sha256 over the mesh sizes, the decomposition-independent ``mix64-v2`` checksum of
+    both edge arrays (one exchange), and the bytes of the (replicated) partitioning vector.
+    (``sdm-mesh-v1`` hashes used the linear ``sum64``, blind to e.g. scaled or swapped ids;
+    a history stored under one is simply not found again and is recomputed.)
     """
     ids = (edges.ids,)
-    parts = [integrity.partial_sum64(a, ids, (edges.n_edges,), "C") for a in (edges.edge1, edges.edge2)]
+    parts = [integrity.partial_mix64(a, ids, (edges.n_edges,), "C") for a in (edges.edge1, edges.edge2)]
     total = comm.allgather(parts)
     s1 = integrity.combine([p[0] for p in total])
     s2 = integrity.combine([p[1] for p in total])
     h = hashlib.sha256()
-    h.update(f"sdm-mesh-v1:{edges.n_nodes}:{edges.n_edges}:{s1:016x}:{s2:016x}:".encode())
+    h.update(f"sdm-mesh-v2:{edges.n_nodes}:{edges.n_edges}:{s1:016x}:{s2:016x}:".encode())
     h.update(np.ascontiguousarray(partvec, dtype=np.int64).tobytes())
     return h.hexdigest()

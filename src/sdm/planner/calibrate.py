@@ -289,12 +289,12 @@ def _pwrite_call(comm: MPI.Comm, directory: Path, calls: int) -> float:
 
 
 def _checksum_byte(comm: MPI.Comm, nbytes: int) -> float:
-    """Seconds per byte of SDM's write-time checksum (``sum64``), all ranks at once."""
-    from ..integrity import partial_sum64
+    """Seconds per byte of SDM's write-time checksum (``integrity.ALGORITHM``), all ranks at once."""
+    from ..integrity import partial
 
     n = nbytes // 8
     values = np.arange(n, dtype=np.float64)
-    return _median_time(comm, lambda: partial_sum64(values, [np.arange(n)], (n,), "C"), 3) / nbytes
+    return _median_time(comm, lambda: partial(values, [np.arange(n)], (n,), "C"), 3) / nbytes
 
 
 def _copy_byte(comm: MPI.Comm, nbytes: int = 4 * M) -> float:
