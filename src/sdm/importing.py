@@ -152,6 +152,7 @@ def import_array(
             mode=mode,
             nbytes=int(np.prod(shp, dtype=np.int64)) * dt.itemsize,
             checksum=integrity.to_hex(integrity.combine([p for _, p in shares])),
+            checksum_algo=integrity.ALGORITHM,
             seconds=max(t for t, _ in shares),
             nprocs=s.size,
         ),

@@ -53,6 +53,7 @@ class ImportRecord:
     seconds: float
     nprocs: int
     imported_at: datetime
+    checksum_algo: str = "sum64-v1"
 
 
 @dataclass(frozen=True)

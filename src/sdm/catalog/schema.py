@@ -191,7 +191,8 @@ imports = Table(
     Column("shape", Text, nullable=False),  # JSON list: global shape of what was read
     Column("mode", String(16), nullable=False),  # contiguous | map
     Column("nbytes", BigInteger, nullable=False),
-    Column("checksum", String(16), nullable=False),  # mix64-v2 (sum64-v1 before) of the bytes as read
+    Column("checksum", String(16), nullable=False),  # checksum of the bytes as read ('' if none)
+    Column("checksum_algo", String(32), nullable=False, server_default="sum64-v1"),  # its algorithm (0004)
     Column("seconds", Float, nullable=False),
     Column("nprocs", Integer, nullable=False),
     Column("imported_at", DateTime(timezone=True), nullable=False),

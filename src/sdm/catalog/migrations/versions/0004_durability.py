@@ -1,5 +1,5 @@
 """Durability: run directories and states, file high-water marks, write versions, catalog id;
-``datasets.dtype`` wide enough for structured dtypes.
+``datasets.dtype`` wide enough for structured dtypes; ``imports.checksum_algo``.
 
 Revision ID: 0004
 Revises: 0003
@@ -32,6 +32,7 @@ def upgrade() -> None:
     op.add_column("runs", sa.Column("writers", sa.Integer(), nullable=False, server_default="0"))
     op.add_column("files", sa.Column("alloc_end", sa.BigInteger(), nullable=False, server_default="0"))
     op.add_column("writes", sa.Column("version", sa.Integer(), nullable=False, server_default="1"))
+    op.add_column("imports", sa.Column("checksum_algo", sa.String(32), nullable=False, server_default="sum64-v1"))
     con = op.get_bind()
     if con.dialect.name != "sqlite":  # SQLite does not enforce VARCHAR lengths
         op.alter_column("datasets", "dtype", type_=sa.String(1024), existing_nullable=False)
