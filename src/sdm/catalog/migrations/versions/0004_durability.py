@@ -32,7 +32,9 @@ def upgrade() -> None:
     op.add_column("runs", sa.Column("writers", sa.Integer(), nullable=False, server_default="0"))
     op.add_column("files", sa.Column("alloc_end", sa.BigInteger(), nullable=False, server_default="0"))
     op.add_column("writes", sa.Column("version", sa.Integer(), nullable=False, server_default="1"))
-    op.add_column("imports", sa.Column("checksum_algo", sa.String(32), nullable=False, server_default="sum64-v1"))
+    # 0002 creates imports from the current table definition, so it may hold the column already
+    if "checksum_algo" not in {c["name"] for c in sa.inspect(op.get_bind()).get_columns("imports")}:
+        op.add_column("imports", sa.Column("checksum_algo", sa.String(32), nullable=False, server_default="sum64-v1"))
     con = op.get_bind()
     if con.dialect.name != "sqlite":  # SQLite does not enforce VARCHAR lengths
         op.alter_column("datasets", "dtype", type_=sa.String(1024), existing_nullable=False)
