@@ -75,3 +75,29 @@ def mix64(raw, itemsize):
         z = (z ^ (z >> np.uint64(33))) * np.uint64(mult)
     z = z ^ (z >> np.uint64(33))
     return sum(int(v) for v in z) % (1 << 64)
+
+
+def committed_bytes(comm, url, run_id, root):
+    """Rank 0: {(dataset, step): the bytes of its committed write, read at the catalog's place}, shared.
+
+    An error on rank 0 is raised on every rank (every rank reaches the broadcast).
+    """
+    from pathlib import Path
+
+    import sdm
+
+    out = None
+    if comm.Get_rank() == 0:
+        try:
+            cat = sdm.Catalog(url)
+            try:
+                out = {(d, w.step): Path(root, w.path).read_bytes()[w.offset:w.offset + w.nbytes]
+                       for _, d, w in cat.writes(run_id)}
+            finally:
+                cat.close()
+        except Exception as exc:  # noqa: BLE001 - every rank must reach the bcast
+            out = exc
+    out = comm.bcast(out)
+    if isinstance(out, Exception):
+        raise out
+    return out

@@ -14,7 +14,7 @@ import pytest
 import sdm
 from mpi4py import MPI
 
-from _reference import block_indices, catalog_counts, cyclic_indices
+from _reference import block_indices, catalog_counts, committed_bytes, cyclic_indices
 
 SHAPE = (7, 5)
 
@@ -79,18 +79,7 @@ def global_of(dtype: np.dtype, shape, order="C", seed=0) -> np.ndarray:
 
 def _file_bytes(comm, url, run_id, root):
     """Rank 0: {dataset: the bytes of its write as the catalog places them} (or its error), shared."""
-    out = None
-    if comm.Get_rank() == 0:
-        try:
-            cat = sdm.Catalog(url)
-            out = {d: Path(root, w.path).read_bytes()[w.offset:w.offset + w.nbytes] for _, d, w in cat.writes(run_id)}
-            cat.close()
-        except Exception as exc:  # noqa: BLE001 - every rank must reach the bcast
-            out = exc
-    out = comm.bcast(out)
-    if isinstance(out, Exception):
-        raise out
-    return out
+    return {d: data for (d, _), data in committed_bytes(comm, url, run_id, root).items()}
 
 
 def _views(size, rank, shape):

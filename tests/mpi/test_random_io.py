@@ -23,6 +23,8 @@ import pytest
 import sdm
 from mpi4py import MPI
 
+from _reference import committed_bytes
+
 METHODS = ["posix", "list", "datatype", "sieving", "collective", "servers", "exchange"]
 DTYPES = [np.dtype("<f8"), np.dtype(">i2"), np.dtype("S3"), np.dtype([("a", "<u4"), ("b", ">f4"), ("c", "S1")])]
 DRAWS = int(os.environ.get("SDM_TEST_DRAWS", "4"))
@@ -94,19 +96,7 @@ def _local_rows(seed, k, rank, owner):
 
 def _files(comm, url, run_id, root):
     """Rank 0: {(dataset, step): bytes of the write}, shared; an error on rank 0 is raised everywhere."""
-    out = None
-    if comm.Get_rank() == 0:
-        try:
-            cat = sdm.Catalog(url)
-            out = {(d, w.step): Path(root, w.path).read_bytes()[w.offset:w.offset + w.nbytes]
-                   for _, d, w in cat.writes(run_id)}
-            cat.close()
-        except Exception as exc:  # noqa: BLE001 - every rank must reach the bcast
-            out = exc
-    out = comm.bcast(out)
-    if isinstance(out, Exception):
-        raise out
-    return out
+    return committed_bytes(comm, url, run_id, root)
 
 
 @pytest.mark.timeout(120)
