@@ -196,7 +196,8 @@ class Group:
         CollectiveMismatchError, DistributionError, DatasetNotFoundError
         """
         s = self.session
-        names, failure = capture(lambda: list(self._datasets) if datasets is None else list(datasets), rank=s.rank)
+        names, failure = capture(lambda: list(self._datasets) if datasets is None else check.names(datasets, "datasets"),
+                                 rank=s.rank)
         # first, before any collective that depends on the kind: the same view everywhere
         agree_view(s.comm, view, f"data_view of group {self.name!r}", names)
         agree(s.comm, failure)
