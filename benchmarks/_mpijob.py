@@ -10,6 +10,8 @@ Used by ``benchmarks/crash.py`` and ``tests/integration/test_concurrency.py``.
   rank start their own sessions too, so killing the job means killing, by pid, mpiexec,
   its proxy and the ranks (the pids the ranks report, checked against ``/proc`` so that a
   recycled pid is never hit).  :meth:`Job.cleanup` does this unconditionally.
+* Each job's ``TMPDIR`` is its own directory, so what mpiexec leaves there when it is killed
+  (Hydra's hwloc topology file) goes with the job's clean-up.
 * Nothing here installs a signal handler.
 """
 
@@ -105,8 +107,10 @@ class Job:
         self.marker = str(worker)
         cmd = [mpiexec(), "-n", str(nprocs), sys.executable, str(worker), json.dumps(cfg)]
         self._out = open(log, "ab")
+        env = worker_env()
+        env["TMPDIR"] = str(self.dir)  # Hydra's topology file too: a killed mpiexec cannot remove it itself
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._out, stderr=subprocess.STDOUT,
-                                     env=worker_env(), start_new_session=True, cwd=self.dir)
+                                     env=env, start_new_session=True, cwd=self.dir)
         self.started = time.monotonic()
         self.known: set[int] = set()  # every pid of the job seen so far (mpiexec's descendants)
 
