@@ -8,15 +8,15 @@
   carry the ``postgres`` marker (deselect with ``-m "not postgres"`` when iterating locally).
 
 The server (``postgres_server``) is started lazily, once per session, only when a test asks
-for it, and stopped at the end of the session, also when the run is interrupted (Ctrl-C,
-SIGTERM from ``timeout``). It is never skipped: if it cannot start, the tests that need it
+for it, and stopped at the end of the session; when the run is killed instead (``timeout``'s
+SIGTERM or SIGKILL), a watcher process started with the server stops it once the test
+process is gone (no signal handler is installed). It is never skipped: if it cannot start, the tests that need it
 error, so CI cannot pass without having exercised PostgreSQL.
 """
 
 from __future__ import annotations
 
 import atexit
-import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,19 +27,11 @@ sys.path.insert(0, str(Path(__file__).parent / "integration"))
 import pgserver  # noqa: E402  (tests/integration/pgserver.py)
 
 
-def _interrupt_on_sigterm(signum, frame):  # pragma: no cover - exercised by hand
-    # Turn `timeout`'s SIGTERM into Ctrl-C so pytest tears fixtures down (stops the server).
-    raise KeyboardInterrupt(f"received signal {signum}")
-
-
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[pgserver.PgServer]:
     """A real PostgreSQL server on 127.0.0.1 for the whole session (see pgserver.py)."""
-    server = pgserver.PgServer()
+    server = pgserver.PgServer()  # a watcher process stops it if this process is killed
     atexit.register(server.stop)  # backstop; stop() is idempotent
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
     try:
         error = None
         try:
@@ -51,8 +43,6 @@ def postgres_server() -> Iterator[pgserver.PgServer]:
         yield server
     finally:
         server.stop()
-        if previous is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @pytest.fixture

@@ -281,10 +281,22 @@ class PgServer:
                 raise PgServerError(f"PostgreSQL did not start after {attempts} ports tried; "
                                     f"server log:\n{self._log_tail()}")
             self.create_database(DEFAULT_DB)
+            if not self.persistent:
+                self._watch()
         except BaseException:
             self.stop()
             raise
         return self.url
+
+    def _watch(self) -> None:
+        """Start a watcher that stops this server once the process that started it is gone.
+
+        It runs in its own session, so a test run killed by ``timeout`` (SIGTERM, then
+        SIGKILL) still leaves no server behind, and no signal handler is needed.
+        """
+        subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "watch", str(os.getpid()),
+                          str(self.workdir)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True, env=_clean_env())
 
     def _pg_ctl_start(self) -> bool:
         conf = self.datadir / "postgresql.conf"
@@ -418,6 +430,18 @@ def _stop_and_remove(workdir: Path, bindir: Path | None, user: str | None) -> No
     shutil.rmtree(workdir, ignore_errors=True)
 
 
+def watch(owner: int, workdir: Path, poll: float = 0.5) -> None:
+    """Wait while *owner* lives and *workdir* exists; then stop and remove the server left in it."""
+    while workdir.exists() and _pid_alive(owner):
+        time.sleep(poll)
+    if workdir.exists():
+        try:
+            user = pwd.getpwuid((workdir / "data").stat().st_uid).pw_name
+        except (OSError, KeyError):
+            user = None
+        _stop_and_remove(workdir, None, user)
+
+
 def reap_stale_servers() -> list[Path]:
     """Stop and remove test servers whose starting process is gone (killed test runs)."""
     reaped = []
@@ -457,11 +481,16 @@ def _load_cli_server() -> PgServer | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["install", "start", "stop", "url", "status"],
+    parser.add_argument("command", choices=["install", "start", "stop", "url", "status", "watch"],
                         help="install: server binaries and test user only; start: start (or "
                              "reuse) the server and print its URL; url: print the URL; stop; "
-                             "status")
+                             "status; watch PID WORKDIR: stop that server once PID is gone "
+                             "(started by the tests)")
+    parser.add_argument("watched", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.command == "watch":
+        watch(int(args.watched[0]), Path(args.watched[1]))
+        return 0
     try:
         if args.command == "install":
             bindir = install_server()
