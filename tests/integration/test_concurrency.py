@@ -18,8 +18,8 @@ and the files (numpy), never through SDM's read path (``benchmarks/_crash_check.
 * no overlap: no two rows of a file share a byte (``[offset, offset + nbytes)`` intervals);
 * every row's bytes equal the array built with numpy for its (dataset, step) and its checksum
   is the one recomputed from those bytes;
-* an appending job either ends normally or stops with an ``SDMError`` (refusing a concurrent
-  writer with a clear error is allowed), never with a raw exception or a hang.
+* every appending job ends normally: space is reserved through the catalog, so concurrent
+  writers to one file need not be refused.
 
 Every mpiexec runs under a timeout and is killed (with its proxy and ranks) at the end.
 """
@@ -136,12 +136,11 @@ def test_every_job_starts_on_a_fresh_catalog(races):
     assert len({s["run"] for s in races["starts"]}) == JOBS  # each its own run
 
 
-def test_concurrent_appends_end_normally_or_with_an_sdm_error(races):
+def test_concurrent_appends_all_finish(races):
+    """File space is reserved through the catalog, so concurrent appenders need not be refused."""
     assert races["run"] is not None, "no job of the start phase created a run to append to"
-    unclean = [f"job {j}: {_describe(a)}" for j, a in enumerate(races["appends"])
-               if not a["finished"] and not any(e.split()[1] == "sdm" for e in a["errors"])]
-    assert not unclean, "appending jobs that hung or died without an SDM error:\n" + "\n".join(unclean)
-    assert any(a["finished"] for a in races["appends"]), "no appending job finished"
+    unclean = [f"job {j}: {_describe(a)}" for j, a in enumerate(races["appends"]) if not a["finished"]]
+    assert not unclean, "appending jobs that did not finish:\n" + "\n".join(unclean)
 
 
 def test_no_returned_write_is_lost(races):
