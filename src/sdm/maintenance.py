@@ -29,10 +29,10 @@ import numpy as np
 
 from . import integrity
 from .catalog import Catalog, RunRecord
-from .errors import RunStateError, StorageError
+from .errors import RunStateError, SDMError, StorageError
 from .storage import inside, runs
 
-__all__ = ["RowProblem", "Unreferenced", "VerifyReport", "GcReport", "verify_run", "gc_run"]
+__all__ = ["RowProblem", "Unreferenced", "VerifyReport", "GcReport", "current_state", "verify_run", "gc_run"]
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 
@@ -93,10 +93,16 @@ class GcReport:
     not_reclaimed: list[str] = field(default_factory=list)
 
 
-def _run_state(catalog: Catalog, rec: RunRecord, rel_dir: str) -> str:
-    """The run's state, recording ``interrupted`` for an ``open`` run that no live session holds."""
-    if rec.state == "open" and not runs.writer_alive(Path(rec.root), rel_dir):
-        catalog.mark_interrupted(rec.id)
+def current_state(catalog: Catalog, rec: RunRecord) -> str:
+    """The run's state, recording ``interrupted`` for an ``open`` run that no live session holds.
+
+    A catalog this process may not write still gets the right answer; only the record waits.
+    """
+    if rec.state == "open" and not runs.writer_alive(Path(rec.root), _rel_dir(rec)):
+        try:
+            catalog.mark_interrupted(rec.id)
+        except SDMError:
+            pass
         return "interrupted"
     return rec.state
 
@@ -134,7 +140,7 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
     """
     rec = catalog.run(run_id)
     rel_dir = _rel_dir(rec)
-    report = VerifyReport(run_id=rec.id, state=_run_state(catalog, rec, rel_dir))
+    report = VerifyReport(run_id=rec.id, state=current_state(catalog, rec))
     root = Path(rec.root)
     dtypes = {(g.name, d.name): d.dtype for g in rec.groups for d in g.datasets}
     rows = catalog.writes(rec.id)

@@ -133,3 +133,14 @@ def test_unknown_run(run: dict) -> None:
         result = cli(command, "99", "--catalog", run["url"])
         assert result.exit_code == 1 and "Traceback" not in result.output
         assert result.stderr.strip().startswith("error: no run 99 in catalog")
+
+
+def test_ls_and_show_find_an_interrupted_run(run: dict) -> None:
+    """The run is registered open, but no session holds its lock: its writers are gone."""
+    shown = json.loads(cli("show", str(run["run"]), "--catalog", run["url"], "--json").stdout)
+    assert (shown["run"]["state"], shown["run"]["dir"]) == ("interrupted", run["rel"])
+    listed = json.loads(cli("ls", "app", "--catalog", run["url"], "--json").stdout)
+    assert [(r["id"], r["state"]) for r in listed["runs"]] == [(run["run"], "interrupted")]
+    cat = Catalog(run["url"], create=False)
+    assert cat.run(run["run"]).state == "interrupted"  # recorded, not only shown
+    cat.close()

@@ -212,6 +212,16 @@ def _run_json(rec: RunRecord) -> dict[str, Any]:
     }
 
 
+def _with_current_state(cat: Catalog, rec: RunRecord) -> RunRecord:
+    """*rec* with its state as it is now (an ``open`` run nobody holds is ``interrupted``)."""
+    from dataclasses import replace
+
+    from ..maintenance import current_state
+
+    state = current_state(cat, rec)
+    return rec if state == rec.state else replace(rec, state=state)
+
+
 def _dataset_json(group: str, d: Any) -> dict[str, Any]:
     return {
         "group": group,
@@ -285,7 +295,7 @@ def ls(
             )
         runs = cat.find(application=application)
         rows = []
-        for rec in runs:
+        for rec in (_with_current_state(cat, r) for r in runs):
             ndatasets = sum(len(g.datasets) for g in rec.groups)
             nbytes = sum(f.nbytes for f in cat.files(rec.id))
             rows.append((rec, ndatasets, nbytes))
@@ -315,7 +325,7 @@ def show(
 ) -> None:
     """Show a run: its groups, datasets, files (and writes)."""
     with _open(catalog) as cat:
-        rec = cat.run(run)
+        rec = _with_current_state(cat, cat.run(run))
         files = cat.files(run)
         wrows = cat.writes(run) if writes else []
         imported = irregular_records.imports(cat, run_id=run)
