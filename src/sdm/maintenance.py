@@ -9,7 +9,8 @@ and 3, space reserved by a crashed write). Unreferenced bytes are expected after
 overwrites and crashes; they are never read, and :func:`gc_run` reclaims them.
 
 :func:`gc_run` runs only while no session writes the run (it holds the run's lock
-exclusively, so a session that starts meanwhile waits for it): it deletes unreferenced
+exclusively, so a session that starts meanwhile is refused with ``RunStateError``
+instead of writing into what gc changes): it deletes unreferenced
 files, punches holes in unreferenced ranges inside files (``fallocate`` with
 ``FALLOC_FL_PUNCH_HOLE``: the file keeps its size and offsets, the blocks are freed),
 and cuts unreferenced tails, lowering the file's high-water mark to match.

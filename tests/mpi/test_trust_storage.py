@@ -249,3 +249,38 @@ def test_concurrent_step_writers_never_both_win(comm, mpi_tmp):
                 g.write("a", 7, _local(g, "a", 7, 2))  # this session had not seen step 7: the commit refuses it
         back = g.read("a", 7, verify=True)
     np.testing.assert_array_equal(back, _global(7, 1)[np.ix_(*g.piece("a").indices)])
+
+
+def test_a_run_locked_by_gc_is_refused_not_waited_for(comm, mpi_tmp):
+    """While ``sdm gc`` holds the run exclusively, a new writer gets RunStateError on every rank."""
+    import fcntl
+    import os
+
+    url, root = f"sqlite:///{mpi_tmp}/cat.db", Path(mpi_tmp)
+    with sdm.open("trust", root=root, catalog=url, comm=comm) as s:
+        g = s.make_group("g", ["a"], dtype="f8", shape=SHAPE, level=3)
+        g.write("a", 0, _local(g, "a", 0, 1))
+        run, rel = s.run_id, s.run_dir
+    fd = None
+    if comm.Get_rank() == 0:  # what gc_run holds while it works
+        fd = os.open(root / rel / ".sdm-run", os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    comm.Barrier()
+    try:
+        with pytest.raises(RunStateError) as info:
+            sdm.open("trust", "a", root=root, catalog=url, run=run, comm=comm)
+        assert str(info.value) == (f"the run in {root / rel} is locked by `sdm gc` (or another exclusive holder); "
+                                   "open it again when that has finished")
+        assert len(set(comm.allgather(str(info.value)))) == 1
+    finally:
+        if fd is not None:
+            os.close(fd)
+    comm.Barrier()
+    with sdm.open("trust", "a", root=root, catalog=url, run=run, comm=comm) as s:  # gc finished: writing goes on
+        g = s.group("g")
+        g.write("a", 1, _local(g, "a", 1, 1))
+    if comm.Get_rank() == 0:
+        cat = Catalog(url, create=False)
+        assert cat.run(run).state == "closed" and sorted(w.step for _, _, w in cat.writes(run)) == [0, 1]
+        cat.close()
+    comm.Barrier()

@@ -16,6 +16,7 @@ import fcntl
 import json
 import os
 import secrets
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -26,6 +27,8 @@ __all__ = ["MARKER", "make_run_dir", "check_run_dir", "RunLock", "writer_alive",
 
 #: Name of the marker file in every run directory.
 MARKER = ".sdm-run"
+
+_LOCK_TRIES, _LOCK_WAIT = 50, 0.02  # a writer waits at most about a second for an exclusive holder
 
 
 def legacy_run_dir(application: str, run_id: int) -> str:
@@ -99,6 +102,9 @@ def check_run_dir(root: Path, rel_dir: str, catalog_id: str, run_id: int, *, leg
 class RunLock:
     """A shared lock on a run's marker, held while a session writes the run.
 
+    Taken without blocking (retried for about a second), so a session never waits on
+    `sdm gc` while it holds the catalog's write lock: it raises :class:`RunStateError`.
+
     Parameters
     ----------
     root, rel_dir
@@ -114,11 +120,21 @@ class RunLock:
             return  # a legacy run without a marker: nothing to lock
         except OSError as exc:
             raise StorageError(f"cannot open {self.path}: {exc.strerror}", exc.errno) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH)
-        except OSError:
-            os.close(fd)  # a file system without locks: liveness cannot be told, writing still works
-            return
+        for attempt in range(_LOCK_TRIES):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:  # an exclusive holder: a liveness probe (microseconds) or `sdm gc`
+                time.sleep(_LOCK_WAIT)
+            except OSError:
+                os.close(fd)  # a file system without locks: liveness cannot be told, writing still works
+                return
+        else:
+            os.close(fd)
+            raise RunStateError(
+                f"the run in {self.path.parent} is locked by `sdm gc` (or another exclusive holder); "
+                "open it again when that has finished"
+            )
         self._fd = fd
 
     def release(self) -> None:
