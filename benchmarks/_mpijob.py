@@ -11,12 +11,15 @@ Used by ``benchmarks/crash.py`` and ``tests/integration/test_concurrency.py``.
   its proxy and the ranks (the pids the ranks report, checked against ``/proc`` so that a
   recycled pid is never hit).  :meth:`Job.cleanup` does this unconditionally.
 * Each job's ``TMPDIR`` is its own directory, so what mpiexec leaves there when it is killed
-  (Hydra's hwloc topology file) goes with the job's clean-up.
+  goes with the job's clean-up; the topology files Hydra's processes write to ``/tmp``
+  itself are removed by :meth:`Job.remove_hydra_leftovers` after a whole-job kill.
 * Nothing here installs a signal handler.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
 import shutil
@@ -51,6 +54,11 @@ def worker_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([src, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def _hydra_files() -> set[str]:
+    """Hydra's hwloc topology files in the system temporary directory."""
+    return set(glob.glob(os.path.join("/tmp", "hydra_hwloc_xmlfile_*")))
 
 
 def _children() -> dict[int, list[int]]:
@@ -105,6 +113,7 @@ class Job:
         self.dir = Path(cfg["dir"])
         self.log = log
         self.marker = str(worker)
+        self._hydra_before = _hydra_files()
         cmd = [mpiexec(), "-n", str(nprocs), sys.executable, str(worker), json.dumps(cfg)]
         self._out = open(log, "ab")
         env = worker_env()
@@ -207,6 +216,19 @@ class Job:
                 time.sleep(0.01)
         self._out.close()
         return self.proc.returncode
+
+    def remove_hydra_leftovers(self) -> list[str]:
+        """Remove the topology files that Hydra's processes, killed with SIGKILL, left in the
+        system temporary directory (not in ``TMPDIR``) during this job; returns their paths.
+
+        Only for a driver that runs one job at a time (files that appeared meanwhile are
+        this job's); call it once the job has ended.
+        """
+        gone = sorted(_hydra_files() - self._hydra_before)
+        for path in gone:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        return gone
 
     def output(self, limit: int = 2000) -> str:
         """The end of the job's output."""
