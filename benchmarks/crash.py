@@ -353,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta["load_after"] = os.getloadavg()[0]
     data = dict(meta=meta, options=options, summary=summarize(records), trials=records)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(data, indent=1, default=str))
+    (args.out / f"{args.name}.json").write_text(json.dumps(data, separators=(",", ":"), default=str))  # compact
     md = markdown(data)
     (args.out / f"{args.name}.md").write_text(md)
     print(md)

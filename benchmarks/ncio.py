@@ -12,16 +12,13 @@ reported.  On a shared machine ``--quiet-load`` waits (up to ``--wait`` seconds)
 1-minute load average to drop below a threshold before starting; the load before and
 after is recorded.
 
-Writes ``benchmarks/results/ncio.{json,md,png}`` (``--out`` to change), and keeps the
-run's calibration and medians in ``ncio-history/`` beside them (without the raw times),
-so that a change of the cost model can be judged against every earlier run at once
-(``benchmarks/refit.py``).
+Writes ``benchmarks/results/ncio.{json,md,png}`` (``--out`` to change): the latest run only.
+Earlier runs stay in the git history, where ``benchmarks/refit.py --rev REV`` reads them.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -44,19 +41,6 @@ def wait_for_quiet(comm: MPI.Comm, threshold: float, seconds: float) -> float:
     return comm.bcast(load, root=0)
 
 
-HISTORY = ("meta", "model", "calibration", "summary", "goals")  #: what a run keeps in ncio-history/
-
-
-def keep_history(out: Path) -> Path:
-    """Copy the run in *out*/ncio.json, less its raw times, to *out*/ncio-history/ (rank 0)."""
-    run = json.loads((out / "ncio.json").read_text())
-    stamp = run["meta"]["date"].replace(" UTC", "").replace(" ", "-").replace(":", "")
-    path = out / "ncio-history" / f"ncio-{stamp}.json"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps({k: run[k] for k in HISTORY if k in run}, indent=0))
-    return path
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=7, help="timed repeats per method and point (default 7)")
@@ -72,8 +56,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     with scratch(comm, a.root, "sdm-ncio-") as base:
         run_ncio(comm, base, Path(a.out), quick=a.quick, repeats=a.repeats, calibrate=True,
                  catalog=f"sqlite:///{base}/catalog.db")
-    if comm.Get_rank() == 0 and not a.quick:
-        keep_history(Path(a.out))
     say(comm)((Path(a.out) / "ncio.md").read_text())
     return 0
 

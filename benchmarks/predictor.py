@@ -205,7 +205,7 @@ def plot(rows: list[dict], points: list[dict], path: Path) -> None:
     ax.legend(fontsize=8)
     ax.set_title("cost model: predicted vs measured")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 

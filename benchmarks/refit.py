@@ -8,7 +8,7 @@ measured runs at once instead of one new, noisy run.
 
 Usage::
 
-    python benchmarks/refit.py                                         # every run in ncio-history/
+    python benchmarks/refit.py                                         # benchmarks/results/ncio.json
     python benchmarks/refit.py benchmarks/results/ncio.json --misses   # a file, and its misses
     python benchmarks/refit.py --rev HEAD~5                            # ncio.json as committed then
     python benchmarks/refit.py --margins 0.1,0.25                      # auto's trials replayed
@@ -38,7 +38,6 @@ from sdm.planner.patterns import Pattern
 from sdm.planner.trials import contenders
 
 RESULTS = "benchmarks/results/ncio.json"
-HISTORY = Path("benchmarks/results/ncio-history")
 
 
 def refit(run: dict[str, Any], both: bool = False) -> CostModel:
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="save the figures here")
     args = ap.parse_args(argv)
     sources = [(f, False) for f in args.files] + [(r, True) for r in args.rev]
-    sources = sources or [(str(f), False) for f in sorted(HISTORY.glob("ncio-*.json"))] or [(RESULTS, False)]
+    sources = sources or [(RESULTS, False)]
     margins = [float(m) for m in args.margins.split(",")] if args.margins else []
     out: dict[str, Any] = {}
     choices: dict[float, list[dict[str, Any]]] = {m: [] for m in margins}

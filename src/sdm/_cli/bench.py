@@ -380,7 +380,7 @@ def write_ncio(rows: list[dict[str, Any]], meta: dict[str, Any], model: Any, out
     summary = ncio.summarize(rows)
     (out / "ncio.json").write_text(json.dumps({"meta": meta, "model": model.to_json(), "calibration": calibration or {},
                                                "summary": summary, "goals": ncio.goals(summary), "rows": rows},
-                                              indent=1, default=str))
+                                              separators=(",", ":"), default=str))  # compact: results stay small
     (out / "ncio.md").write_text(ncio.markdown(summary, meta))
     ncio.plot(summary, meta, out / "ncio.png")
 

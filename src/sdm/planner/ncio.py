@@ -325,5 +325,5 @@ def plot(summary: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> Non
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"NCIO, {meta['nprocs']} ranks, {meta['fs']}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=48)  # small: results keep PNGs under 150 KB
     plt.close(fig)
