@@ -104,8 +104,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
             f"({meta['mbytes']:.1f} MB), block-block over (x, y) on {meta['nprocs']} ranks ({meta['procs']}), "
             f"{meta['cores']} cores, {meta['fs']}, sync {'on' if meta['sync'] else 'off'}; median of "
             f"{meta['repeats']} repeats in rotated order, {meta['date']}; load average {meta['load_before']:.1f} "
-            f"before, {meta['load_after']:.1f} after; free page reporting "
-            f"{meta.get('free_page_reporting', 'absent')}.\n\n")
+            f"before, {meta['load_after']:.1f} after.\n\n")
     cols = ["variant", "method", "checksum", "files", "seconds (min-max)", "MB/s", "vs original", "predicted s",
             "pred/meas", "files ok"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(cols) - 2)) + "|"]
@@ -176,13 +175,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     grid = lbmpi.Grid.of(a.n, comm.Get_size())
     steps = list(range(1, a.steps + 1))
     sync = not a.no_sync
-    with scratch(comm, a.root, "sdm-lbmpi-") as base, steady_memory(comm) as memory:
+    with scratch(comm, a.root, "sdm-lbmpi-") as base, steady_memory(comm):
         model, _, _ = calibrate(comm, fresh(comm, base, "calibration"), quick=a.quick)
         say(comm)(f"calibrated: {model.label}")
         samples = measure(comm, base, grid, steps, a.repeats, sync, model, say(comm))
         info = meta(comm, base, load_before, grid="x".join(map(str, grid.shape)), procs="x".join(map(str, grid.procs)),
                     steps=len(steps), mbytes=4 * grid.field_bytes * len(steps) / 1e6, sync=sync, repeats=a.repeats,
-                    model=model.label, free_page_reporting=memory["free_page_reporting"])
+                    model=model.label)
     if comm.Get_rank() != 0:
         return 0
     rows = summarize(samples, model, grid, comm.Get_size(), len(steps), sync)

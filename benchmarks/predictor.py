@@ -147,7 +147,7 @@ def other_points(out: Path) -> list[dict[str, Any]]:
 def markdown(rows: list[dict], points: list[dict], meta: dict) -> str:
     head = (f"# Predictor benchmark\n\n{meta['nprocs']} ranks on {meta['cores']} cores, {meta['date']}; "
             f"median of {meta['repeats']} repeats in rounds; load average {meta['load_before']:.1f} before, "
-            f"{meta['load_after']:.1f} after; free page reporting {meta.get('free_page_reporting', 'absent')}; "
+            f"{meta['load_after']:.1f} after; "
             f"model: {meta['model']}.\n\n"
             "Whole SDM runs (every write: open, I/O, sync, catalog commit; then every step read back once) "
             "against `sdm predict` for the same workload.\n\n")
@@ -218,12 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     comm = MPI.COMM_WORLD
     load_before = os.getloadavg()[0]
-    with scratch(comm, a.root, "sdm-predictor-") as base, steady_memory(comm) as memory:
+    with scratch(comm, a.root, "sdm-predictor-") as base, steady_memory(comm):
         model, _, _ = calibrate(comm, fresh(comm, base, "calibration"), quick=a.quick)
         say(comm)(f"calibrated: {model.label}")
         rows = measure(comm, base, model, a.repeats, say(comm))
-        info = meta(comm, base, load_before, repeats=a.repeats, model=model.label,
-                    free_page_reporting=memory["free_page_reporting"])
+        info = meta(comm, base, load_before, repeats=a.repeats, model=model.label)
     if comm.Get_rank() != 0:
         return 0
     out = Path(a.out)

@@ -140,23 +140,15 @@ def test_settled_samples_time_inner_calls_after_untimed_calls(comm, mpi_tmp, mon
     assert len(checked) == (3 * 2 if writing else 0)  # every timed write's file is checked, not the settling ones
 
 
-def test_steady_memory_reads_free_page_reporting_once_per_node_and_changes_nothing(comm, mpi_tmp, monkeypatch):
-    from sdm.planner import measure
-    from sdm.storage.durability import node_comm
+def test_steady_memory_is_collective_and_installs_nothing(comm):
+    import signal
 
-    knob = Path(mpi_tmp) / "page_reporting_order"  # stands in for the kernel parameter
-    if comm.Get_rank() == 0:
-        knob.write_text("9")
-    comm.Barrier()
-    monkeypatch.setattr(measure, "REPORTING_ORDER", knob)
-    reads = []
-    real = measure._reporting_state
-    monkeypatch.setattr(measure, "_reporting_state", lambda: (reads.append(1), real())[1])
+    from sdm.planner import measure
+
+    before = signal.getsignal(signal.SIGTERM)
     with measure.steady_memory(comm, 4 << 20) as memory:
-        inside = knob.read_text()
+        assert signal.getsignal(signal.SIGTERM) is before
         comm.Barrier()
-    assert memory["free_page_reporting"] == "active"
-    assert inside == "9"
-    assert comm.allreduce(len(reads)) == comm.allreduce(int(node_comm(comm).Get_rank() == 0))  # one per node
-    comm.Barrier()
-    assert knob.read_text() == "9"
+    assert memory == {"touch_rate": memory["touch_rate"]} and memory["touch_rate"] > 0
+    assert len(set(comm.allgather(memory["touch_rate"]))) == 1  # the same rate on every rank
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -304,7 +304,7 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     load_before = os.getloadavg()[0]
     names, methods = tuple(sweeps or ncio.SWEEP_NAMES), tuple(methods or METHODS)
     try:
-        with steady_memory(comm) as memory:
+        with steady_memory(comm):
             model, calibration = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None)
             plan = ncio.sweeps(quick, names)
             reps = repeats or (1 if quick else 5)
@@ -327,8 +327,7 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     if not rank0:
         return
     meta = _meta(comm, target, {"repeats": reps, "methods": list(methods), "sweeps": list(names), "quick": quick,
-                                "model": model.label, "load_before": load_before, "load_after": os.getloadavg()[0],
-                                "free_page_reporting": memory["free_page_reporting"]})
+                                "model": model.label, "load_before": load_before, "load_after": os.getloadavg()[0]})
     if calibration.get("after"):
         meta["calibration_drift"] = ncio.drift([s["seconds"] for s in calibration["samples"]],
                                                [s["seconds"] for s in calibration["after"]])

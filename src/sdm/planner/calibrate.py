@@ -389,8 +389,7 @@ def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, rep
     warm = WARM_BYTES // 8 if quick else WARM_BYTES
     with steady_memory(comm, warm) as memory:
         if progress is not None:
-            progress(f"memory pre-touched ({warm >> 20} MiB at {memory['touch_rate'] / 1e9:.2g} GB/s, "
-                     f"free page reporting {memory['free_page_reporting']})")
+            progress(f"memory pre-touched ({warm >> 20} MiB at {memory['touch_rate'] / 1e9:.2g} GB/s)")
         return _calibrate(comm, directory, quick, REPEATS if repeats is None else repeats, progress)
 
 

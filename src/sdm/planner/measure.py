@@ -58,44 +58,21 @@ def warm_memory(comm: MPI.Comm, nbytes: int = WARM_BYTES) -> float:
     return comm.bcast(nbytes / seconds if seconds > 0 else float("inf"), root=0)
 
 
-#: The kernel's free page reporting parameter (virtio-balloon guests); only read, never written.
-REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
-
-
 @contextmanager
 def steady_memory(comm: MPI.Comm, nbytes: int = WARM_BYTES) -> Iterator[dict[str, Any]]:
     """Pre-touched memory for a measurement, on the host as it is (collective).
 
-    Runs :func:`warm_memory` and says whether the host may take free memory back while
-    the block runs.  On a guest whose kernel reports free pages to the hypervisor
-    (virtio-balloon free page reporting), blocks of 2 MiB and more that stay free for
-    about two seconds go back to the host, and the next page cache allocation touches
-    them first again, so timings of new files can turn bimodal.  SDM never changes that
-    setting (nor any other of the host): it only records it with the results.
+    Runs :func:`warm_memory` before the block. On a guest whose kernel reports free pages
+    to the hypervisor, blocks that stay free for a few seconds may still go back to the
+    host, so timings of new files can vary; SDM never changes that (nor any other setting
+    of the host): the repeats and trials absorb the spread.
 
     Yields
     ------
     dict
-        ``touch_rate`` (B/s of the first touch) and ``free_page_reporting``: ``"active"``
-        when the kernel parameter exists on some node (timings of new files may vary),
-        else ``"absent"``.
+        ``touch_rate``: B/s of the first touch.
     """
-    from ..storage.durability import node_comm
-
-    leader = node_comm(comm).Get_rank() == 0
-    state = _reporting_state() if leader else None
-    states = comm.allgather(state)
-    worst = "active" if "active" in states else "absent"
-    yield {"touch_rate": warm_memory(comm, nbytes), "free_page_reporting": worst}
-
-
-def _reporting_state() -> str:
-    """``"active"`` when this node's kernel has free page reporting, else ``"absent"`` (read only)."""
-    try:
-        REPORTING_ORDER.read_text()
-    except OSError:
-        return "absent"
-    return "active"
+    yield {"touch_rate": warm_memory(comm, nbytes)}
 
 
 @contextmanager

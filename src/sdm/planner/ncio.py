@@ -198,7 +198,7 @@ def markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     head = (f"# NCIO benchmark\n\n{meta['nprocs']} ranks on {meta['cores']} cores, {meta['fs']} file system "
             f"({meta['directory']}), page cache, no sync; median of {meta['repeats']} repeats in shuffled order, "
             f"{meta['date']}; load average {meta['load_before']:.1f} before, {meta['load_after']:.1f} after; "
-            f"free page reporting {meta.get('free_page_reporting', 'absent')}; model: {meta['model']}.\n\n"
+            f"model: {meta['model']}.\n\n"
             "Times in ms (median); *pred* is the model's prediction for the method in bold (the fastest); "
             "auto = the planner's choice run as its own configuration.\n")
     parts = [head]
