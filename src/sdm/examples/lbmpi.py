@@ -96,7 +96,7 @@ def local_array(grid: Grid, nprocs: int, rank: int, step: int) -> np.ndarray:
     p = grid.piece(nprocs, rank)
     f = np.full((FIELDS, *p.memory_shape), -1, dtype=grid.dtype, order="F")
     for k in range(FIELDS):
-        f[(k, *p.interior)] = pattern(f"f{k}", step, p.indices, grid.shape, grid.dtype)
+        f[k][p.interior] = pattern(f"f{k}", step, p.indices, grid.shape, grid.dtype)
     return f
 
 
@@ -133,7 +133,7 @@ def original(comm: MPI.Comm, grid: Grid, root: Path, steps: Sequence[int], sync:
     clock = Stopwatch(comm)
     for i, step in enumerate(steps):
         f = local_array(grid, nprocs, rank, step)
-        mem = memoryview(byte_view(f))
+        mem = byte_view(f).data
         lo = [g[0] for g in p.ghosts]
         mi = [(lo[d] + np.arange(c, dtype=np.int64)) * f.strides[d + 1] for d, c in enumerate(p.counts)]
         mem_off = (mi[0][:, None, None] + mi[1][None, :, None] + mi[2][None, None, :]).ravel(order="F")
