@@ -16,7 +16,7 @@ import sdm
 from mpi4py import MPI
 from sdm.io import get_method
 from sdm.io.base import make_transfer
-from sdm.planner.patterns import Pattern
+from sdm.bench.patterns import Pattern
 
 from _reference import block_indices, cyclic_indices, global_array, local_from_global
 

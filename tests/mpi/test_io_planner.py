@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import sdm
 from sdm.planner import Planner
-from sdm.planner.calibrate import QUICK_RUNS, calibrate
+from sdm.bench.calibrate import QUICK_RUNS, calibrate
 from sdm.planner.model import CONSTANTS, DEFAULTS, CostModel
 
 from _reference import cyclic_indices, global_array, local_from_global
@@ -123,8 +123,8 @@ def test_the_planner_is_a_pure_function_of_its_inputs(comm):
 
 @pytest.mark.parametrize("writing,settle", [(True, 1), (False, 1), (True, 2), (False, 3)])
 def test_settled_samples_time_inner_calls_after_untimed_calls(comm, mpi_tmp, monkeypatch, writing, settle):
-    from sdm.planner import measure
-    from sdm.planner.patterns import Pattern
+    from sdm.bench import measure
+    from sdm.bench.patterns import Pattern
 
     pattern = Pattern(64, 32)
     calls, checked = [], []
@@ -143,7 +143,7 @@ def test_settled_samples_time_inner_calls_after_untimed_calls(comm, mpi_tmp, mon
 def test_steady_memory_is_collective_and_installs_nothing(comm):
     import signal
 
-    from sdm.planner import measure
+    from sdm.bench import measure
 
     before = signal.getsignal(signal.SIGTERM)
     with measure.steady_memory(comm, 4 << 20) as memory:

@@ -315,7 +315,7 @@ def test_servers_parameters_default_to_shared_memory_and_16_mib_buffers():
 
 
 def test_ncio_orders_are_shuffled_permutations_fixed_by_the_seed():
-    from sdm.planner.ncio import _shuffled
+    from sdm.bench.ncio import _shuffled
 
     names = ["posix", "list", "datatype", "sieving", "collective", "servers", "auto"]
     orders = [_shuffled(names, seed) for seed in range(20)]

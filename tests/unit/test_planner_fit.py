@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sdm.planner.calibrate import Sample, fit, nnls
+from sdm.bench.calibrate import Sample, fit, nnls
 from sdm.planner.model import CONSTANTS, DEFAULTS
-from sdm.planner.patterns import Pattern
+from sdm.bench.patterns import Pattern
 
 
 def test_nnls_solves_a_nonnegative_problem_exactly():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from sdm.planner.model import CONSTANTS, CostModel
-from sdm.planner.patterns import Pattern
+from sdm.bench.patterns import Pattern
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import refit  # noqa: E402
