@@ -165,10 +165,25 @@ def _save(url: str, target: Path, model: Any, samples: list, direct: dict) -> in
 def _meta(comm: Any, directory: Path, extra: dict[str, Any]) -> dict[str, Any]:
     from mpi4py import MPI
 
-    return {"nprocs": comm.Get_size(), "cores": os.cpu_count(), "directory": str(directory),
+    from .. import __version__
+
+    return {"sdm_version": __version__, "git_commit": _commit(), "load_now": os.getloadavg()[0],
+            "nprocs": comm.Get_size(), "cores": os.cpu_count(), "directory": str(directory),
             "fs": fs_type(directory) or "unknown", "mpi": MPI.Get_library_version().splitlines()[0].strip(),
             "python": platform.python_version(), "host": platform.node(),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **extra}
+
+
+def _commit() -> str:
+    """The git commit of the SDM sources running (``+dirty`` with local changes), or 'unknown'."""
+    here = str(Path(__file__).resolve().parent)
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def fs_type(path: Path) -> str:
@@ -338,7 +353,7 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
              catalog: str | None = None, hints: dict[str, str] | None = None) -> None:
     """Run the NCIO sweeps on *comm* and write the results in *out* (collective; rank 0 prints)."""
     from ..bench import ncio
-    from ..bench.measure import steady_memory
+    from ..bench.measure import WARM_BYTES, steady_memory
     from ..planner.model import METHODS
 
     rank0 = comm.Get_rank() == 0
@@ -354,7 +369,7 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     target = Path(temp or directory).resolve()
     load_before = os.getloadavg()[0]
     try:
-        with steady_memory(comm):
+        with steady_memory(comm, WARM_BYTES // 8 if quick else WARM_BYTES):
             model, calibration = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None, bar)
             rows = ncio.run(comm, target, plan, methods=methods, repeats=reps, model=model, hints=hints or {},
                             progress=bar.step if rank0 else None)
