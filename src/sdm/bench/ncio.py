@@ -154,7 +154,7 @@ def _point(comm: MPI.Comm, directory: str | Path, pattern: Pattern, names: list[
         for writing in (True, False):
             access = pattern_access(comm, pattern, writing)
             planner = new_planner()
-            kwargs = dict(data=data, planner=planner, access=access, hints=hints)
+            kwargs: dict[str, Any] = dict(data=data, planner=planner, access=access, hints=hints)
             verified, chosen, inner, settle, trial = {}, {}, {}, {}, []
             for m in names:  # warm-up, and proof that each method moves every byte right
                 first, chosen[m], verified[m] = run_method(comm, directory, pattern, m, writing, 1, check=True,
@@ -207,7 +207,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             line["trial_accesses"] = len(r.get("trial_times", ()))
     for line in table.values():
         med = {m: v for m, v in line["median"].items() if m != "auto"}
-        best = min(med, key=med.get)
+        best = min(med, key=lambda m: med[m])
         line["best"] = best
         line["auto_vs_best"] = line["median"]["auto"] / med[best]
         line["chosen_vs_best"] = med[line["auto_chose"]] / med[best]

@@ -299,7 +299,7 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
         conflict[r] |= near[r]
         conflict[:, r] |= near[r]
     colour = turns(conflict)
-    groups = [list(np.flatnonzero(colour == k)) for k in range(int(colour.max()) + 1)] if colour.size else [[]]
+    groups = [[int(r) for r in np.flatnonzero(colour == k)] for k in range(int(colour.max()) + 1)] if colour.size else [[]]
     return Structure(ranks, {"base": 1, "sync": float(len(groups))}, turns=groups)
 
 
