@@ -150,9 +150,9 @@ class StorageError(SDMError, OSError):
 
     def __init__(self, message: str = "", errno: int | None = None) -> None:
         super().__init__(message)
-        self.errno = errno  # type: ignore[misc]
+        self.errno = errno
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type, tuple[str, int | None]]:
         return (type(self), (self.message, self.errno))
 
 

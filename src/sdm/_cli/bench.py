@@ -362,11 +362,11 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     plan = ncio.sweeps(quick, names)
     reps = repeats or (1 if quick else 5)
     bar = _Progress(con if rank0 else None, ncio.steps(plan, methods), "NCIO: warming memory")
-    temp = None
+    temp: str | None = None
     if directory is None:
         temp = comm.bcast(tempfile.mkdtemp(prefix="sdm-ncio-", dir=_ensure(config.default_root()))
                           if rank0 else None, root=0)
-    target = Path(temp or directory).resolve()
+    target = (Path(temp) if temp is not None else Path(directory or ".")).resolve()
     load_before = os.getloadavg()[0]
     try:
         with steady_memory(comm, WARM_BYTES // 8 if quick else WARM_BYTES):

@@ -20,6 +20,7 @@ under that directory find them (``Planner``, ``sdm predict``).
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import tempfile
@@ -143,12 +144,12 @@ def fit(samples: list[Sample], prior: dict[str, float] | None = None, weight: fl
 
 
 # ------------------------------------------------------------------------ measuring
-def _median_time(comm: MPI.Comm, fn: Callable[[], Any], repeats: int) -> float:
+def _median_time(comm: MPI.Intracomm, fn: Callable[[], Any], repeats: int) -> float:
     fn()  # warm-up
     return statistics.median(timed(comm, fn) for _ in range(repeats))
 
 
-def _open_close(comm: MPI.Comm, directory: Path, repeats: int) -> float:
+def _open_close(comm: MPI.Intracomm, directory: Path, repeats: int) -> float:
     path = comm.bcast(str(directory / f".sdm-calibrate-open-{os.getpid()}.dat"), root=0)
 
     def once() -> None:
@@ -160,7 +161,7 @@ def _open_close(comm: MPI.Comm, directory: Path, repeats: int) -> float:
     return t
 
 
-def _fsync(comm: MPI.Comm, directory: Path, repeats: int) -> tuple[float, float]:
+def _fsync(comm: MPI.Intracomm, directory: Path, repeats: int) -> tuple[float, float]:
     """Seconds of a sync as SDM makes it (:func:`~sdm.storage.make_durable`) with nothing dirty, and per dirty byte."""
     size, rank = comm.Get_size(), comm.Get_rank()
     per_rank = 4 * M
@@ -178,7 +179,7 @@ def _fsync(comm: MPI.Comm, directory: Path, repeats: int) -> tuple[float, float]
     return idle, max(full - idle, 0.0) / (per_rank * size)
 
 
-def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> dict[str, float]:
+def _sdm_overhead(comm: MPI.Intracomm, directory: Path, steps: int) -> dict[str, float]:
     """Seconds an SDM write and read of a tiny dataset take beyond the method (catalog, allgathers,
     checksum): ``commit`` and ``lookup``, first accesses left out."""
     import shutil
@@ -194,16 +195,15 @@ def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> dict[str, floa
             one = np.ones(g.local_shape("x"))
             g.write("x", 0, one)
             g.read("x", 0)
-            return {"commit": statistics.median(timed(comm, lambda k=k: g.write("x", k, one))
-                                                for k in range(1, steps + 1)),
-                    "lookup": statistics.median(timed(comm, lambda k=k: g.read("x", k)) for k in range(1, steps + 1))}
+            return {"commit": statistics.median(timed(comm, functools.partial(g.write, "x", k, one)) for k in range(1, steps + 1)),
+                    "lookup": statistics.median(timed(comm, functools.partial(g.read, "x", k)) for k in range(1, steps + 1))}
     finally:
         comm.Barrier()
         if comm.Get_rank() == 0:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _checksum_byte(comm: MPI.Comm, nbytes: int) -> float:
+def _checksum_byte(comm: MPI.Intracomm, nbytes: int) -> float:
     """Seconds per byte of SDM's write-time checksum (``integrity.ALGORITHM``), all ranks at once."""
     from ..integrity import partial
 
@@ -212,7 +212,7 @@ def _checksum_byte(comm: MPI.Comm, nbytes: int) -> float:
     return _median_time(comm, lambda: partial(values, [np.arange(n)], (n,), "C"), 3) / nbytes
 
 
-def _copy_byte(comm: MPI.Comm, nbytes: int = 4 * M) -> float:
+def _copy_byte(comm: MPI.Intracomm, nbytes: int = 4 * M) -> float:
     """Seconds per byte of a large memory copy, all ranks at once (``copy``).
 
     Measured apart because in the method samples a copy always comes with a file
@@ -238,7 +238,7 @@ def _romio(fh: MPI.File) -> dict[str, int]:
     return out
 
 
-def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern], ...], repeats: int,
+def measure_runs(comm: MPI.Intracomm, directory: Path, runs: tuple[tuple[str, Pattern], ...], repeats: int,
                  romio: dict[str, int], progress: Callable[[str], None] | None = None) -> list[Sample]:
     """Time every (method, pattern) for writes and reads, each sample after untimed calls (collective).
 
@@ -282,7 +282,7 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
     return out
 
 
-def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, repeats: int | None = None,
+def calibrate(comm: MPI.Intracomm, directory: str | Path, *, quick: bool = False, repeats: int | None = None,
               progress: Callable[[str], None] | None = None) -> tuple[CostModel, list[Sample], dict[str, float]]:
     """Measure and fit the constants for *directory* (collective over *comm*).
 
@@ -308,7 +308,7 @@ def calibrate(comm: MPI.Comm, directory: str | Path, *, quick: bool = False, rep
         return _calibrate(comm, directory, quick, REPEATS if repeats is None else repeats, progress)
 
 
-def _calibrate(comm: MPI.Comm, directory: Path, quick: bool, repeats: int,
+def _calibrate(comm: MPI.Intracomm, directory: Path, quick: bool, repeats: int,
                progress: Callable[[str], None] | None) -> tuple[CostModel, list[Sample], dict[str, float]]:
     t0 = time.perf_counter()
     with scratch_file(comm, directory, 0, name="sdm-calibrate-info") as (fh, _):

@@ -34,7 +34,7 @@ _COUNTER = iter(range(1 << 62))
 WARM_BYTES = 2 << 30
 
 
-def warm_memory(comm: MPI.Comm, nbytes: int = WARM_BYTES) -> float:
+def warm_memory(comm: MPI.Intracomm, nbytes: int = WARM_BYTES) -> float:
     """Touch and release *nbytes* of anonymous memory (collective); returns the first-touch rate in B/s.
 
     On a virtual machine the hypervisor may back guest memory only when a page is first
@@ -59,7 +59,7 @@ def warm_memory(comm: MPI.Comm, nbytes: int = WARM_BYTES) -> float:
 
 
 @contextmanager
-def steady_memory(comm: MPI.Comm, nbytes: int = WARM_BYTES) -> Iterator[dict[str, Any]]:
+def steady_memory(comm: MPI.Intracomm, nbytes: int = WARM_BYTES) -> Iterator[dict[str, Any]]:
     """Pre-touched memory for a measurement, on the host as it is (collective).
 
     Runs :func:`warm_memory` before the block. On a guest whose kernel reports free pages
@@ -76,7 +76,7 @@ def steady_memory(comm: MPI.Comm, nbytes: int = WARM_BYTES) -> Iterator[dict[str
 
 
 @contextmanager
-def scratch_file(comm: MPI.Comm, directory: str | Path, nbytes: int, hints: dict[str, str] | None = None,
+def scratch_file(comm: MPI.Intracomm, directory: str | Path, nbytes: int, hints: dict[str, str] | None = None,
                  name: str = "sdm-bench") -> Iterator[tuple[MPI.File, Path]]:
     """A new sparse file of *nbytes* bytes in *directory*, open on every rank, and its path;
     closed and removed afterwards.
@@ -110,7 +110,7 @@ def scratch_file(comm: MPI.Comm, directory: str | Path, nbytes: int, hints: dict
             path.unlink(missing_ok=True)
 
 
-def timed(comm: MPI.Comm, fn: Callable[[], Any]) -> float:
+def timed(comm: MPI.Intracomm, fn: Callable[[], Any]) -> float:
     """Seconds from a barrier to a barrier around ``fn()`` (the same on every rank)."""
     comm.Barrier()
     t0 = time.perf_counter()
@@ -119,14 +119,14 @@ def timed(comm: MPI.Comm, fn: Callable[[], Any]) -> float:
     return comm.bcast(time.perf_counter() - t0, root=0)
 
 
-def pattern_access(comm: MPI.Comm, pattern: Pattern, writing: bool, hints: dict | None = None) -> Access:
+def pattern_access(comm: MPI.Intracomm, pattern: Pattern, writing: bool, hints: dict | None = None) -> Access:
     """The planner's :class:`Access` for an NCIO pattern (one allgather of rank stats)."""
     p, r = comm.Get_size(), comm.Get_rank()
     return pattern.access(p, writing, hints, comm.allgather(pattern.stats(p, r).as_tuple()))
 
 
 @contextmanager
-def data_file(comm: MPI.Comm, directory: str | Path, pattern: Pattern,
+def data_file(comm: MPI.Intracomm, directory: str | Path, pattern: Pattern,
               hints: dict[str, str] | None = None) -> Iterator[tuple[MPI.File, Path]]:
     """A scratch file holding the pattern's data (written collectively), for reads."""
     nprocs, rank = comm.Get_size(), comm.Get_rank()
@@ -138,7 +138,7 @@ def data_file(comm: MPI.Comm, directory: str | Path, pattern: Pattern,
         yield fh, path
 
 
-def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: str, writing: bool, repeats: int,
+def run_method(comm: MPI.Intracomm, directory: str | Path, pattern: Pattern, method: str, writing: bool, repeats: int,
                *, data: MPI.File | None = None, planner: Planner | None = None, access: Access | None = None,
                hints: dict | None = None, inner: int = 1, check: bool = False,
                settle: int = 0) -> tuple[list[float], str, bool]:
@@ -162,7 +162,8 @@ def run_method(comm: MPI.Comm, directory: str | Path, pattern: Pattern, method: 
     nprocs, rank = comm.Get_size(), comm.Get_rank()
     piece = _piece(pattern, nprocs, rank)
     array = pattern.local(nprocs, rank) if writing else np.zeros(piece.memory_shape)
-    chosen, ok, times = method, True, []
+    chosen, ok = method, True
+    times: list[float] = []
 
     def call(fh: MPI.File) -> None:
         with make_transfer(fh, 0, piece, array, "C", comm, hints) as t:
@@ -207,7 +208,7 @@ def _piece(pattern: Pattern, nprocs: int, rank: int) -> Any:
     return pattern.piece(nprocs, rank)
 
 
-def calls_for(comm: MPI.Comm, seconds: float, target: float = 0.02, most: int = 64) -> int:
+def calls_for(comm: MPI.Intracomm, seconds: float, target: float = 0.02, most: int = 64) -> int:
     """Calls per sample so that a sample lasts about *target* seconds (rank 0 decides).
 
     At most *most* calls: enough that a sample of a 0.1 ms call still lasts several
@@ -220,7 +221,7 @@ def calls_for(comm: MPI.Comm, seconds: float, target: float = 0.02, most: int = 
 SETTLE = 0.03
 
 
-def settle_calls(comm: MPI.Comm, seconds: float) -> int:
+def settle_calls(comm: MPI.Intracomm, seconds: float) -> int:
     """Untimed calls before each sample of a call taking *seconds*: about :data:`SETTLE` seconds, at least two.
 
     A sample comes back to its data after other work went through the memory. Such
@@ -232,7 +233,7 @@ def settle_calls(comm: MPI.Comm, seconds: float) -> int:
     return max(2, calls_for(comm, seconds, SETTLE, 16))
 
 
-def check_file(comm: MPI.Comm, fh: MPI.File, path: Path, pattern: Pattern) -> bool:
+def check_file(comm: MPI.Intracomm, fh: MPI.File, path: Path, pattern: Pattern) -> bool:
     """Whether the file holds exactly the pattern's reference bytes, read with numpy (collective)."""
     fh.Sync()
     comm.Barrier()

@@ -80,7 +80,7 @@ def _shuffled(items: list[str], seed: int) -> list[str]:
 
 
 def run(
-    comm: MPI.Comm,
+    comm: MPI.Intracomm,
     directory: str | Path,
     plan: list[Sweep],
     *,
@@ -145,7 +145,7 @@ def steps(plan: list[Sweep], methods: tuple[str, ...]) -> int:
     return sum(len(s.points) for s in plan) * 2 * (len(methods) + 1)
 
 
-def _point(comm: MPI.Comm, directory: str | Path, pattern: Pattern, names: list[str], repeats: int,
+def _point(comm: MPI.Intracomm, directory: str | Path, pattern: Pattern, names: list[str], repeats: int,
            new_planner: Callable[[], Planner], hints: dict[str, str],
            tell: Callable[[str], None] | None) -> list[dict[str, Any]]:
     """All methods, writes then reads, at one pattern."""

@@ -33,20 +33,32 @@ ROMIO's ``cb_buffer_size``; PIO's 1 MB buffers cost extra rounds on today's memo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from mpi4py import MPI
 
 from ..layout.regions import file_strides, memory_positions, storage_dims
 from ._selection import _step, selector
-from ..errors import HintError
+from ..errors import HintError, InvalidArgumentError
 from ._support import Deferred, int_hint, read_fully, set_view
 from .base import SymmetricMethod, Transfer, register
 
 __all__ = ["ServersIO", "BUFFER_SIZE", "chunk_rows", "server_ranks", "shared_memory"]
 
 BUFFER_SIZE = 16 << 20  #: bytes per server and round (ROMIO's default collective buffer)
+
+
+def _comm(t: Transfer) -> MPI.Intracomm:
+    """The communicator the servers exchange over (a transfer without one cannot be served)."""
+    if not isinstance(t.comm, MPI.Intracomm):
+        raise InvalidArgumentError("the servers method needs the session's communicator in the transfer")
+    return t.comm
+
+
+def _np_order(order: str) -> Literal["C", "F"]:
+    """A storage order as numpy spells it."""
+    return "F" if order == "F" else "C"
 
 
 def _pack(a: np.ndarray) -> tuple:
@@ -113,7 +125,7 @@ class ServersIO(SymmetricMethod):
 
 def _local(t: Transfer) -> tuple[int, int, tuple | None, bool]:
     """This rank's parameters and the compressed file side of its piece (no communication)."""
-    nprocs = t.comm.Get_size()
+    nprocs = _comm(t).Get_size()
     servers = min(int_hint(t.hints, "sdm_io_servers", nprocs), nprocs)
     buffer = int_hint(t.hints, "sdm_buffer_size", BUFFER_SIZE)
     mine = tuple(_pack(np.asarray(i, dtype=np.int64)) for i in t.piece.indices) if t.piece.size else None
@@ -130,19 +142,19 @@ def _geometry(t: Transfer, servers: int, buffer: int, gathered: list) -> _Geomet
     first = min((int(r[0]) for r in used), default=0)
     stop = max((int(r[-1]) + 1 for r in used), default=0)
     per = chunk_rows(first, stop, fstr[slow], buffer, servers)
-    return _Geometry(pieces, slow, fstr, first, stop, per, server_ranks(t.comm.Get_size(), servers))
+    return _Geometry(pieces, slow, fstr, first, stop, per, server_ranks(_comm(t).Get_size(), servers))
 
 
 def _serve(t: Transfer, *, writing: bool) -> None:
     set_view(t, MPI.BYTE, MPI.BYTE)  # collective
     deferred = Deferred()
     local = deferred.run(_local, t)
-    gathered = t.comm.allgather(None if local is None else ("ok", local))  # every rank, failed or not
+    gathered = _comm(t).allgather(None if local is None else ("ok", local))  # every rank, failed or not
     if any(g is None for g in gathered):  # the failing rank raises; the group agrees on its error afterwards
         deferred.reraise()
         return
     plan = _plan_for(t, [g[1] for g in gathered])
-    window = shared_memory(t.comm, plan.buffer) if plan.shm else None
+    window = shared_memory(_comm(t), plan.buffer) if plan.shm else None
     if window is not None:
         _serve_shared(t, plan, window, deferred, writing)
     else:
@@ -173,7 +185,7 @@ def _serve_shared(t: Transfer, plan: "_Plan", window: "_Window", deferred: Defer
     its elements into the servers' slabs; barrier; servers write their span.  Reading:
     servers read their span; barrier; every rank copies its elements out; barrier.
     """
-    own = window.segment(t.comm.Get_rank())
+    own = window.segment(_comm(t).Get_rank())
     for rnd in plan.rounds:
         chunk = rnd.chunk
         if chunk is not None and (not writing or chunk.holes):
@@ -188,7 +200,7 @@ def _serve_shared(t: Transfer, plan: "_Plan", window: "_Window", deferred: Defer
 
 def _copy_shared(t: Transfer, send: "_Send", segment: np.ndarray, writing: bool) -> None:
     """Copy a part between the local array and a server's slab in shared memory."""
-    slab = np.ndarray(send.slab_shape, dtype=t.array.dtype, buffer=segment, order=t.order)
+    slab = np.ndarray(send.slab_shape, dtype=t.array.dtype, buffer=segment, order=_np_order(t.order))
     if writing:
         slab[send.in_slab] = t.array[send.part.in_array]
     else:
@@ -237,12 +249,12 @@ def _plan_for(t: Transfer, gathered: list) -> _Plan:
     keys = [_hashable(g) for g in gathered]
     if any(k is None for k in keys):
         return build()
-    key = ("servers", tuple(keys), t.comm.Get_rank(), t.order, t.array.shape, t.array.strides, t.array.dtype)
+    key = ("servers", tuple(keys), _comm(t).Get_rank(), t.order, t.array.shape, t.array.strides, t.array.dtype)
     return t.piece.cached(key, build, keep=8)
 
 
 def _build_plan(t: Transfer, geo: _Geometry, shm: bool) -> _Plan:
-    rank = t.comm.Get_rank()
+    rank = _comm(t).Get_rank()
     mine = _Part.local(t, geo)
     rounds = []
     for r in range(geo.rounds):
@@ -271,7 +283,7 @@ def _shm_wanted(t: Transfer) -> bool:
 class _Window:
     """A shared-memory window over one node's ranks: one segment per rank, passive epoch held."""
 
-    def __init__(self, node: MPI.Comm, nbytes: int) -> None:
+    def __init__(self, node: MPI.Intracomm, nbytes: int) -> None:
         self.node, self.nbytes = node, nbytes
         self.win = MPI.Win.Allocate_shared(nbytes, 1, comm=node)
         self.win.Lock_all()
@@ -281,7 +293,7 @@ class _Window:
         """Rank *rank*'s segment as bytes (any rank may read and write it)."""
         if rank not in self._segments:
             buf, _ = self.win.Shared_query(rank)
-            self._segments[rank] = np.frombuffer(buf, dtype=np.uint8)[: self.nbytes]
+            self._segments[rank] = np.frombuffer(buf.cast("B"), dtype=np.uint8)[: self.nbytes]
         return self._segments[rank]
 
     def barrier(self) -> None:
@@ -315,18 +327,21 @@ def shared_memory(comm: MPI.Comm, nbytes: int) -> "_Window | None":
     if not _KEYVAL:
         _KEYVAL.append(MPI.Comm.Create_keyval(delete_fn=_delete_window))
     key = _KEYVAL[0]
-    window = comm.Get_attr(key)
-    if window is None:
+    cached = comm.Get_attr(key)
+    if cached is False:  # several nodes: the Alltoallv rounds
+        return None
+    if isinstance(cached, _Window):
+        window = cached
+    else:
         node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-        single = comm.allreduce(int(node.Get_size() == comm.Get_size()), op=MPI.MIN)
-        if not single:
+        single = comm.allreduce(int(isinstance(node, MPI.Intracomm) and node.Get_size() == comm.Get_size()),
+                               op=MPI.MIN)
+        if not single or not isinstance(node, MPI.Intracomm):
             node.Free()
-            comm.Set_attr(key, False)  # several nodes: the Alltoallv rounds
+            comm.Set_attr(key, False)
             return None
         window = _Window(node, max(int(nbytes), 1))
         comm.Set_attr(key, window)
-    if window is False:
-        return None
     if window.nbytes < nbytes:
         node = window.node.Dup()
         comm.Delete_attr(key)  # frees the smaller window
@@ -346,7 +361,7 @@ class _Part:
     """One rank's elements in a range of rows: selectors into an array and a slab."""
 
     def __init__(self, item: int, dtype: np.dtype, order: str, slow: int, indices: list, positions: list) -> None:
-        self.item, self.dtype, self.order, self.slow = item, dtype, order, slow
+        self.item, self.dtype, self.order, self.slow = item, dtype, _np_order(order), slow
         self.indices, self.positions = indices, positions
         self._in_array: tuple | None = None
         self._in_file: tuple | None = None
@@ -402,7 +417,7 @@ class _Chunk:
         a = rows[0]
         item = t.array.itemsize
         row = geo.fstr[geo.slow]
-        self.shape, self.dtype, self.order = _slab_shape(t, geo, rows), t.array.dtype, t.order
+        self.shape, self.dtype, self.order = _slab_shape(t, geo, rows), t.array.dtype, _np_order(t.order)
         self.sources: list[tuple[int, _Part]] = []
         lo, hi, owned = None, 0, 0
         for q, idx in enumerate(geo.pieces):
@@ -436,7 +451,7 @@ def _exchange(t: Transfer, sends: list[_Send], chunk: _Chunk | None, scratch: np
     Writing, ranks pack their parts for each server and servers unpack into their slab;
     reading, servers pack from their slab and ranks unpack into their arrays.
     """
-    nprocs = t.comm.Get_size()
+    nprocs = _comm(t).Get_size()
     mine = [0] * nprocs  # bytes exchanged with each peer from this rank's array
     for send in sends:
         mine[send.server] = send.part.nbytes
@@ -449,13 +464,13 @@ def _exchange(t: Transfer, sends: list[_Send], chunk: _Chunk | None, scratch: np
     if to_servers:
         for send in sends:
             deferred.run(_copy_to, send.part.packed(local.of(send.server)), t.array, send.part.in_array)
-        t.comm.Alltoallv(local.spec(), remote.spec())
+        _comm(t).Alltoallv(local.spec(), remote.spec())
         for q, part in chunk.sources if chunk is not None else ():
             deferred.run(_copy_from, slab, part.in_file, part.packed(remote.of(q)))
     else:
         for q, part in chunk.sources if chunk is not None else ():
             deferred.run(_copy_to, part.packed(remote.of(q)), slab, part.in_file)
-        t.comm.Alltoallv(remote.spec(), local.spec())
+        _comm(t).Alltoallv(remote.spec(), local.spec())
         for send in sends:
             deferred.run(_copy_from, t.array, send.part.in_array, send.part.packed(local.of(send.server)))
 

@@ -194,29 +194,29 @@ def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
     rpred = {p.method: p for p in model.predict_all(ra, mpi_hints)} if ra is not None else {}
     wdec = planner.choose("auto", wa)
     rdec = planner.choose("auto", ra) if ra is not None else None
-    nreads = w.writes * w.reads
+    nreads = w.writes * w.reads  # may be fractional (reads per step on average)
     # auto's first accesses measure a tie the model cannot break: each contender takes its turns
     wtrial, rtrial = planner.trial(wa), (planner.trial(ra) if ra is not None else None)
+    write_overhead = model.overhead(w.nbytes, w.ranks, writing=True, sync=w.sync)
+    read_overhead = model.overhead(w.nbytes, w.ranks, writing=False)
     rows = []
     for m in [*METHODS, "auto"]:
         wm = wdec.method.name if m == "auto" else m
-        rm = (rdec.method.name if rdec is not None else None) if m == "auto" else m
-        write_overhead = model.overhead(w.nbytes, w.ranks, writing=True, sync=w.sync)
-        read_overhead = model.overhead(w.nbytes, w.ranks, writing=False) if rpred else 0.0
+        rm = rdec.method.name if m == "auto" and rdec is not None else m
         per_write = wpred[wm].seconds + write_overhead
-        per_read = (rpred[rm].seconds + read_overhead) if rpred else 0.0
         writes = _accesses(wtrial if m == "auto" else None, wpred, wm, w.writes) + w.writes * write_overhead
-        reads = (_accesses(rtrial if m == "auto" else None, rpred, rm, nreads) + nreads * read_overhead
-                 if rpred else 0.0)
+        per_read, reads = None, 0.0
+        if rpred:
+            per_read = rpred[rm].seconds + read_overhead
+            reads = _accesses(rtrial if m == "auto" else None, rpred, rm, nreads) + nreads * read_overhead
         totals = {}
         for level in (1, 2, 3):
             opens = (opened_files(level, w) * model.constants["open"] * (2 if nreads else 1)
                      + held_files(level, w) * fresh[wm])
             totals[level] = writes + reads + opens
-        rows.append({"method": m, "write_method": wm, "read_method": rm, "write_access": wpred[wm].seconds,
-                     "read_access": rpred[rm].seconds if rpred else None, "per_write": per_write,
-                     "per_held_file": fresh[wm],
-                     "per_read": per_read if rpred else None, "total": totals})
+        rows.append({"method": m, "write_method": wm, "read_method": rm if rpred else None,
+                     "write_access": wpred[wm].seconds, "read_access": rpred[rm].seconds if rpred else None,
+                     "per_write": per_write, "per_held_file": fresh[wm], "per_read": per_read, "total": totals})
     return {
         "workload": {**asdict(w), "dumps": w.dumps, "writes": w.writes, "bytes_per_write": w.nbytes},
         "model": model.label,
@@ -226,7 +226,7 @@ def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
     }
 
 
-def _accesses(trial: Trial | None, preds: dict[str, Any], method: str, n: int) -> float:
+def _accesses(trial: Trial | None, preds: dict[str, Any], method: str, n: float) -> float:
     """Predicted seconds of *n* accesses by *method*, or, under a tie's *trial*, by its schedule."""
     if trial is None:
         return n * preds[method].seconds

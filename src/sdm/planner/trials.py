@@ -82,7 +82,7 @@ class Trial:
         self.done += 1
         return self.done >= self.length
 
-    def cost(self, seconds: Mapping[str, float], accesses: int) -> float:
+    def cost(self, seconds: Mapping[str, float], accesses: float) -> float:
         """Predicted seconds of *accesses* accesses that start with this trial.
 
         The trial's accesses go to the contenders in turn; the rest to the contender
@@ -90,7 +90,7 @@ class Trial:
         measurement will keep.  *seconds* maps each contender to its predicted seconds
         per access.
         """
-        turns = min(accesses, self.length)
+        turns = min(int(accesses), self.length)
         tried = sum(seconds[self.methods[k % len(self.methods)]] for k in range(turns))
         return tried + (accesses - turns) * seconds[self.methods[0]]
 
