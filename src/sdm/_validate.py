@@ -228,7 +228,7 @@ def session_hints(value: Any) -> dict[str, str]:
     HintError
     """
     from .io._support import int_hint
-    from .io.servers import _shm_wanted
+    from .io.servers import server_parameters
     from .io.sieving import sieve_parameters
     from .storage.durability import sync_mode
 
@@ -241,7 +241,7 @@ def session_hints(value: Any) -> dict[str, str]:
             raise HintError(f"hint {key}={out[key]!r}: use 'enable', 'disable' or 'automatic'")
     sync_mode(out)
     sieve_parameters(out)
-    _shm_wanted(type("T", (), {"hints": out})())
+    server_parameters(out)
     return out
 
 

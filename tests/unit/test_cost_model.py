@@ -156,3 +156,28 @@ def test_ncio_orders_are_shuffled_permutations_fixed_by_the_seed():
     assert {o[o.index("auto") - 1] for o in orders if o[0] != "auto"} != {"servers"}  # auto's predecessor varies
 
 
+
+
+@pytest.mark.parametrize("row", [8, 24, 1000, 4096, 5000, 1 << 20, 3 << 20])
+@pytest.mark.parametrize("buffer", [4096, 1 << 20])
+def test_the_models_slab_windows_are_the_ones_sieving_cuts(row, buffer):
+    import numpy as np
+    from sdm.io.sieving import slab_windows, windows
+
+    for rows in (1, 2, 7, 100):
+        start = np.arange(rows, dtype=np.int64) * row
+        length = np.full(rows, row, dtype=np.int64)
+        assert slab_windows(rows * row, row, buffer) == windows(start, length, length, buffer, gap=0).count
+    assert slab_windows(0, row, buffer) == 0
+
+
+def test_sieving_and_its_cost_share_the_rule_between_slabs_and_region_windows():
+    from sdm.io.sieving import GAP, slabs_suit
+
+    m = model(call=1e-6)
+    # two ranks of 4 regions each with 3 holes between them: slabs up to an average hole of GAP bytes
+    for hole, calls in ((GAP, 1), (GAP + 8, 4)):
+        span = 4 * 64 + 3 * hole
+        assert slabs_suit(span - 256, 4) == (calls == 1)
+        a = access(False, (256, 256), (4, 4), (4, 4), ((0, span), (span, 2 * span)), total=2 * span)
+        assert m.predict("sieving", a).seconds == pytest.approx(calls * 1e-6, rel=1e-12)

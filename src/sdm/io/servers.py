@@ -33,7 +33,7 @@ ROMIO's ``cb_buffer_size``; PIO's 1 MB buffers cost extra rounds on today's memo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 import numpy as np
 from mpi4py import MPI
@@ -44,7 +44,7 @@ from ..errors import HintError, InvalidArgumentError
 from ._support import Deferred, int_hint, read_fully, set_view
 from .base import SymmetricMethod, Transfer, register
 
-__all__ = ["ServersIO", "BUFFER_SIZE", "chunk_rows", "server_ranks", "shared_memory"]
+__all__ = ["ServersIO", "BUFFER_SIZE", "chunk_rows", "server_parameters", "server_ranks", "shared_memory"]
 
 BUFFER_SIZE = 16 << 20  #: bytes per server and round (ROMIO's default collective buffer)
 
@@ -71,6 +71,22 @@ def _pack(a: np.ndarray) -> tuple:
 
 def _unpack(p: tuple) -> np.ndarray:
     return np.arange(p[1], p[2], p[3], dtype=np.int64) if p[0] == "r" else p[1]
+
+
+def server_parameters(hints: Mapping[str, Any]) -> tuple[int | None, int, bool]:
+    """``(servers, buffer, shm)`` from the hints; ``servers`` is None for every rank.
+
+    Raises
+    ------
+    HintError
+        ``sdm_io_servers`` or ``sdm_buffer_size`` below 1, or ``sdm_shm`` not one of
+        ``automatic``, ``enable``, ``disable``.
+    """
+    h = dict(hints)
+    shm = str(h.get("sdm_shm", "automatic")).lower()
+    if shm not in ("automatic", "enable", "disable"):
+        raise HintError(f"hint sdm_shm={shm!r}: use 'automatic', 'enable' or 'disable'")
+    return int_hint(h, "sdm_io_servers", 0) or None, int_hint(h, "sdm_buffer_size", BUFFER_SIZE), shm != "disable"
 
 
 def server_ranks(nprocs: int, servers: int) -> list[int]:
@@ -126,10 +142,9 @@ class ServersIO(SymmetricMethod):
 def _local(t: Transfer) -> tuple[int, int, tuple | None, bool]:
     """This rank's parameters and the compressed file side of its piece (no communication)."""
     nprocs = _comm(t).Get_size()
-    servers = min(int_hint(t.hints, "sdm_io_servers", nprocs), nprocs)
-    buffer = int_hint(t.hints, "sdm_buffer_size", BUFFER_SIZE)
+    servers, buffer, shm = server_parameters(t.hints)
     mine = tuple(_pack(np.asarray(i, dtype=np.int64)) for i in t.piece.indices) if t.piece.size else None
-    return servers, buffer, mine, _shm_wanted(t)
+    return min(servers or nprocs, nprocs), buffer, mine, shm
 
 
 def _geometry(t: Transfer, servers: int, buffer: int, gathered: list) -> _Geometry:
@@ -271,13 +286,6 @@ def _build_plan(t: Transfer, geo: _Geometry, shm: bool) -> _Plan:
                 sends.append(_Send(srv, part, _slab_shape(t, geo, rows), selector(inside)))
         rounds.append(_Round(sends, chunk))
     return _Plan(rounds, geo.rows_per_chunk * geo.fstr[geo.slow], shm)
-
-
-def _shm_wanted(t: Transfer) -> bool:
-    value = str(t.hints.get("sdm_shm", "automatic")).lower()
-    if value not in ("automatic", "enable", "disable"):
-        raise HintError(f"hint sdm_shm={value!r}: use 'automatic', 'enable' or 'disable'")
-    return value != "disable"
 
 
 class _Window:

@@ -42,7 +42,8 @@ from ._selection import as_index, selector
 from ._support import Deferred, byte_view, int_hint, read_fully, set_view, transfer_runs
 from .base import IOMethod, Transfer, register
 
-__all__ = ["SievingIO", "Windows", "windows", "conflicts", "turns", "sieve_parameters", "BUFFER_SIZE", "GAP"]
+__all__ = ["SievingIO", "Windows", "windows", "slab_windows", "slabs_suit", "conflicts", "turns", "sieve_parameters",
+           "BUFFER_SIZE", "GAP"]
 
 BUFFER_SIZE = 4 << 20  #: default sieve buffer (ROMIO's ind_rd_buffer_size)
 GAP = 32 << 10  #: default largest hole read through rather than skipped
@@ -93,6 +94,29 @@ def windows(start: np.ndarray, length: np.ndarray, owned: np.ndarray, buffer: in
     stop = end[np.concatenate((at[1:], [start.size])) - 1]
     covered = np.add.reduceat(owned, at)
     return Windows(start[at], stop, (stop - start[at]) > covered, np.concatenate((at, [start.size])))
+
+
+def slab_windows(span: int, row: int, buffer: int = BUFFER_SIZE) -> int:
+    """The number of windows :func:`windows` cuts from back-to-back parts of *row* bytes over *span* bytes.
+
+    A window starts at each part that begins past the next multiple of *buffer*: rows
+    as large as the buffer are a window each, smaller ones share windows of about
+    *buffer* bytes.  What the cost model counts for slab windows (no hole past the gap).
+    """
+    rows = -(-span // max(row, 1))
+    if rows <= 0:
+        return 0
+    return rows if row >= buffer else (rows - 1) * row // buffer + 1
+
+
+def slabs_suit(holes: int, regions: int, gap: int = GAP) -> bool:
+    """Whether slab windows (holes read through) suit *regions* regions with *holes* bytes between them.
+
+    They do while the holes average at most *gap* bytes; past that, region windows skip
+    them.  The sieving plan asks this of a piece's first row, the cost model of a
+    rank's whole span.
+    """
+    return holes <= gap * max(regions - 1, 0)
 
 
 def _overlap(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> bool:
@@ -225,8 +249,7 @@ def _new_plan(t: Transfer, buffer: int, gap: int, sync: bool) -> "_SlabPlan | _R
     one_row = _first_row(p, slow)
     strides = file_strides(p.shape, t.order, item)
     span = sum(int(i[-1] - i[0]) * s for i, s in zip(one_row.indices, strides)) + item
-    holes = span - one_row.size * item
-    if holes <= gap * max(count_regions(one_row, t.order) - 1, 0):  # holes in a row average <= gap
+    if slabs_suit(span - one_row.size * item, count_regions(one_row, t.order), gap):
         return _SlabPlan(t, buffer, gap, sync)
     return _RegionPlan(t, buffer, gap, sync)
 

@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
-from ..io.servers import BUFFER_SIZE as SERVER_BUFFER, chunk_rows, server_ranks
-from ..io.sieving import BUFFER_SIZE as SIEVE_BUFFER, GAP, turns
+from ..io.datatype import IND_RD_BUFFER, IND_WR_BUFFER, romio_windows
+from ..io.servers import BUFFER_SIZE as SERVER_BUFFER, chunk_rows, server_parameters, server_ranks
+from ..io.sieving import BUFFER_SIZE as SIEVE_BUFFER, GAP, sieve_parameters, slab_windows, slabs_suit, turns
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import Access
@@ -78,8 +79,8 @@ class Params:
     servers: int | None = None
     server_buffer: int = SERVER_BUFFER
     shm: bool = True
-    ind_rd_buffer: int = 4 << 20
-    ind_wr_buffer: int = 512 << 10
+    ind_rd_buffer: int = IND_RD_BUFFER
+    ind_wr_buffer: int = IND_WR_BUFFER
     cb_buffer: int = 16 << 20
     cb_nodes: int = 1
     cores: int = 0
@@ -91,12 +92,10 @@ class Params:
         from ..io._support import int_hint
 
         h, d = {**dict(romio or {}), **dict(hints or {})}, cls()
+        sieve_buffer, sieve_gap, _ = sieve_parameters(h)
+        servers, server_buffer, shm = server_parameters(h)
         return cls(
-            sieve_buffer=int_hint(h, "sdm_sieve_buffer_size", d.sieve_buffer),
-            sieve_gap=int_hint(h, "sdm_sieve_gap", d.sieve_gap, minimum=0),
-            servers=int_hint(h, "sdm_io_servers", 0, minimum=0) or None,
-            server_buffer=int_hint(h, "sdm_buffer_size", d.server_buffer),
-            shm=str(h.get("sdm_shm", "automatic")).lower() != "disable",
+            sieve_buffer=sieve_buffer, sieve_gap=sieve_gap, servers=servers, server_buffer=server_buffer, shm=shm,
             ind_rd_buffer=int_hint(h, "ind_rd_buffer_size", d.ind_rd_buffer),
             ind_wr_buffer=int_hint(h, "ind_wr_buffer_size", d.ind_wr_buffer),
             cb_buffer=int_hint(h, "cb_buffer_size", d.cb_buffer),
@@ -237,19 +236,6 @@ def _list(a: "Access", p: Params, rw: str) -> Structure:
     return Structure(ranks, {"base": 1})
 
 
-def _romio_windows(nbytes: int, regions: int, span: int, buffer: int) -> tuple[int, float]:
-    """ROMIO's data-sieving windows over a rank's regions: (count, bytes covered).
-
-    A window starts at the first region not covered yet and is one buffer long: regions
-    closer than a buffer share windows that tile the span; farther apart, every region
-    starts windows of its own.
-    """
-    if span / regions <= buffer:
-        return math.ceil(span / buffer), float(span)
-    n = regions * math.ceil(nbytes / regions / buffer)
-    return n, float(min(span, n * buffer))
-
-
 def _datatype(a: "Access", p: Params, rw: str) -> Structure:
     """ROMIO's independent path through a file view (data sieving when noncontiguous)."""
     near, ranks = _overlaps(a), []
@@ -258,7 +244,7 @@ def _datatype(a: "Access", p: Params, rw: str) -> Structure:
         if reg <= 1:
             _move(t, rw, b, 1 if b else 0, math.ceil(b / PAGE))
         else:
-            n, covered = _romio_windows(b, reg, hi - lo, p.ind_rd_buffer if rw == "r" else p.ind_wr_buffer)
+            n, covered = romio_windows(b, reg, hi - lo, p.ind_rd_buffer if rw == "r" else p.ind_wr_buffer)
             _add(t, region=reg, copy=b)
             if rw == "r":
                 _move(t, rw, covered, n)
@@ -276,13 +262,13 @@ def _sieving(a: "Access", p: Params, rw: str) -> Structure:
         span = hi - lo
         if not b:
             pass
-        elif reg > 1 and (span - b) / (reg - 1) > p.sieve_gap:  # region windows, holes skipped
+        elif not slabs_suit(span - b, reg, p.sieve_gap):  # region windows, holes skipped
             _move(t, rw, b, reg, _pages(a, r))
             if seg > reg:
                 _add(t, **_runs(b, seg, a.itemsize))
         else:  # slab windows of whole rows, holes read through
             row = a.row_bytes or a.itemsize
-            n = max(1, math.ceil(span / (row * max(1, p.sieve_buffer // row))))
+            n = max(1, slab_windows(span, row, p.sieve_buffer))
             _add(t, **_runs(b, seg, a.itemsize))
             if rw == "r":
                 _move(t, rw, span, n)
