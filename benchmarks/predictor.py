@@ -35,7 +35,8 @@ from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
 from sdm.examples._template import Stopwatch, pattern
 from sdm.bench.calibrate import calibrate, store
 from sdm.bench.measure import steady_memory
-from sdm.planner.predict import Workload, distribution_of, held_files, opened_files, predict
+from sdm.layout.patterns import distribution_of
+from sdm.planner.predict import Workload, held_files, opened_files, predict
 
 WORKLOADS = (
     Workload(shape=(96, 96, 96), dtype="f8", distribution="(Block, Block, Block)", datasets=2, every=2,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from sdm.errors import HintError, InvalidArgumentError
 from sdm.planner import Access, Planner, choose_method
-from sdm.planner.hints import Hints, conforms, parse_pattern
+from sdm.layout.patterns import parse_pattern
+from sdm.planner.hints import Hints, conforms
 from sdm.planner.model import DEFAULTS, METHODS, CostModel
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -255,6 +256,18 @@ def calibrate_cmd(
 
 
 # ------------------------------------------------------------------------- predict
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"256x256x64"`` or ``"256,256,64"`` -> ``(256, 256, 64)``."""
+    parts = [p for p in re.split(r"[x,\s]+", text.strip()) if p]
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"shape {text!r}: write sizes like 256x256x64") from None
+    if not shape or any(n <= 0 for n in shape):
+        raise ValueError(f"shape {text!r}: sizes must be positive")
+    return shape
+
+
 def predict_cmd(
     shape: Annotated[str, typer.Option("--shape", help="Global shape of each dataset, e.g. 256x256x256.")],
     ranks: Annotated[int, typer.Option("--ranks", help="MPI ranks of the run.")] = 1,
@@ -276,7 +289,7 @@ def predict_cmd(
 ) -> None:
     """Predict the I/O time of a described run, per method and organization level."""
     from ..planner.model import CostModel
-    from ..planner.predict import Workload, parse_shape, predict
+    from ..planner.predict import Workload, predict
 
     target = (directory or config.default_root()).resolve()
     try:

@@ -24,39 +24,13 @@ trials        timed accesses per method when the predictions of several methods 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import HintError
+from ..layout.patterns import parse_pattern
 
-__all__ = ["Hints", "parse_pattern", "conforms"]
-
-_WORDS = {"block": "block", "b": "block", "*": "*", "all": "*", "cyclic": "cyclic", "c": "cyclic",
-          "block_cyclic": "cyclic", "blockcyclic": "cyclic", "map": "map", "irregular": "map"}
-
-
-def parse_pattern(text: Any) -> tuple[str, ...]:
-    """``"(Block, Block, *)"`` -> ``("block", "block", "*")``.
-
-    Raises
-    ------
-    HintError
-        A word other than Block, Cyclic, BlockCyclic, Map or ``*``.
-    """
-    items = text if isinstance(text, (list, tuple)) else [w for w in re.split(r"[\s,()]+", str(text)) if w]
-    out = []
-    for w in items:
-        key = str(w).strip().lower()
-        if key not in _WORDS:
-            raise HintError(
-                f"access pattern {text!r}: {w!r} is not one of Block, Cyclic, BlockCyclic, Map or *"
-            )
-        out.append(_WORDS[key])
-    if not out:
-        raise HintError(f"access pattern {text!r} names no dimension; write e.g. '(Block, Block)'")
-    return tuple(out)
-
+__all__ = ["Hints", "conforms"]
 
 def conforms(pattern: tuple[str, ...], order: str = "C") -> bool:
     """Whether each rank's part of *pattern* is one contiguous run of the stored array.
