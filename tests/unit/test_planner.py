@@ -38,7 +38,7 @@ def test_without_calibration_auto_measures_the_methods_the_defaults_shortlist():
     trial = planner.trial(a)
     assert trial is not None and len(trial.methods) > 1 and d.method.name == trial.methods[0]
     assert "no calibration" in d.reason and "sdm calibrate" in d.reason and "within 3x of the fastest" in d.reason
-    preds = {p.method: p.seconds for p in planner.predictions(a)}
+    preds = {p.method: p.seconds for p in planner.model.predict_all(a)}
     assert all(preds[m] <= 3 * min(preds.values()) for m in trial.methods)
 
 
@@ -52,7 +52,7 @@ def test_a_conforming_pattern_hint_selects_independent_io_without_calibration():
 def test_auto_takes_the_fastest_predicted_method_and_says_why():
     planner = Planner(_calibration())
     a = _access()
-    preds = planner.predictions(a)
+    preds = planner.model.predict_all(a)
     d = planner.choose("auto", a)
     assert d.method.name == preds[0].method
     assert d.reason.startswith(f"auto: {preds[0].method} predicted")
@@ -117,7 +117,7 @@ def test_access_without_segments_and_spans_falls_back_to_estimates():
     assert a.segments == (1, 4)
     assert a.spans == ((0, 32), (0, 64))
     # every method can still be predicted (auto works before group.py sends the richer stats)
-    assert {p.method for p in Planner(_calibration()).predictions(a)} == set(METHODS)
+    assert {p.method for p in Planner(_calibration()).model.predict_all(a)} == set(METHODS)
 
 
 def test_access_from_stats():

@@ -1,31 +1,27 @@
-"""The planner (the paper's MDMS): decides the I/O method for an access, and why.
+"""The planner (the paper's MDMS): decides the I/O method of every access, and says why.
 
-Every rank describes its part of an access (bytes, file regions, segments, file span);
-the descriptions of all ranks travel in the allgather every write and read already
-makes, and :meth:`Planner.choose` turns the same :class:`Access` into the same
-:class:`Decision` on every rank, so the method is always chosen collectively.  With
-``"auto"`` the planner predicts every method's time with the cost model
-(:mod:`sdm.planner.model`) and takes the fastest; methods predicted close to it are
-measured by the first accesses instead (:mod:`sdm.planner.trials`, fed by
-:meth:`Planner.observe`), which keep the measured fastest.  Without a calibration the
-model's constants are orders of magnitude only, so "close" is wide (within
-:data:`~sdm.planner.trials.UNCALIBRATED` of the fastest): the model shortlists, the
-trials decide; ``sdm calibrate`` narrows the margin to the calibrated model's error.
-The application's hints (:mod:`sdm.planner.hints`) keep the MDMS meaning: a declared
-access pattern that conforms to the stored layout takes independent datatype I/O
-without a calibration, and the rare side of read- or write-mostly data is not worth
-trials.  The decision and its reason are recorded with every write in the catalog.
+Every rank describes its part of an access (bytes, file regions, segments, file span)
+in the allgather every write and read already makes, so :meth:`Planner.choose` turns
+the same :class:`Access` into the same :class:`Decision` on every rank.  ``"auto"``
+predicts every method with the cost model (:mod:`~sdm.planner.model`) and takes the
+fastest, unless others are predicted close to it: then the first accesses measure
+them (:mod:`~sdm.planner.trials`, fed by :meth:`Planner.observe`) and the measured
+fastest is kept.  Without a calibration the constants are orders of magnitude, so
+"close" is wide (3x): the model shortlists, the trials decide; ``sdm calibrate``
+narrows it.  The application's hints (:mod:`~sdm.planner.hints`) keep their MDMS
+meaning.  The decision and its reason are recorded with every write in the catalog.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..errors import HintError, InvalidArgumentError
+from ..errors import HintError
 from ..io import IOMethod, get_method, method_names
 from .hints import Hints, conforms
-from .model import METHODS, CostModel, Prediction
+from .model import METHODS, CostModel
 from .trials import TIE, UNCALIBRATED, Trial, contenders
 
 __all__ = ["Access", "Decision", "Planner", "choose_method", "rank_stats_tuple", "row_bytes"]
@@ -35,31 +31,14 @@ __all__ = ["Access", "Decision", "Planner", "choose_method", "rank_stats_tuple",
 class Access:
     """One collective access as the planner sees it (identical on every rank).
 
-    Attributes
-    ----------
-    writing : bool
-    level : int
-        File organization level of the group.
-    itemsize : int
-        Bytes per element.
-    total_bytes : int
-        Bytes of the whole dataset step.
-    rank_bytes, rank_regions : tuple of int
-        Per rank: bytes moved and contiguous file regions touched.
-    hints : dict
-        User hints (access pattern, expected frequency, read- or write-mostly, ...).
-    rank_segments : tuple of int, optional
-        Per rank: runs contiguous in the file and in memory (default: the regions).
-    rank_spans : tuple of (int, int), optional
-        Per rank: byte span ``[lo, hi)`` of its regions in the dataset (default: the
-        whole dataset for ranks with several regions, a block per rank otherwise).
-    order : str
-        Storage order of the dataset.
-    rank_memory : tuple of int, optional
-        Per rank: runs contiguous in the local array (default: 1, contiguous).
-    row_bytes : int
-        Bytes of one slice of the dataset along its slowest dimension (the unit of
-        sieving windows and server chunks); 0 when unknown (taken as one element).
+    Per rank (tuples in rank order): ``rank_bytes`` moved, ``rank_regions`` contiguous
+    in the file, ``rank_segments`` contiguous in file and memory (default: the
+    regions), ``rank_spans`` the byte span ``[lo, hi)`` of its regions (default: see
+    :attr:`spans`), ``rank_memory`` runs in the local array (default: one).  Also the
+    file organization ``level``, ``itemsize``, ``total_bytes`` of the dataset step,
+    the user ``hints``, the storage ``order``, ``row_bytes`` (one slice along the
+    slowest dimension: the unit of sieve windows and server chunks; 0 for one element)
+    and the pieces' ``kind`` (``"map"`` for map-array views).
     """
 
     writing: bool
@@ -74,7 +53,7 @@ class Access:
     order: str = "C"
     rank_memory: tuple[int, ...] = ()
     row_bytes: int = 0
-    kind: str = ""  # kind of the pieces ("map" for map-array views)
+    kind: str = ""
 
     @property
     def nprocs(self) -> int:
@@ -93,11 +72,8 @@ class Access:
 
     @property
     def spans(self) -> tuple[tuple[int, int], ...]:
-        """Per rank file spans; estimated when not given.
-
-        Without spans a rank with one region is taken to own a block of its own and a
-        rank with several regions to spread over the whole dataset (interleaved).
-        """
+        """Per rank file spans; when not given, a rank with one region owns a block of its own
+        and a rank with several spreads over the whole dataset (interleaved)."""
         if self.rank_spans:
             return self.rank_spans
         out, at = [], 0
@@ -113,56 +89,27 @@ class Access:
                 repr(sorted(self.hints.items())))
 
     @classmethod
-    def from_stats(
-        cls,
-        stats: Sequence[Sequence[int]],
-        *,
-        writing: bool,
-        level: int,
-        itemsize: int,
-        total_bytes: int,
-        hints: dict[str, Any] | None = None,
-        order: str = "C",
-        row_bytes: int = 0,
-    ) -> "Access":
+    def from_stats(cls, stats: Sequence[Sequence[int]], *, writing: bool, level: int, itemsize: int,
+                   total_bytes: int, hints: dict[str, Any] | None = None, order: str = "C",
+                   row_bytes: int = 0) -> "Access":
         """Build from every rank's :func:`rank_stats_tuple` ``(bytes, regions, segments, lo, hi[, memory])``."""
-        return cls(
-            writing=writing,
-            level=level,
-            itemsize=itemsize,
-            total_bytes=total_bytes,
-            rank_bytes=tuple(int(s[0]) for s in stats),
-            rank_regions=tuple(int(s[1]) for s in stats),
-            hints=dict(hints or {}),
-            rank_segments=tuple(int(s[2]) for s in stats),
-            rank_spans=tuple((int(s[3]), int(s[4])) for s in stats),
-            order=order,
-            rank_memory=tuple(int(s[5]) for s in stats) if all(len(s) > 5 for s in stats) else (),
-            row_bytes=int(row_bytes),
-        )
+        return cls(writing=writing, level=level, itemsize=itemsize, total_bytes=total_bytes,
+                   rank_bytes=tuple(int(s[0]) for s in stats), rank_regions=tuple(int(s[1]) for s in stats),
+                   hints=dict(hints or {}), rank_segments=tuple(int(s[2]) for s in stats),
+                   rank_spans=tuple((int(s[3]), int(s[4])) for s in stats), order=order,
+                   rank_memory=tuple(int(s[5]) for s in stats) if all(len(s) > 5 for s in stats) else (),
+                   row_bytes=int(row_bytes))
 
 
 def row_bytes(shape: Sequence[int], itemsize: int, order: str = "C") -> int:
     """Bytes of one slice of a dataset of *shape* along its slowest dimension (for :class:`Access`)."""
-    if not shape:
-        return int(itemsize)
-    slow = shape[0] if order == "C" else shape[-1]
-    total = int(itemsize)
-    for n in shape:
-        total *= int(n)
-    return total // max(int(slow), 1)
+    slow = (shape[0] if order == "C" else shape[-1]) if shape else 1
+    return int(itemsize) * math.prod(int(n) for n in shape) // max(int(slow), 1)
 
 
 def rank_stats_tuple(piece: Any, order: str, array: Any) -> tuple[int, int, int, int, int, int]:
-    """This rank's ``(bytes, regions, segments, lo, hi, memory runs)`` for :meth:`Access.from_stats`.
-
-    Parameters
-    ----------
-    piece : Piece
-    order : {"C", "F"}
-    array : numpy.ndarray
-        The local array (its strides decide the segments).
-    """
+    """This rank's ``(bytes, regions, segments, lo, hi, memory runs)`` of *piece* of the local *array*
+    (its strides decide the segments) for :meth:`Access.from_stats`."""
     from ..layout.regions import rank_stats
 
     return rank_stats(piece, order, array.itemsize, array.strides).as_tuple()
@@ -193,14 +140,8 @@ class Planner:
         A model to use instead of the one *calibration* describes.
     """
 
-    def __init__(
-        self,
-        calibration: dict[str, Any] | None = None,
-        hints: dict[str, Any] | None = None,
-        mpi_hints: dict[str, Any] | None = None,
-        *,
-        model: CostModel | None = None,
-    ) -> None:
+    def __init__(self, calibration: dict[str, Any] | None = None, hints: dict[str, Any] | None = None,
+                 mpi_hints: dict[str, Any] | None = None, *, model: CostModel | None = None) -> None:
         self.calibration = calibration
         self.hints = dict(hints or {})
         self.mpi_hints = dict(mpi_hints or {})
@@ -289,10 +230,6 @@ class Planner:
         others = ", ".join(f"{p.method} {_ms(p.seconds)}" for p in preds[1:])
         return Decision(get_method(preds[0].method), f"auto: {preds[0].method} predicted {_ms(preds[0].seconds)} "
                                                      f"({preds[0].top()}); then {others}; {label}{said}")
-
-    def predictions(self, access: Access) -> list[Prediction]:
-        """Every method's predicted time for *access*, fastest first."""
-        return self.model.predict_all(access, self.mpi_hints)
 
     def _candidates(self, hints: Hints) -> list[str]:
         """Methods auto may choose: all, minus those the hints exclude."""

@@ -4,9 +4,10 @@ The model of Shen, Liao and Choudhary -- ``T = Tconn + Topen + Tseek + Tread(s) 
 Tclose``, ``n`` calls costing ``n (Tseek + Tread(s))`` -- with the terms MPI-IO on a
 local or parallel file system asks for.  Each method turns an
 :class:`~sdm.planner.Access` into per-rank counts of a few units (:func:`structure`),
-cut the way the method itself cuts the access (sieve windows, server chunks and
-turns come from :mod:`sdm.io.sieving` and :mod:`sdm.io.servers`); a rank's time is
-its counts times seconds per unit, the access's the slowest rank's:
+cut by the functions the method itself cuts the access with (sieve windows and
+turns: :mod:`sdm.io.sieving`; server chunks: :mod:`sdm.io.servers`; ROMIO's windows:
+:mod:`sdm.io.datatype`); a rank's time is its counts times seconds per unit, the
+access's the slowest rank's:
 
 ========  ================================================================================
 base      per access and method (file view, plans)
@@ -92,16 +93,12 @@ class Params:
         from ..io._support import int_hint
 
         h, d = {**dict(romio or {}), **dict(hints or {})}, cls()
-        sieve_buffer, sieve_gap, _ = sieve_parameters(h)
-        servers, server_buffer, shm = server_parameters(h)
-        return cls(
-            sieve_buffer=sieve_buffer, sieve_gap=sieve_gap, servers=servers, server_buffer=server_buffer, shm=shm,
-            ind_rd_buffer=int_hint(h, "ind_rd_buffer_size", d.ind_rd_buffer),
-            ind_wr_buffer=int_hint(h, "ind_wr_buffer_size", d.ind_wr_buffer),
-            cb_buffer=int_hint(h, "cb_buffer_size", d.cb_buffer),
-            cb_nodes=int_hint(h, "cb_nodes", d.cb_nodes),
-            cores=cores,
-        )
+        (sieve_buffer, sieve_gap, _), (servers, server_buffer, shm) = sieve_parameters(h), server_parameters(h)
+        romio_hints = {f: int_hint(h, k, getattr(d, f)) for k, f in (
+            ("ind_rd_buffer_size", "ind_rd_buffer"), ("ind_wr_buffer_size", "ind_wr_buffer"),
+            ("cb_buffer_size", "cb_buffer"), ("cb_nodes", "cb_nodes"))}
+        return cls(sieve_buffer=sieve_buffer, sieve_gap=sieve_gap, servers=servers, server_buffer=server_buffer,
+                   shm=shm, cores=cores, **romio_hints)
 
     def buffer_of(self, method: str) -> int:
         """Extra memory a rank may need for *method*'s buffers (bytes)."""
@@ -111,17 +108,9 @@ class Params:
 
 @dataclass
 class Structure:
-    """Counts of cost units for one method and access, and how ranks combine.
-
-    Attributes
-    ----------
-    ranks : list of dict
-        Per rank: unit -> count.
-    shared : dict
-        Counts paid once by the whole access.
-    turns : list of list of int, optional
-        Ranks that run one after another, turn by turn (sieving writes).
-    """
+    """Counts of cost units for one method and access: per rank (``ranks``), paid once by the
+    whole access (``shared``), and the ranks that run one after another, turn by turn
+    (``turns``: sieving writes; None when all run at once)."""
 
     ranks: list[Terms]
     shared: Terms = field(default_factory=dict)
