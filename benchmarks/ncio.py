@@ -1,19 +1,23 @@
-"""NCIO benchmark: every I/O method against region count, size and spacing, side by side.
+"""NCIO benchmark: auto against every I/O method, without and with a calibration, on memory and on disk.
 
 Run under MPI (see benchmarks/README.md)::
 
-    mpiexec -n 4 python benchmarks/ncio.py
+    mpiexec -n 4 python benchmarks/ncio.py --quiet-load 1.0
 
-The same as ``sdm bench ncio --calibrate``: a fresh calibration of the scratch
-directory first (stored in a scratch catalog, used for the predictions and for
-``auto``), then the sweeps of :mod:`sdm.bench.ncio` with every method and ``auto``
-timed for writes and reads, ``--repeats`` times each in rotated order, medians
-reported.  On a shared machine ``--quiet-load`` waits (up to ``--wait`` seconds) for the
-1-minute load average to drop below a threshold before starting; the load before and
-after is recorded.
+The same as ``sdm bench ncio --dir /dev/shm,/var/tmp --calibration both``: for each
+directory (a storage target: tmpfs and the disk by default) the sweeps of
+:mod:`sdm.bench.ncio` run twice -- first with the cost model's defaults (what a new user
+gets), then after a fresh calibration of that directory -- every method and ``auto``
+timed for writes and reads, ``--repeats`` times each in shuffled order, medians
+reported.  Scratch files go to a new directory inside each target, removed afterwards.
+On a shared machine ``--quiet-load`` waits (up to ``--wait`` seconds) for the 1-minute
+load average to drop below a threshold before starting; the load before and after
+every configuration is recorded.
 
-Writes ``benchmarks/results/ncio.{json,md,png}`` (``--out`` to change): the latest run only.
-Earlier runs stay in the git history, where ``benchmarks/refit.py --rev REV`` reads them.
+Writes one ``benchmarks/results/ncio.{json,md,png}`` (``--out`` to change) for the four
+configurations: auto/best per point and its geometric mean, median and worst per
+configuration, with the SDM version, git commit and host facts.  Earlier runs stay in
+the git history, where ``benchmarks/refit.py --rev REV`` reads them.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Sequence
 
 from mpi4py import MPI
 
-from _io_bench import RESULTS, say, scratch
+from _io_bench import RESULTS, say
 from sdm._cli.bench import run_ncio
 
 
@@ -43,8 +47,11 @@ def wait_for_quiet(comm: MPI.Comm, threshold: float, seconds: float) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=7, help="timed repeats per method and point (default 7)")
-    p.add_argument("--root", default=None, help="scratch directory (default: a new temporary directory)")
+    p.add_argument("--dirs", default="/dev/shm,/var/tmp", help="storage targets, comma-separated "
+                   "(default: /dev/shm,/var/tmp)")
+    p.add_argument("--calibration", default="both", choices=("both", "none", "fresh", "stored"),
+                   help="models per directory (default both: the defaults, then a fresh calibration)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats per method and point (default 5)")
     p.add_argument("--out", default=str(RESULTS), help="results directory")
     p.add_argument("--quick", action="store_true", help="tiny sweeps (a smoke test)")
     p.add_argument("--quiet-load", type=float, default=None, help="wait for a load average below this first")
@@ -53,9 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     comm = MPI.COMM_WORLD
     if a.quiet_load is not None:
         wait_for_quiet(comm, a.quiet_load, a.wait)
-    with scratch(comm, a.root, "sdm-ncio-") as base:
-        run_ncio(comm, base, Path(a.out), quick=a.quick, repeats=a.repeats, calibrate=True,
-                 catalog=f"sqlite:///{base}/catalog.db")
+    dirs = [Path(d) for d in a.dirs.split(",") if d]
+    run_ncio(comm, dirs, Path(a.out), quick=a.quick, repeats=a.repeats, calibration=a.calibration)
     say(comm)((Path(a.out) / "ncio.md").read_text())
     return 0
 

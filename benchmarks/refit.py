@@ -89,11 +89,17 @@ def replay(run: dict[str, Any], model: CostModel, margin: float) -> list[dict[st
     return out
 
 
-def load(source: str, rev: bool) -> dict[str, Any]:
+def load(source: str, rev: bool) -> list[dict[str, Any]]:
+    """The runs stored in an ncio.json: one per configuration (one run in files of one configuration)."""
     if rev:
         text = subprocess.run(["git", "show", f"{source}:{RESULTS}"], check=True, capture_output=True, text=True).stdout
-        return json.loads(text)
-    return json.loads(Path(source).read_text())
+    else:
+        text = Path(source).read_text()
+    data = json.loads(text)
+    if "configs" not in data:
+        return [data]
+    return [{"meta": data["meta"], "model": c["constants"], "calibration": c.get("calibration") or {},
+             "summary": c["summary"], "name": c["name"]} for c in data["configs"]]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,8 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     margins = [float(m) for m in args.margins.split(",")] if args.margins else []
     out: dict[str, Any] = {}
     choices: dict[float, list[dict[str, Any]]] = {m: [] for m in margins}
-    for source, rev in sources:
-        run = load(source, rev)
+    for source, rev, run in ((src, rev, run) for src, rev in sources for run in load(src, rev)):
+        if "name" in run:
+            source = f"{source} ({run['name']})"
         if not run.get("calibration", {}).get("samples"):
             print(f"{source}: no calibration samples stored (run with a fresh calibration)", file=sys.stderr)
             continue

@@ -156,8 +156,6 @@ def test_ncio_orders_are_shuffled_permutations_fixed_by_the_seed():
     assert {o[o.index("auto") - 1] for o in orders if o[0] != "auto"} != {"servers"}  # auto's predecessor varies
 
 
-
-
 @pytest.mark.parametrize("row", [8, 24, 1000, 4096, 5000, 1 << 20, 3 << 20])
 @pytest.mark.parametrize("buffer", [4096, 1 << 20])
 def test_the_models_slab_windows_are_the_ones_sieving_cuts(row, buffer):

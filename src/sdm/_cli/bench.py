@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
@@ -163,14 +164,14 @@ def _save(url: str, target: Path, model: Any, samples: list, direct: dict) -> in
     return store(url, target, model, samples, direct)
 
 
-def _meta(comm: Any, directory: Path, extra: dict[str, Any]) -> dict[str, Any]:
+def _meta(comm: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    """The SDM version and commit, ranks, host facts and date of a run, with *extra*."""
     from mpi4py import MPI
 
     from .. import __version__
 
-    return {"sdm_version": __version__, "git_commit": _commit(), "load_now": os.getloadavg()[0],
-            "nprocs": comm.Get_size(), "cores": os.cpu_count(), "directory": str(directory),
-            "fs": fs_type(directory) or "unknown", "mpi": MPI.Get_library_version().splitlines()[0].strip(),
+    return {"sdm_version": __version__, "git_commit": _commit(), "nprocs": comm.Get_size(),
+            "cores": os.cpu_count(), "mpi": MPI.Get_library_version().splitlines()[0].strip(),
             "python": platform.python_version(), "host": platform.node(),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **extra}
 
@@ -327,44 +328,56 @@ def predict_cmd(
 
 
 # ---------------------------------------------------------------------- bench ncio
+#: What ``bench ncio --calibration`` runs each directory with.
+CALIBRATIONS = {"stored": ("stored",), "none": ("none",), "fresh": ("fresh",), "both": ("none", "fresh")}
+
+
 @bench_app.command("ncio")
 def ncio_cmd(
     np_: NpOpt = None,
-    directory: Annotated[Path | None, typer.Option("--dir", help="Directory for the scratch files "
-                                                   "(default: a new temporary directory under $SDM_ROOT).")] = None,
+    directory: Annotated[list[str] | None, typer.Option(
+        "--dir", help="Storage target(s) to measure, repeatable or comma-separated (e.g. /dev/shm,/var/tmp); "
+        "scratch files go to a new directory inside each, removed afterwards (default: under $SDM_ROOT).")] = None,
     out: Annotated[Path, typer.Option("--out", help="Where ncio.json/.md/.png go.")] = Path("ncio-results"),
     quick: Annotated[bool, typer.Option("--quick", help="Tiny sweeps, one repeat (a smoke test).")] = False,
     repeats: Annotated[int | None, typer.Option("--repeats", help="Timed repeats (default 5; 1 with --quick).")] = None,
     sweep: Annotated[list[str] | None, typer.Option("--sweep", help="Sweeps to run: size, count, spacing, "
                                                     "contiguity (repeatable; default all).")] = None,
     method: Annotated[list[str] | None, typer.Option("--method", help="Methods (repeatable; default all).")] = None,
-    calibrate: Annotated[bool, typer.Option("--calibrate", help="Calibrate DIR first and store it "
-                                            "(otherwise the stored calibration is used, if any).")] = False,
+    calibration: Annotated[str, typer.Option(
+        "--calibration", help="The model auto predicts with: 'stored' (the catalog's calibration of each "
+        "directory, else the defaults), 'none' (the defaults), 'fresh' (calibrate first), 'both' (each "
+        "directory without a calibration, then with a fresh one: one report of all).")] = "stored",
     catalog: CatalogOpt = None,
     hint: HintOpt = None,
 ) -> None:
-    """The NCIO benchmark: every method against region count, size and spacing."""
+    """The NCIO benchmark: every method and auto against region count, size and spacing."""
     if np_ is not None:
         _launch(np_, ["bench", "ncio", *_args(dir=directory, out=out, quick=quick, repeats=repeats, sweep=sweep,
-                                               method=method, calibrate=calibrate, catalog=catalog, hint=hint)])
-    from mpi4py import MPI
-
-    from ..bench import ncio
+                                               method=method, calibration=calibration, catalog=catalog, hint=hint)])
+    from ..bench.ncio import SWEEP_NAMES
     from ..planner.model import METHODS
 
-    names = tuple(sweep or ncio.SWEEP_NAMES)
+    names = tuple(sweep or SWEEP_NAMES)
     methods = tuple(method or METHODS)
-    bad = [n for n in names if n not in ncio.SWEEP_NAMES] + [m for m in methods if m not in METHODS]
+    bad = [n for n in names if n not in SWEEP_NAMES] + [m for m in methods if m not in METHODS]
     if bad:
-        _fail(f"unknown sweeps or methods {bad}; sweeps: {list(ncio.SWEEP_NAMES)}, methods: {list(METHODS)}")
-    run_ncio(MPI.COMM_WORLD, directory, out, quick=quick, repeats=repeats, sweeps=names, methods=methods,
-             calibrate=calibrate, catalog=catalog, hints=_hints(hint))
+        _fail(f"unknown sweeps or methods {bad}; sweeps: {list(SWEEP_NAMES)}, methods: {list(METHODS)}")
+    if calibration not in CALIBRATIONS:
+        _fail(f"--calibration {calibration!r}: choose one of {', '.join(CALIBRATIONS)}")
+    from mpi4py import MPI
+
+    dirs = [Path(d) for item in directory or () for d in item.split(",") if d] or None
+    run_ncio(MPI.COMM_WORLD, dirs, out, quick=quick, repeats=repeats, sweeps=names, methods=methods,
+             calibration=calibration, catalog=catalog, hints=_hints(hint))
 
 
-def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = False, repeats: int | None = None,
-             sweeps: tuple[str, ...] | None = None, methods: tuple[str, ...] | None = None, calibrate: bool = False,
-             catalog: str | None = None, hints: dict[str, str] | None = None) -> None:
-    """Run the NCIO sweeps on *comm* and write the results in *out* (collective; rank 0 prints)."""
+def run_ncio(comm: Any, directories: list[Path] | None, out: Path, *, quick: bool = False,
+             repeats: int | None = None, sweeps: tuple[str, ...] | None = None,
+             methods: tuple[str, ...] | None = None, calibration: str = "stored", catalog: str | None = None,
+             hints: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """Run the NCIO sweeps on every directory with every model *calibration* asks for, and write one
+    report of all of them in *out* (collective; rank 0 prints and returns the report)."""
     from ..bench import ncio
     from ..bench.measure import WARM_BYTES, steady_memory
     from ..planner.model import METHODS
@@ -374,34 +387,55 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     names, methods = tuple(sweeps or ncio.SWEEP_NAMES), tuple(methods or METHODS)
     plan = ncio.sweeps(quick, names)
     reps = repeats or (1 if quick else 5)
-    bar = _Progress(con if rank0 else None, ncio.steps(plan, methods), "NCIO: warming memory")
-    temp: str | None = None
-    if directory is None:
-        temp = comm.bcast(tempfile.mkdtemp(prefix="sdm-ncio-", dir=_ensure(config.default_root()))
-                          if rank0 else None, root=0)
-    target = (Path(temp) if temp is not None else Path(directory or ".")).resolve()
-    load_before = os.getloadavg()[0]
+    targets = [d.resolve() for d in directories or [config.default_root()]]
+    runs = [(d, mode) for d in targets for mode in CALIBRATIONS[calibration]]
+    bar = _Progress(con if rank0 else None, len(runs) * ncio.steps(plan, methods), "NCIO: warming memory")
+    scratch: dict[Path, Path] = {}
+    t0, load_before = time.perf_counter(), os.getloadavg()[0]
+    configs = []
     try:
+        for d in targets:  # a new directory of our own inside each target
+            scratch[d] = Path(comm.bcast(tempfile.mkdtemp(prefix="sdm-ncio-", dir=_ensure(d)) if rank0 else None,
+                                         root=0))
         with steady_memory(comm, WARM_BYTES // 8 if quick else WARM_BYTES):
-            model, calibration = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None, bar)
-            rows = ncio.run(comm, target, plan, methods=methods, repeats=reps, model=model, hints=hints or {},
-                            progress=bar.step if rank0 else None)
-            if calibration:  # the same samples again: how far the machine drifted meanwhile
-                calibration["after"] = _retime(comm, target, model, quick, bar)
+            for d, mode in runs:
+                t1, load = time.perf_counter(), os.getloadavg()[0]
+                model, fresh = _model_for(comm, d, scratch[d], catalog, mode, quick, con if rank0 else None, bar)
+                rows = ncio.run(comm, scratch[d], plan, methods=methods, repeats=reps, model=model,
+                                hints=hints or {}, progress=bar.step if rank0 else None, quick=quick)
+                facts: dict[str, Any] = {}
+                if fresh:  # the same samples again: how far the machine drifted meanwhile
+                    fresh["after"] = _retime(comm, scratch[d], model, quick, bar)
+                    facts["calibration_drift"] = ncio.drift([x["seconds"] for x in fresh["samples"]],
+                                                            [x["seconds"] for x in fresh["after"]])
+                fs = fs_type(d) or "unknown"
+                name = f"{fs if [t for t in targets if fs_type(t) == fs] == [d] else d}, " + (
+                    "calibrated" if model.calibrated else "no calibration")
+                configs.append(ncio.configuration(
+                    name, rows, directory=str(d),
+                    fs=fs, calibrated=model.calibrated, model=model.label, constants=model.to_json(),
+                    calibration=fresh, load_before=load, load_after=os.getloadavg()[0],
+                    seconds=time.perf_counter() - t1, **facts))
     finally:
         bar.close()
         comm.Barrier()
-        if temp and rank0:
-            shutil.rmtree(temp, ignore_errors=True)
+        if rank0:
+            for path in scratch.values():
+                shutil.rmtree(path, ignore_errors=True)
     if not rank0:
-        return
-    meta = _meta(comm, target, {"repeats": reps, "methods": list(methods), "sweeps": list(names), "quick": quick,
-                                "model": model.label, "load_before": load_before, "load_after": os.getloadavg()[0]})
-    if calibration.get("after"):
-        meta["calibration_drift"] = ncio.drift([s["seconds"] for s in calibration["samples"]],
-                                               [s["seconds"] for s in calibration["after"]])
-    write_ncio(rows, meta, model, out, calibration)
+        return None
+    report = {"meta": _meta(comm, {"repeats": reps, "methods": list(methods), "sweeps": list(names),
+                                   "quick": quick, "calibration": calibration, "load_before": load_before,
+                                   "load_after": os.getloadavg()[0], "seconds": time.perf_counter() - t0}),
+              "configs": configs}
+    write_ncio(report, out)
+    for c in configs:
+        g = c["goals"]
+        con.print(f"{c['name']}: auto/best geomean {g['auto_vs_best_geomean']:.3f}, median "
+                  f"{g['auto_vs_best_median']:.3f}, worst {g['auto_vs_best_worst']:.2f} over {g['points']} points "
+                  f"(goal {'met' if ncio.met(c) else 'missed'})")
     con.print(f"wrote {out}/ncio.json, ncio.md, ncio.png")
+    return report
 
 
 def _retime(comm: Any, target: Path, model: Any, quick: bool, bar: _Progress) -> list[dict[str, Any]]:
@@ -411,8 +445,8 @@ def _retime(comm: Any, target: Path, model: Any, quick: bool, bar: _Progress) ->
     rounds = 1 if quick else REPEATS
     bar.extend(rounds)
     samples = measure_runs(comm, target, QUICK_RUNS if quick else RUNS, rounds, dict(model.romio),
-                           progress=lambda text: bar.step(f"calibration samples again: {text}"))
-    return [s.as_dict() for s in samples]
+                           progress=lambda text: bar.step(f"calibration samples again: {text}"), quick=quick)
+    return [x.as_dict() for x in samples]
 
 
 def _ensure(path: Path) -> str:
@@ -420,43 +454,39 @@ def _ensure(path: Path) -> str:
     return str(path)
 
 
-def _model_for(comm: Any, target: Path, catalog: str | None, fresh: bool, quick: bool,
+def _model_for(comm: Any, target: Path, scratch: Path, catalog: str | None, mode: str, quick: bool,
                con: Console | None, bar: _Progress) -> tuple[Any, dict[str, Any]]:
-    """The stored calibration of *target*, or a fresh one (stored), or the defaults; with the
-    fresh calibration's direct timings and samples (empty otherwise)."""
+    """The model for *mode* (see :data:`CALIBRATIONS`) with, for a fresh calibration of *target*
+    (measured in *scratch*, stored in *catalog* if given), its direct timings and samples."""
     from ..planner.model import CostModel
 
     rank0 = comm.Get_rank() == 0
-    url = _catalog_url(catalog, target)
-    if fresh:
+    if mode == "fresh":
         from ..bench.calibrate import REPEATS
 
         bar.extend(3 + (1 if quick else REPEATS))
         bar.step(f"calibrating {target}")
-        model, samples, direct = run_calibration(comm, target, quick=quick, repeats=1 if quick else None,
+        model, samples, direct = run_calibration(comm, scratch, quick=quick, repeats=1 if quick else None,
                                                  say=lambda text: bar.step(f"calibrating: {text}"))
-        if rank0:
-            row = _save(url, target, model, samples, direct)
+        if rank0 and catalog:
+            row = _save(catalog, target, model, samples, direct)
             if con is not None:
-                con.print(f"calibration {row} stored in {url}")
-        return model, {"direct": direct, "samples": [s.as_dict() for s in samples]}
-    record = comm.bcast(_latest(url, str(target)) if rank0 else None, root=0)
+                con.print(f"calibration {row} of {target} stored in {catalog}")
+        return model, {"direct": direct, "samples": [x.as_dict() for x in samples]}
+    if mode == "none":
+        return CostModel(), {}
+    record = comm.bcast(_latest(_catalog_url(catalog, target), str(target)) if rank0 else None, root=0)
     return CostModel.from_calibration(record), {}
 
 
-def write_ncio(rows: list[dict[str, Any]], meta: dict[str, Any], model: Any, out: Path,
-               calibration: dict[str, Any] | None = None) -> None:
-    """ncio.json (every sample, and the samples of a fresh calibration), ncio.md (tables and
-    goals) and ncio.png in *out*."""
+def write_ncio(report: dict[str, Any], out: Path) -> None:
+    """ncio.json (every sample of every configuration, compact), ncio.md and ncio.png in *out*."""
     from ..bench import ncio
 
     out.mkdir(parents=True, exist_ok=True)
-    summary = ncio.summarize(rows)
-    (out / "ncio.json").write_text(json.dumps({"meta": meta, "model": model.to_json(), "calibration": calibration or {},
-                                               "summary": summary, "goals": ncio.goals(summary), "rows": rows},
-                                              separators=(",", ":"), default=str))  # compact: results stay small
-    (out / "ncio.md").write_text(ncio.markdown(summary, meta))
-    ncio.plot(summary, meta, out / "ncio.png")
+    (out / "ncio.json").write_text(json.dumps(report, separators=(",", ":"), default=str))
+    (out / "ncio.md").write_text(ncio.markdown(report))
+    ncio.plot(report, out / "ncio.png")
 
 
 def register(app: typer.Typer) -> None:

@@ -33,8 +33,8 @@ from typing import Any, Callable
 import numpy as np
 from mpi4py import MPI
 
-from .measure import (WARM_BYTES, calls_for, data_file, pattern_access, run_method, scratch_file, settle_calls,
-                      steady_memory, timed)
+from .measure import (WARM_BYTES, data_file, pattern_access, run_method, sample_calls, scratch_file, steady_memory,
+                      timed)
 from ..storage.durability import make_durable
 from ..planner.model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
@@ -239,7 +239,8 @@ def _romio(fh: MPI.File) -> dict[str, int]:
 
 
 def measure_runs(comm: MPI.Intracomm, directory: Path, runs: tuple[tuple[str, Pattern], ...], repeats: int,
-                 romio: dict[str, int], progress: Callable[[str], None] | None = None) -> list[Sample]:
+                 romio: dict[str, int], progress: Callable[[str], None] | None = None,
+                 quick: bool = False) -> list[Sample]:
     """Time every (method, pattern) for writes and reads, each sample after untimed calls (collective).
 
     Samples are taken as the NCIO benchmark takes them (:func:`~sdm.bench.measure.run_method`
@@ -267,8 +268,9 @@ def measure_runs(comm: MPI.Intracomm, directory: Path, runs: tuple[tuple[str, Pa
             for case in cases:
                 method, pattern, writing = case
                 if case not in inner:
-                    first, _, _ = run_method(comm, directory, pattern, method, writing, 3, data=data[pattern])  # warm-up
-                    inner[case], settle[case] = calls_for(comm, min(first)), settle_calls(comm, min(first))
+                    first, _, _ = run_method(comm, directory, pattern, method, writing, 1 if quick else 3,
+                                             data=data[pattern])  # warm-up
+                    inner[case], settle[case] = sample_calls(comm, min(first), quick)
                 t, _, _ = run_method(comm, directory, pattern, method, writing, 1, data=data[pattern],
                                      inner=inner[case], settle=settle[case])
                 times[case] += t
@@ -320,7 +322,7 @@ def _calibrate(comm: MPI.Intracomm, directory: Path, quick: bool, repeats: int,
     direct["copy"] = _copy_byte(comm)
     if progress is not None:
         progress("open, sync and SDM overhead measured")
-    samples = measure_runs(comm, directory, QUICK_RUNS if quick else RUNS, repeats, romio, progress)
+    samples = measure_runs(comm, directory, QUICK_RUNS if quick else RUNS, repeats, romio, progress, quick)
     constants = fit(samples, known=direct) if comm.Get_rank() == 0 else None
     constants = comm.bcast(constants, root=0)
     model = CostModel(constants={**DEFAULTS, **constants, **direct}, nprocs=comm.Get_size(),

@@ -25,7 +25,7 @@ from ..planner import Access, Planner
 from .patterns import Pattern
 
 __all__ = ["warm_memory", "steady_memory", "scratch_file", "data_file", "timed", "pattern_access",
-           "run_method", "calls_for", "settle_calls", "check_file"]
+           "run_method", "calls_for", "settle_calls", "sample_calls", "check_file"]
 
 
 _COUNTER = iter(range(1 << 62))
@@ -231,6 +231,14 @@ def settle_calls(comm: MPI.Intracomm, seconds: float) -> int:
     calibration's samples of it at 3.5-4.0 ms.
     """
     return max(2, calls_for(comm, seconds, SETTLE, 16))
+
+
+def sample_calls(comm: MPI.Intracomm, seconds: float, quick: bool = False) -> tuple[int, int]:
+    """``(inner, settle)``: calls per sample (:func:`calls_for`) and untimed calls before it
+    (:func:`settle_calls`) of a call taking *seconds*; one of each for *quick* smoke tests."""
+    if quick:
+        return 1, 1
+    return calls_for(comm, seconds), settle_calls(comm, seconds)
 
 
 def check_file(comm: MPI.Intracomm, fh: MPI.File, path: Path, pattern: Pattern) -> bool:

@@ -22,11 +22,12 @@ from typing import Any, Callable
 from mpi4py import MPI
 
 from ..planner import Planner
-from .measure import calls_for, data_file, pattern_access, run_method, settle_calls
+from .measure import data_file, pattern_access, run_method, sample_calls
 from ..planner.model import METHODS, CostModel
 from .patterns import Pattern
 
-__all__ = ["Sweep", "sweeps", "run", "summarize", "markdown", "plot", "SWEEP_NAMES"]
+__all__ = ["Sweep", "sweeps", "run", "summarize", "goals", "configuration", "markdown", "plot", "drift",
+           "SWEEP_NAMES", "GOALS"]
 
 K, M = 1 << 10, 1 << 20
 SWEEP_NAMES = ("size", "count", "spacing", "contiguity")
@@ -89,6 +90,7 @@ def run(
     model: CostModel | None = None,
     hints: dict[str, str] | None = None,
     progress: Callable[[str, int], None] | None = None,
+    quick: bool = False,
 ) -> list[dict[str, Any]]:
     """Time every method (and ``auto``) at every point of *plan* (collective).
 
@@ -114,6 +116,8 @@ def run(
         MPI-IO / method hints for the scratch files and the methods.
     progress : callable, optional
         ``progress(text, advance)`` after each method at each point and direction (rank 0 only).
+    quick : bool
+        A smoke test: one warm-up call and one call per sample, whatever their length.
 
     Returns
     -------
@@ -133,7 +137,7 @@ def run(
         for pattern in sweep.points:
             if pattern not in done:
                 tell = (lambda text: progress(f"{sweep.name}: {pattern.label} {text}", 1)) if progress else None
-                done[pattern] = _point(comm, directory, pattern, names, repeats, planner, hints or {}, tell)
+                done[pattern] = _point(comm, directory, pattern, names, repeats, planner, hints or {}, tell, quick)
             elif progress is not None:
                 progress(f"{sweep.name}: {pattern.label}", 2 * len(names))
             rows.extend({**r, "sweep": sweep.name} for r in done[pattern])
@@ -147,7 +151,7 @@ def steps(plan: list[Sweep], methods: tuple[str, ...]) -> int:
 
 def _point(comm: MPI.Intracomm, directory: str | Path, pattern: Pattern, names: list[str], repeats: int,
            new_planner: Callable[[], Planner], hints: dict[str, str],
-           tell: Callable[[str], None] | None) -> list[dict[str, Any]]:
+           tell: Callable[[str], None] | None, quick: bool) -> list[dict[str, Any]]:
     """All methods, writes then reads, at one pattern."""
     out = []
     with data_file(comm, directory, pattern, hints) as (data, _):
@@ -159,14 +163,14 @@ def _point(comm: MPI.Intracomm, directory: str | Path, pattern: Pattern, names: 
             for m in names:  # warm-up, and proof that each method moves every byte right
                 first, chosen[m], verified[m] = run_method(comm, directory, pattern, m, writing, 1, check=True,
                                                            **kwargs)
-                more, _, _ = run_method(comm, directory, pattern, m, writing, 2, **kwargs)
+                more, _, _ = run_method(comm, directory, pattern, m, writing, 0 if quick else 2, **kwargs)
                 if m == "auto":  # its first accesses: until the trial (if any) has decided
                     trial = first + more
                     while planner.trial(access) is not None and len(trial) < 64:
                         got, _, _ = run_method(comm, directory, pattern, m, writing, 1, **kwargs)
                         trial += got
                     more, chosen[m], _ = run_method(comm, directory, pattern, m, writing, 2, **kwargs)
-                inner[m], settle[m] = calls_for(comm, min(first + more)), settle_calls(comm, min(first + more))
+                inner[m], settle[m] = sample_calls(comm, min(first + more), quick)
                 if tell is not None:
                     tell(f"{'write' if writing else 'read'} {m}")
             times: dict[str, list[float]] = {m: [] for m in names}
@@ -190,15 +194,25 @@ def _point(comm: MPI.Intracomm, directory: str | Path, pattern: Pattern, names: 
 
 
 # ------------------------------------------------------------------------ reporting
+def _ms(x: float) -> str:
+    return f"{x * 1e3:.3g}" if x < 10 else f"{x * 1e3:.0f}"
+
+
+def _sig(x: float) -> float:
+    """*x* to four significant digits (results stay small)."""
+    return float(f"{x:.4g}")
+
+
 def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per (sweep, point, direction): medians per method, best, auto, posix/best."""
+    """One line per (sweep, point, direction): every method's samples and median, the best, auto/best."""
     table: dict[tuple, dict[str, Any]] = {}
     for r in rows:
         key = (r["sweep"], r["label"], r["direction"])
         line = table.setdefault(key, {"sweep": r["sweep"], "label": r["label"], "pattern": r["pattern"],
                                       "direction": r["direction"], "nbytes": r["nbytes"], "median": {},
-                                      "predicted": {}, "verified": True})
+                                      "times": {}, "predicted": {}, "verified": True})
         line["median"][r["method"]] = r["median"]
+        line["times"][r["method"]] = [_sig(t) for t in r["times"]]
         line["predicted"][r["method"]] = r["predicted"]
         line["verified"] &= bool(r["verified"])
         if r["method"] == "auto":
@@ -216,44 +230,121 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(table.values())
 
 
-def _ms(x: float) -> str:
-    return f"{x * 1e3:.3g}" if x < 10 else f"{x * 1e3:.0f}"
+def points(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The summary's lines without repeats: a point shared by two sweeps counts once."""
+    return list({(s["label"], s["direction"]): s for s in summary}.values())
 
 
-def markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    """The results as Markdown: one table per sweep and direction, then the goals."""
-    methods = [m for m in meta["methods"]]
-    head = (f"# NCIO benchmark\n\n{meta['nprocs']} ranks on {meta['cores']} cores, {meta['fs']} file system "
-            f"({meta['directory']}), page cache, no sync; median of {meta['repeats']} repeats in shuffled order, "
-            f"{meta['date']}; load average {meta['load_before']:.1f} before, {meta['load_after']:.1f} after; "
-            f"model: {meta['model']}.\n\n"
-            "Times in ms (median); *pred* is the model's prediction for the method in bold (the fastest); "
-            "auto = the planner's choice run as its own configuration.\n")
-    parts = [head]
+def goals(summary: list[dict[str, Any]]) -> dict[str, Any]:
+    """The issue's goals measured on *summary*: auto against the best method, point by point."""
+    unique = points(summary)
+    eight = [s for s in unique if s["pattern"]["size"] == 8 and s["posix_vs_best"] is not None
+             and not (s["pattern"]["mem_contig"] and s["pattern"]["file_contig"])]  # else one region per rank
+    errors = [abs(e) for s in unique for m, e in s["prediction_error"].items() if m != "auto"]
+    ratios = [s["auto_vs_best"] for s in unique]
+    chosen = [s["chosen_vs_best"] for s in unique]
+    return {
+        "best_vs_posix_at_8B": {f"{s['label']} {s['direction']}": s["posix_vs_best"] for s in eight},
+        "points": len(unique),
+        "auto_vs_best_geomean": statistics.geometric_mean(ratios),
+        "auto_vs_best_median": statistics.median(ratios),
+        "auto_vs_best_worst": max(ratios),
+        "chosen_vs_best_geomean": statistics.geometric_mean(chosen),
+        "chosen_vs_best_worst": max(chosen),
+        "auto_within_10pct": sum(r <= 1.10 for r in ratios),
+        "predictions_within_25pct": sum(e <= 0.25 for e in errors),
+        "predictions": len(errors),
+        "median_abs_prediction_error": statistics.median(errors) if errors else None,
+        "all_verified": all(s["verified"] for s in unique),
+    }
+
+
+#: The issue's goals for auto against the best method: (geometric mean, worst point) at most.
+GOALS = {False: (1.25, 3.0), True: (1.1, None)}
+
+
+def configuration(name: str, rows: list[dict[str, Any]], **facts: Any) -> dict[str, Any]:
+    """One measured configuration of a report: its summary, goals and *facts* (directory, model, ...)."""
+    summary = summarize(rows)
+    return {"name": name, **facts, "goals": goals(summary), "summary": summary}
+
+
+def met(config: dict[str, Any]) -> bool:
+    """Whether *config*'s auto meets the goal of its kind (calibrated or not)."""
+    geomean, worst = GOALS[bool(config["calibrated"])]
+    g = config["goals"]
+    return g["auto_vs_best_geomean"] <= geomean and (worst is None or g["auto_vs_best_worst"] <= worst)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The report as Markdown: the goals per configuration, auto/best per point, then every time."""
+    meta, configs = report["meta"], report["configs"]
+    methods = list(meta["methods"])
+    out = [f"# NCIO benchmark\n\n{meta['nprocs']} ranks on {meta['cores']} cores ({meta['host']}, {meta['mpi']}); "
+           f"SDM {meta['sdm_version']} at {meta['git_commit']}; {meta['date']}; page cache, no sync; median of "
+           f"{meta['repeats']} repeats in shuffled order{' (quick sweeps)' if meta['quick'] else ''}; load average "
+           f"{meta['load_before']:.1f} before, {meta['load_after']:.1f} after; {meta['seconds']:.0f} s in all.\n\n"
+           "auto = the planner's choice run as its own contender: a new planner per point, timed after its first "
+           "accesses (its trials, if any).  Goals: without a calibration, geometric mean of auto/best <= 1.25 and "
+           "worst <= 3; with one, geometric mean <= 1.1.\n\n## auto against the best method\n\n"
+           "| configuration | directory | model | points | geomean | median | worst | within 10 % | goal |\n"
+           "|---|---|---|---:|---:|---:|---:|---:|---|\n"]
+    for c in configs:
+        g = c["goals"]
+        out.append(f"| {c['name']} | {c['directory']} ({c['fs']}) | {c['model']} | {g['points']} | {g['auto_vs_best_geomean']:.3f} | "
+                   f"{g['auto_vs_best_median']:.3f} | {g['auto_vs_best_worst']:.2f} | {g['auto_within_10pct']} | "
+                   f"{'met' if met(c) else 'missed'} |\n")
+    lines = [{(s["label"], s["direction"]): s for s in points(c["summary"])} for c in configs]
+    out.append("\n## auto/best per point (the method auto kept)\n\n| point | "
+               + " | ".join(c["name"] for c in configs) + " |\n|---|" + "---:|" * len(configs) + "\n")
+    for key in dict.fromkeys(k for line in lines for k in line):
+        cells = [f"{line[key]['auto_vs_best']:.2f} ({line[key]['auto_chose']})" if key in line else "-"
+                 for line in lines]
+        out.append(f"| {key[0]} {key[1]} | " + " | ".join(cells) + " |\n")
+    for c in configs:
+        out.append(f"\n## {c['name']}: {c['directory']} ({c['fs']}), model: {c['model']}; load average "
+                   f"{c['load_before']:.1f} before, {c['load_after']:.1f} after, {c['seconds']:.0f} s\n")
+        out.append(_tables(c["summary"], methods))
+        out.append(_goal_lines(c["goals"]))
+        if c.get("calibration_drift"):
+            out.append(drift_markdown(c["calibration_drift"]))
+    return "".join(out)
+
+
+def _tables(summary: list[dict[str, Any]], methods: list[str]) -> str:
+    """Median times (ms, min-max of the best) per sweep and direction."""
+    parts = []
+    cols = ["pattern", *methods, "auto (chose)", "auto/best", "posix/best", "pred/meas best", "ok"]
     for sweep in dict.fromkeys(s["sweep"] for s in summary):
         for direction in ("write", "read"):
             lines = [s for s in summary if s["sweep"] == sweep and s["direction"] == direction]
             if not lines:
                 continue
-            cols = ["pattern", *methods, "auto (chose)", "auto/best", "posix/best", "pred/meas best", "ok"]
-            out = [f"\n## {sweep} sweep, {direction}\n", "| " + " | ".join(cols) + " |",
-                   "|" + "|".join(["---"] + ["---:"] * (len(cols) - 1)) + "|"]
+            parts += [f"\n### {sweep} sweep, {direction} (ms)\n\n", "| " + " | ".join(cols) + " |\n",
+                      "|" + "|".join(["---"] + ["---:"] * (len(cols) - 1)) + "|\n"]
             for s in lines:
                 cells = [s["label"]]
                 for m in methods:
                     v = _ms(s["median"][m])
-                    cells.append(f"**{v}**" if m == s["best"] else v)
-                cells.append(f"{_ms(s['median']['auto'])} ({s['auto_chose']})")
-                cells.append(f"{s['auto_vs_best']:.2f}")
-                cells.append("-" if s["posix_vs_best"] is None else f"{s['posix_vs_best']:.0f}x")
-                cells.append(f"{1 + s['prediction_error'][s['best']]:.2f}")
-                cells.append("yes" if s["verified"] else "NO")
-                out.append("| " + " | ".join(cells) + " |")
-            parts.append("\n".join(out) + "\n")
-    parts.append(goals_markdown(summary))
-    if meta.get("calibration_drift"):
-        parts.append(drift_markdown(meta["calibration_drift"]))
+                    cells.append(f"**{v}** ({_ms(min(s['times'][m]))}-{_ms(max(s['times'][m]))})"
+                                 if m == s["best"] else v)
+                cells += [f"{_ms(s['median']['auto'])} ({s['auto_chose']})", f"{s['auto_vs_best']:.2f}",
+                          "-" if s["posix_vs_best"] is None else f"{s['posix_vs_best']:.0f}x",
+                          f"{1 + s['prediction_error'][s['best']]:.2f}", "yes" if s["verified"] else "NO"]
+                parts.append("| " + " | ".join(cells) + " |\n")
     return "".join(parts)
+
+
+def _goal_lines(g: dict[str, Any]) -> str:
+    eight = ", ".join(f"{k} {v:.0f}x" for k, v in g["best_vs_posix_at_8B"].items()) or "-"
+    return (f"\n* auto against the best method: geometric mean {g['auto_vs_best_geomean']:.3f}x, median "
+            f"{g['auto_vs_best_median']:.3f}x, worst {g['auto_vs_best_worst']:.2f}x over {g['points']} points, "
+            f"within 10 % at {g['auto_within_10pct']}; the method auto kept, by the other methods' own samples: "
+            f"geomean {g['chosen_vs_best_geomean']:.3f}x, worst {g['chosen_vs_best_worst']:.2f}x\n"
+            f"* best method vs posix at 8-byte regions (contiguous in memory and file excluded): {eight}\n"
+            f"* predictions within 25 % of measured: {g['predictions_within_25pct']} of {g['predictions']}, median "
+            f"error {100 * (g['median_abs_prediction_error'] or 0):.0f} %\n"
+            f"* every written file byte-identical to the numpy reference: {'yes' if g['all_verified'] else 'NO'}\n")
 
 
 def drift_markdown(d: dict[str, Any]) -> str:
@@ -276,80 +367,32 @@ def drift(before: list[float], after: list[float]) -> dict[str, Any]:
             "over_25pct": sum(c > 0.25 for c in changes), "worst": max(max(r, 1 / r) for r in ratios)}
 
 
-def goals(summary: list[dict[str, Any]]) -> dict[str, Any]:
-    """The issue's goals measured on *summary*: auto against the best method, point by point."""
-    eight = [s for s in summary if s["pattern"]["size"] == 8 and s["posix_vs_best"] is not None
-             and not (s["pattern"]["mem_contig"] and s["pattern"]["file_contig"])]  # else one region per rank
-    errors = [abs(e) for s in summary for m, e in s["prediction_error"].items() if m != "auto"]
-    ratios = [s["auto_vs_best"] for s in summary]
-    chosen = [s["chosen_vs_best"] for s in summary]
-    return {
-        "best_vs_posix_at_8B": {f"{s['label']} {s['direction']}": s["posix_vs_best"] for s in eight},
-        "points": len(summary),
-        "auto_vs_best_geomean": statistics.geometric_mean(ratios),
-        "auto_vs_best_median": statistics.median(ratios),
-        "auto_vs_best_worst": max(ratios),
-        "chosen_vs_best_geomean": statistics.geometric_mean(chosen),
-        "chosen_vs_best_worst": max(chosen),
-        "auto_within_10pct": sum(r <= 1.10 for r in ratios),
-        "predictions_within_25pct": sum(e <= 0.25 for e in errors),
-        "predictions": len(errors),
-        "median_abs_prediction_error": statistics.median(errors) if errors else None,
-        "all_verified": all(s["verified"] for s in summary),
-    }
-
-
-def goals_markdown(summary: list[dict[str, Any]]) -> str:
-    g = goals(summary)
-    eight = ", ".join(f"{k} {v:.0f}x" for k, v in g["best_vs_posix_at_8B"].items())
-    return (
-        "\n## Goals\n\n"
-        f"* auto (a new planner per point, timed after its first accesses) against the best method: geometric "
-        f"mean {g['auto_vs_best_geomean']:.3f}x, median {g['auto_vs_best_median']:.3f}x, worst "
-        f"{g['auto_vs_best_worst']:.2f}x over {g['points']} points; within 10 % at {g['auto_within_10pct']} "
-        f"(goal: geomean <= 1.25x and worst <= 3x without a calibration, geomean <= 1.1x with one); the method "
-        f"auto kept, by the other methods' own samples: geomean {g['chosen_vs_best_geomean']:.3f}x, worst "
-        f"{g['chosen_vs_best_worst']:.2f}x\n"
-        f"* best method vs posix at 8-byte regions (contiguous in memory and file excluded): {eight}\n"
-        f"* predictions within 25 % of measured: {g['predictions_within_25pct']} of {g['predictions']}, median "
-        f"error {100 * (g['median_abs_prediction_error'] or 0):.0f} %\n"
-        f"* every written file byte-identical to the numpy reference: {'yes' if g['all_verified'] else 'NO'}\n"
-    )
-
-
-def plot(summary: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
-    """MB/s against the swept parameter, one line per method (write and read panels); bars for contiguity."""
+def plot(report: dict[str, Any], path: Path) -> None:
+    """auto/best at every point, one series per configuration, with the goals' lines (a small PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(dict.fromkeys(x["sweep"] for x in summary))
-    methods = [*meta["methods"], "auto"]
-    fig, axes = plt.subplots(len(names), 2, figsize=(11, 3.6 * len(names)), squeeze=False)
-    for i, sweep in enumerate(names):
-        for j, direction in enumerate(("write", "read")):
-            ax = axes[i][j]
-            lines = [s for s in summary if s["sweep"] == sweep and s["direction"] == direction]
-            for k, m in enumerate(methods):
-                y = [s["nbytes"] / s["median"][m] / 1e6 for s in lines]
-                if sweep == "contiguity":
-                    ax.bar([n + (k - len(methods) / 2) * 0.11 for n in range(len(lines))], y, 0.11, label=m)
-                else:
-                    x = [max(s["pattern"][sweep], 0.5 if sweep == "spacing" else 1) for s in lines]
-                    ax.plot(x, y, marker="o" if m != "auto" else "x", ls="-" if m != "auto" else "--", label=m)
-            if sweep == "contiguity":
-                ax.set_xticks(range(len(lines)), [s["label"].split(" ", 2)[-1] for s in lines])
-            else:
-                ax.set_xscale("log", base=2)
-                ax.set_xlabel({"size": "region size (bytes)", "count": "regions per rank",
-                               "spacing": "region spacing (bytes; 0 plotted at 0.5)"}[sweep])
-            ax.set_yscale("log")
-            ax.set_ylabel("MB/s (all ranks)")
-            ax.set_title(f"{sweep} sweep, {direction}")
-            ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"NCIO, {meta['nprocs']} ranks, {meta['fs']}")
+    configs = report["configs"]
+    keys = list(dict.fromkeys((s["label"], s["direction"]) for c in configs for s in points(c["summary"])))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.22 * len(keys) + 2), 4.2))
+    for k, c in enumerate(configs):
+        ratio = {(s["label"], s["direction"]): s["auto_vs_best"] for s in points(c["summary"])}
+        x = [i + (k - (len(configs) - 1) / 2) * 0.15 for i, key in enumerate(keys) if key in ratio]
+        ax.plot(x, [ratio[key] for key in keys if key in ratio], "o^sD"[k % 4], ms=4, ls="none",
+                label=f"{c['name']}: geomean {c['goals']['auto_vs_best_geomean']:.2f}")
+    for level, text in ((1.1, "1.1"), (1.25, "1.25"), (3.0, "3")):
+        ax.axhline(level, color="grey", lw=0.6, ls="--")
+        ax.annotate(text, (len(keys) - 0.5, level), fontsize=6, color="grey", va="bottom", ha="right")
+    ax.set_yscale("log")
+    ax.set_ylabel("auto / best method (time)")
+    ax.set_xticks(range(len(keys)), [f"{label} {d[0]}" for label, d in keys], rotation=90, fontsize=5)
+    ax.set_xlim(-0.5, len(keys) - 0.5)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    meta = report["meta"]
+    ax.set_title(f"NCIO, {meta['nprocs']} ranks: auto against the best method at every point", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=48)  # small: results keep PNGs under 150 KB
+    fig.savefig(path, dpi=80)  # small: results keep PNGs under 150 KB
     plt.close(fig)
