@@ -211,9 +211,9 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         line = table.setdefault(key, {"sweep": r["sweep"], "label": r["label"], "pattern": r["pattern"],
                                       "direction": r["direction"], "nbytes": r["nbytes"], "median": {},
                                       "times": {}, "predicted": {}, "verified": True})
-        line["median"][r["method"]] = r["median"]
+        line["median"][r["method"]] = _sig(r["median"])
         line["times"][r["method"]] = [_sig(t) for t in r["times"]]
-        line["predicted"][r["method"]] = r["predicted"]
+        line["predicted"][r["method"]] = _sig(r["predicted"])
         line["verified"] &= bool(r["verified"])
         if r["method"] == "auto":
             line["auto_chose"] = r["chosen"]
@@ -226,7 +226,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         line["auto_vs_best"] = line["median"]["auto"] / med[best]
         line["chosen_vs_best"] = med[line["auto_chose"]] / med[best]
         line["posix_vs_best"] = med["posix"] / med[best] if "posix" in med else None
-        line["prediction_error"] = {m: line["predicted"][m] / line["median"][m] - 1 for m in line["median"]}
+        line["prediction_error"] = {m: _sig(line["predicted"][m] / line["median"][m] - 1) for m in line["median"]}
     return list(table.values())
 
 
