@@ -13,17 +13,23 @@ and organizes, and every piece of metadata goes into a relational catalog.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import errors
-from .catalog import Catalog
 from .errors import *  # noqa: F401,F403 - the exception hierarchy is part of the API
+
+if TYPE_CHECKING:
+    from .catalog import Catalog
+    from .group import Dataset, Group
+    from .layout import Block, BlockCyclic, Cyclic, Distribution, MapArray, Subarray
+    from .session import Session, open
 
 __version__ = "0.1.0"
 
-# Names that need MPI load on first use, so `import sdm.catalog` and the `sdm` command
-# never initialize MPI (which may fail or hang on a login node).
+# Names load on first use: `import sdm` costs little more than its exceptions, never
+# initializes MPI (which may fail or hang on a login node) and never imports SQLAlchemy.
 _LAZY = {
+    "Catalog": "catalog",
     "open": "session",
     "Session": "session",
     "Group": "group",
@@ -37,7 +43,7 @@ _LAZY = {
 }
 
 
-_SUBMODULES = {"irregular", "integrity", "layout", "io", "planner", "storage", "examples"}
+_SUBMODULES = {"catalog", "config", "irregular", "integrity", "layout", "io", "planner", "storage", "examples"}
 
 
 def __getattr__(name: str) -> Any:
@@ -52,7 +58,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'sdm' has no attribute {name!r}")
 
 
-def find(catalog: str | None = None, application: str | None = None, **kwargs):
+def find(catalog: str | None = None, application: str | None = None, **kwargs: Any) -> list[Any]:
     """Find runs and datasets in a catalog without MPI (for scripts and notebooks).
 
     Parameters
@@ -68,6 +74,7 @@ def find(catalog: str | None = None, application: str | None = None, **kwargs):
     list of RunRecord
     """
     from . import config
+    from .catalog import Catalog
 
     cat = Catalog(catalog or config.default_catalog_url(), create=False)
     try:

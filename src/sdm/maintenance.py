@@ -24,14 +24,16 @@ import fcntl
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import numpy as np
-
-from . import integrity
-from .catalog import Catalog, RunRecord
 from .errors import RunStateError, SDMError, StorageError
-from .storage import inside, runs
+from .storage import runs
+from .storage.naming import inside
+
+if TYPE_CHECKING:  # numpy and the checksums load when bytes are checked (`sdm ls` needs neither)
+    import numpy as np
+
+    from .catalog import Catalog, RunRecord
 
 __all__ = ["RowProblem", "Unreferenced", "VerifyReport", "GcReport", "current_state", "verify_run", "gc_run"]
 
@@ -113,6 +115,8 @@ def _rel_dir(rec: RunRecord) -> str:
 
 
 def _read(path: Path, offset: int, nbytes: int) -> np.ndarray:
+    import numpy as np
+
     if nbytes == 0:
         return np.empty(0, dtype=np.uint8)
     return np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(nbytes,))
@@ -139,6 +143,8 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
     ------
     RunNotFoundError
     """
+    from . import integrity
+
     rec = catalog.run(run_id)
     rel_dir = _rel_dir(rec)
     report = VerifyReport(run_id=rec.id, state=current_state(catalog, rec))

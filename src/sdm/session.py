@@ -12,14 +12,14 @@ import hashlib
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from mpi4py import MPI
 
 from . import _validate as check
 from . import config
 from ._collective import agree, capture, root_call
-from .catalog import Catalog, DatasetSpec, RunRecord, redact_url
+from .catalog import DatasetSpec, RunRecord, redact_url
 from .catalog.values import encode, merge_attributes
 from .errors import (
     CatalogError,
@@ -34,6 +34,9 @@ from .layout import Distribution
 from .layout.agreement import agree_view, by_value
 from .planner import Planner, choose_method
 from .storage import FileCache, check_level, check_name, durability, runs
+
+if TYPE_CHECKING:
+    from .catalog.catalog import Catalog
 
 __all__ = ["Session", "open"]
 
@@ -101,6 +104,8 @@ class Session:
             choose_method(method)  # validates the name
             data_root = Path(root).resolve() if root is not None else config.default_root()
             url = catalog or config.default_catalog_url(data_root)
+            from .catalog.catalog import Catalog  # rank 0 only: the other ranks never import SQLAlchemy
+
             self.catalog = Catalog(url, create=(mode == "w"))
             try:
                 if mode == "w":

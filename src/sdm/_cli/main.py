@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime, time, timezone
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -25,10 +25,11 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import config
-from ..catalog import Catalog, RunRecord, parse_condition
-from ..catalog import irregular as irregular_records
 from ..catalog.urls import mask_urls
 from ..errors import ApplicationNotFoundError, CatalogUnavailableError, SDMError
+
+if TYPE_CHECKING:  # the catalog (SQLAlchemy) loads when a command opens it, never for --help
+    from ..catalog import Catalog, RunRecord
 
 __all__ = ["app", "main", "steps_text"]
 
@@ -110,6 +111,8 @@ def _open(url: str | None) -> Iterator[Catalog]:
                 f"no catalog at {path}; pass --catalog URL or set SDM_CATALOG (or SDM_ROOT) "
                 "to where SDM wrote its data"
             )
+    from ..catalog import Catalog
+
     cat = Catalog(url, create=False)
     try:
         yield cat
@@ -324,6 +327,8 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: its groups, datasets, files (and writes)."""
+    from ..catalog import irregular as irregular_records
+
     with _open(catalog) as cat:
         rec = _with_current_state(cat, cat.run(run))
         files = cat.files(run)
@@ -425,6 +430,8 @@ def histories(
     as_json: JsonOpt = False,
 ) -> None:
     """List the index histories of an application (partitions kept for reuse) and their uses."""
+    from ..catalog import irregular as irregular_records
+
     with _open(catalog) as cat:
         found = irregular_records.histories(cat, application, problem)
         uses = {h.id: irregular_records.history_uses(cat, h.id) for h in found}
@@ -460,6 +467,8 @@ def find(
     as_json: JsonOpt = False,
 ) -> None:
     """Find runs and datasets by attributes, application and date."""
+    from ..catalog import parse_condition
+
     conds = [parse_condition(c) for c in conditions or ()]
     start, end = _parse_date(since, end=False), _parse_date(until, end=True)
     with _open(catalog) as cat:

@@ -8,9 +8,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from .. import maintenance
 from .main import CatalogOpt, JsonOpt, _console, _emit_json, _handles_errors, _open, _size, _table, _row
 
 __all__ = ["register"]
@@ -18,20 +16,60 @@ __all__ = ["register"]
 RunsArg = Annotated[list[int] | None, typer.Argument(metavar="[RUN]...", help="Run ids (see `sdm ls APP`).")]
 
 
+class _Bar:
+    """A progress bar on stderr for one command, shown from its start (a no-op off a terminal).
+
+    Only stderr is drawn on, so ``--json`` output on stdout stays clean; the bar is
+    removed when the command ends.
+    """
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        self._task: Any = None
+
+    def start(self, what: str) -> None:
+        """Draw the bar (an indeterminate one until the amount of work is known)."""
+        if not sys.stderr.isatty():
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
+                             transient=True, console=Console(file=sys.stderr))
+        self._bar.start()
+        self._task = self._bar.add_task(what, total=None)
+
+    def stage(self, what: str) -> None:
+        """A new step of the command: its description, the bar back to indeterminate."""
+        if self._bar is not None:
+            self._bar.reset(self._task, description=what, total=None)
+
+    def update(self, done: int, total: int) -> None:
+        """*done* bytes of *total* (the ``progress`` callback of :mod:`sdm.maintenance`)."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=done, total=total)
+
+    @property
+    def callback(self) -> Callable[[int, int], None] | None:
+        """:meth:`update` when a bar is drawn, else None (the work then skips reporting)."""
+        return self.update if self._bar is not None else None
+
+    def stop(self) -> None:
+        """Remove the bar."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
 @contextmanager
-def _progress(what: str, quiet: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr (bytes done of all), from the first second of long work."""
-    if quiet or not sys.stderr.isatty():
-        yield None
-        return
-    with Progress(TextColumn(what), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                  transient=True, console=None) as bar:
-        task = bar.add_task(what, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
+def _progress(what: str) -> Iterator[_Bar]:
+    """A :class:`_Bar` started now (before the catalog opens) and removed at the end."""
+    bar = _Bar()
+    bar.start(what)
+    try:
+        yield bar
+    finally:
+        bar.stop()
 
 
 def _verify(
@@ -46,25 +84,25 @@ def _verify(
     integrity and foreign-key checks; the foreign keys on PostgreSQL) and its schema
     revision. Exit status 1 when a row or the catalog is damaged.
     """
+    from .. import maintenance
+
     out: dict[str, Any] = {}
-    bad = False
-    with _open(catalog) as cat:
+    reports = []
+    problems: list[str] | None = None
+    with _progress("open the catalog") as bar, _open(catalog) as cat:  # printing waits for the bar to go
         if not runs:
+            bar.stage("integrity check of the catalog")
             problems = cat.integrity_check()
-            bad = bool(problems)
             out = {"catalog": cat.url, "problems": problems}
-            if not as_json:
-                if problems:
-                    for p in problems:
-                        _console().print(f"catalog damaged: {p}")
-                else:
-                    _console().print("catalog ok: integrity check passed, schema revision current")
-        reports = []
         for run in runs or []:
-            with _progress(f"verify run {run}", as_json) as progress:
-                reports.append(maintenance.verify_run(cat, run, checksums=not no_checksums, progress=progress))
-    for r in reports:
-        bad = bad or not r.ok
+            bar.stage(f"verify run {run}")
+            reports.append(maintenance.verify_run(cat, run, checksums=not no_checksums, progress=bar.callback))
+    bad = bool(problems) or any(not r.ok for r in reports)
+    if problems is not None and not as_json:
+        for p in problems:
+            _console().print(f"catalog damaged: {p}")
+        if not problems:
+            _console().print("catalog ok: integrity check passed, schema revision current")
     if as_json:
         if reports:
             out["runs"] = [{
@@ -97,11 +135,13 @@ def _gc(runs: Annotated[list[int], typer.Argument(metavar="RUN...", help="Run id
 
     Refuses a run that a live session is writing.
     """
+    from .. import maintenance
+
     reports = []
-    with _open(catalog) as cat:
+    with _progress("open the catalog") as bar, _open(catalog) as cat:
         for run in runs:
-            with _progress(f"gc run {run}", as_json) as progress:
-                reports.append(maintenance.gc_run(cat, run, progress=progress))
+            bar.stage(f"gc run {run}")
+            reports.append(maintenance.gc_run(cat, run, progress=bar.callback))
     if as_json:
         _emit_json({"runs": [vars(r) for r in reports]})
         return

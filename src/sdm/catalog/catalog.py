@@ -13,7 +13,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError as SAIntegrityError
@@ -32,9 +31,9 @@ from ..errors import (
 )
 from . import database as D
 from . import schema as S
-from .records import DatasetRecord, FileRecord, GroupRecord, RunRecord, WriteRecord
+from .records import DatasetRecord, DatasetSpec, FileRecord, GroupRecord, RunRecord, WriteRecord
 from .urls import redact_url, scrub
-from .values import Condition, conditions_from, decode, encode_all
+from .values import Condition, conditions_from, decode, encode_all, loaded_numpy
 
 __all__ = ["Catalog", "normalize_url", "redact_url", "DatasetSpec"]
 
@@ -76,26 +75,6 @@ def normalize_url(url: str) -> str:
     raise CatalogUnavailableError(
         f"catalog URL scheme {scheme!r} is not supported; use sqlite:/// or postgresql://"
     )
-
-
-class DatasetSpec:
-    """What a group definition says of one dataset (picklable, no catalog ids)."""
-
-    __slots__ = ("name", "dtype", "shape", "order")
-
-    def __init__(self, name: str, dtype: str, shape: Sequence[int], order: str) -> None:
-        self.name, self.dtype, self.shape, self.order = name, dtype, tuple(int(s) for s in shape), order
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, DatasetSpec) and (self.name, self.dtype, self.shape, self.order) == (
-            other.name,
-            other.dtype,
-            other.shape,
-            other.order,
-        )
-
-    def __repr__(self) -> str:
-        return f"DatasetSpec({self.name!r}, {self.dtype!r}, {self.shape}, {self.order!r})"
 
 
 class Catalog:
@@ -952,7 +931,9 @@ def _run_id(value: Any) -> int | None:
     InvalidArgumentError
         Not an integer.
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+    np = loaded_numpy()
+    numpy_bool, numpy_int = (np.bool_, np.integer) if np is not None else ((), ())
+    if isinstance(value, (bool, numpy_bool)) or not isinstance(value, (int, numpy_int)):
         raise InvalidArgumentError(f"a run id is an integer, got {value!r} of type {type(value).__name__}")
     value = int(value)
     return value if -_ID_MAX - 1 <= value <= _ID_MAX else None

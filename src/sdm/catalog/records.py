@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 
 @dataclass(frozen=True)
@@ -93,3 +93,23 @@ class FileRecord:
     level: int
     nwrites: int
     nbytes: int
+
+
+class DatasetSpec:
+    """What a group definition says of one dataset (picklable, no catalog ids)."""
+
+    __slots__ = ("name", "dtype", "shape", "order")
+
+    def __init__(self, name: str, dtype: str, shape: Sequence[int], order: str) -> None:
+        self.name, self.dtype, self.shape, self.order = name, dtype, tuple(int(s) for s in shape), order
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DatasetSpec) and (self.name, self.dtype, self.shape, self.order) == (
+            other.name,
+            other.dtype,
+            other.shape,
+            other.order,
+        )
+
+    def __repr__(self) -> str:
+        return f"DatasetSpec({self.name!r}, {self.dtype!r}, {self.shape}, {self.order!r})"

@@ -28,12 +28,19 @@ from __future__ import annotations
 import math
 import operator
 import re
+import sys
 from collections.abc import Mapping
 from typing import Any, Callable
 
-import numpy as np
-
 from ..errors import InvalidArgumentError
+
+
+def loaded_numpy() -> Any:
+    """numpy when it is loaded, else None (nothing is a numpy scalar before numpy is imported).
+
+    Lets the catalog accept numpy scalars without importing numpy itself (``sdm ls``).
+    """
+    return sys.modules.get("numpy")
 
 __all__ = [
     "encode",
@@ -124,7 +131,8 @@ def normalize(key: str, value: Any) -> bool | int | float | str:
         module docstring (int64 range, NaN, NUL, 1024 UTF-8 bytes).
     """
     original = value
-    if isinstance(value, np.generic):
+    np = loaded_numpy()
+    if np is not None and isinstance(value, np.generic):
         if isinstance(value, np.floating) and value.dtype.itemsize > 8:
             as_float = float(value)  # long double: keep it only if float64 holds it
             if math.isinf(as_float) and not np.isinf(value):
@@ -135,7 +143,7 @@ def normalize(key: str, value: Any) -> bool | int | float | str:
             value = as_float
         else:
             value = value.item()  # np.int64 -> int, np.float32 -> float, np.bool_ -> bool, np.str_ -> str
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):
         value = int(value)
