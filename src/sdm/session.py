@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
+import numpy as np
 from mpi4py import MPI
 
 from . import _validate as check
 from . import config
-from ._collective import agree, capture, root_call
+from ._collective import Failure, agree, capture, root_call
 from .catalog import DatasetSpec, RunRecord, redact_url
 from .catalog.values import encode, merge_attributes
 from .errors import (
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from .catalog.catalog import Catalog
 
 __all__ = ["Session", "open"]
+
+T = TypeVar("T")
 
 _MODES = ("w", "r", "a")
 
@@ -83,16 +87,25 @@ class Session:
         self.method = method
         args, failure = capture(_check_open, mode, catalog, root, run, attributes, problem_size, method, hints, sync,
                                 verify, checksum, planner_hints, rank=self.rank)
+        if failure is None:
+            hints, planner_hints = args["hints"], args["planner_hints"]  # type: ignore[index]
+            run = None if run is None else int(run)
+            self.sync = config.sync_enabled() if sync is None else bool(sync)
+            self.verify = bool(verify)
+            self.checksum = config.checksum_enabled() if checksum is None else bool(checksum)
+            # the arguments that must agree (mode, run, catalog, ...) before the catalog is touched
+            agreeing: dict[str, Any] | None = dict(
+                application=application, mode=mode, run=run, root=root, catalog=catalog, attributes=attributes,
+                problem_size=problem_size, method=method, hints=hints, sync=self.sync, verify=self.verify,
+                checksum=self.checksum, planner_hints=planner_hints)
+        else:
+            agreeing = None
         try:
-            agree(self.comm, failure)  # a bad argument on any rank: the same error on all
+            # one allgather: a bad argument on any rank raises the same error on all, then the comparison
+            open_files = _agree_arguments(self.comm, failure, agreeing)
         except BaseException:
             self.comm.Free()
             raise
-        hints, planner_hints = args["hints"], args["planner_hints"]
-        run = None if run is None else int(run)
-        self.sync = config.sync_enabled() if sync is None else bool(sync)
-        self.verify = bool(verify)
-        self.checksum = config.checksum_enabled() if checksum is None else bool(checksum)
         self.hints = dict(hints or {})
         self.catalog: Catalog | None = None
         self._lock: runs.RunLock | None = None  # rank 0 of a writing session: its hold on the run
@@ -110,7 +123,7 @@ class Session:
             try:
                 if mode == "w":
                     cat_id = self.catalog.id
-                    run_id = self.catalog.create_run(
+                    rec = self.catalog.new_run(
                         application,
                         nprocs=self.size,
                         root=str(data_root),
@@ -118,7 +131,6 @@ class Session:
                         attributes=attributes,
                         make_dir=lambda rid: runs.make_run_dir(data_root, application, rid, cat_id),
                     )
-                    rec = self.catalog.run(run_id)
                     self._lock = runs.RunLock(Path(rec.root), rec.dir or "")
                     previous = "new"
                 else:
@@ -134,16 +146,13 @@ class Session:
                 raise
             if mode != "w" and root is None:
                 data_root = Path(rec.root)
-            calibration = self.catalog.latest_calibration(str(data_root))
+            # a catalog made just now holds no calibration
+            calibration = None if self.catalog.created else self.catalog.latest_calibration(str(data_root))
             return redact_url(url), str(data_root), rec, calibration, previous  # the password stays on rank 0
 
         try:
-            # before the catalog: the arguments that must agree (mode, run, catalog, ...) are the same on every rank
-            open_files = _agree_arguments(self.comm, dict(
-                application=application, mode=mode, run=run, root=root, catalog=catalog, attributes=attributes,
-                problem_size=problem_size, method=method, hints=hints, sync=self.sync, verify=self.verify,
-                checksum=self.checksum, planner_hints=planner_hints))
-            self.catalog_url, root_text, self.run, calibration, self.previous_state = root_call(self.comm, setup)
+            self.catalog_url, root_text, self.run, calibration, self.previous_state = _root_call_resting(
+                self.comm, setup)
         except BaseException:
             self.comm.Free()
             raise
@@ -516,24 +525,35 @@ def _effective(args: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _agree_arguments(comm: MPI.Comm, args: dict[str, Any]) -> int:
-    """One allgather; raise the same CollectiveMismatchError on every rank if arguments differ.
+def _agree_arguments(comm: MPI.Comm, failure: Failure | None, args: dict[str, Any] | None) -> int:
+    """One allgather: the first rank's failure, else a CollectiveMismatchError if arguments differ, on every rank.
+
+    Parameters
+    ----------
+    failure : Failure or None
+        This rank's failed check of the arguments (then *args* is None).
+    args : dict or None
+        The arguments as this rank resolved them.
 
     Returns the number of data files the session keeps open: the least over the ranks
     (each rank's limit may differ; closing a cached file is collective, so all use one).
 
     Raises
     ------
+    SDMError
+        The failure of the lowest failing rank.
     CollectiveMismatchError
         Naming every argument that differs and which ranks gave what (catalog URLs are
         compared but never shown).
     """
-    mine = _effective(args)
-    try:
-        mine["open files"] = str(config.open_files())
-    except ValueError:  # a bad $SDM_OPEN_FILES: the default
-        mine["open files"] = "64"
-    everyone = comm.allgather(mine)
+    mine = None
+    if failure is None and args is not None:
+        mine = _effective(args)
+        try:
+            mine["open files"] = str(config.open_files())
+        except ValueError:  # a bad $SDM_OPEN_FILES: the default
+            mine["open files"] = "64"
+    everyone: list[dict[str, str]] = agree(comm, failure, mine)
     differ = []
     for key in everyone[0]:
         if key == "open files":
@@ -553,6 +573,39 @@ def _agree_arguments(comm: MPI.Comm, args: dict[str, Any]) -> int:
             + "; every rank must call sdm.open with the same application, mode, run, root, catalog and options"
         )
     return min(int(e["open files"]) for e in everyone)
+
+
+_REST_FIRST, _REST_MAX = 50e-6, 500e-6  # seconds between checks of a waiting rank: first, at most
+
+
+def _root_call_resting(comm: MPI.Comm, fn: Callable[[], T]) -> T:
+    """:func:`~sdm._collective.root_call` whose other ranks wait without spinning.
+
+    Rank 0's catalog work at open takes milliseconds; ranks blocked in a broadcast poll
+    the network at full speed meanwhile and, where ranks outnumber cores, take the CPU
+    from rank 0. Here the broadcast's length goes first in a non-blocking ``Ibcast`` that
+    the other ranks check with short sleeps (at most half a millisecond late); the
+    pickled result follows in a ``Bcast`` (the two parts of one broadcast).
+    """
+    length = np.zeros(1, dtype=np.int64)
+    if comm.Get_rank() == 0:
+        result, failure = capture(fn)
+        data = MPI.pickle.dumps((result, failure))
+        length[0] = len(data)
+        comm.Ibcast(length, root=0).Wait()
+        comm.Bcast([data, MPI.BYTE], root=0)
+    else:
+        request = comm.Ibcast(length, root=0)
+        rest = _REST_FIRST
+        while not request.Test():
+            time.sleep(rest)
+            rest = min(2 * rest, _REST_MAX)
+        buf = bytearray(int(length[0]))
+        comm.Bcast([buf, MPI.BYTE], root=0)
+        result, failure = MPI.pickle.loads(buf)
+    if failure is not None:
+        raise failure.exception(1)  # rank 0's message is the same for everyone
+    return result  # type: ignore[return-value]
 
 
 def _info(hints: dict[str, str] | None) -> MPI.Info:

@@ -119,14 +119,18 @@ class Catalog:
         self.url = url
         self._file_ids: dict[tuple[int, str], int] = {}
         self._id: str | None = None
+        #: Whether this object created the catalog (an SQLite file it made: no run, no calibration yet)
+        self.created = False
         sa_url = normalize_url(url)
         shown = repr(self.url)
         path = D.sqlite_path(sa_url)
         try:
             if path is not None:
-                self._prepare_sqlite(path, shown, create)
+                self._id = self._prepare_sqlite(path, shown, create)
+                self.created = self._id is not None
             self.engine: Engine = D.make_engine(sa_url)
-            D.ensure_schema(self.engine, shown, create=create)
+            if not self.created:  # a file made just now holds the head revision
+                D.ensure_schema(self.engine, shown, create=create)
         except CatalogError:
             self._dispose()
             raise
@@ -139,11 +143,14 @@ class Catalog:
             raise CatalogUnavailableError(f"cannot open catalog {shown}: {scrub(_short(exc), url)}") from None
 
     @staticmethod
-    def _prepare_sqlite(path: Path, shown: str, create: bool) -> None:
-        """Check an SQLite catalog file, or create it (atomically) when a writer needs it."""
+    def _prepare_sqlite(path: Path, shown: str, create: bool) -> str | None:
+        """Check an SQLite catalog file, or create it (atomically) when a writer needs it.
+
+        Returns the new catalog's id when this call created it, else None.
+        """
         if path.exists():
             D.check_sqlite_file(path, shown)
-            return
+            return None
         parent = path.parent
         if not create:
             if parent.is_dir():
@@ -153,7 +160,7 @@ class Catalog:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CatalogUnavailableError(f"catalog {shown}: cannot create {parent}: {exc}") from exc
-        D.create_sqlite_file(path, shown)
+        return D.create_sqlite_file(path, shown)
 
     def _dispose(self) -> None:
         engine = getattr(self, "engine", None)
@@ -234,23 +241,46 @@ class Catalog:
 
         A run made with a directory starts ``open`` with one writer (see :meth:`open_run`).
         """
+        return self.new_run(application, nprocs=nprocs, root=root, problem_size=problem_size, attributes=attributes,
+                            make_dir=make_dir).id
+
+    def new_run(
+        self,
+        application: str,
+        *,
+        nprocs: int,
+        root: str,
+        problem_size: Any = None,
+        attributes: dict[str, Any] | None = None,
+        make_dir: Callable[[int], str] | None = None,
+    ) -> RunRecord:
+        """:meth:`create_run`, returning the new run's record (what :meth:`run` would read back).
+
+        The record is built from the values stored in the one transaction, without reading
+        them again (a new run has no groups yet).
+        """
         encoded = encode_all(attributes)  # every key and value checked before the transaction
+        created = _now()
+        size_text = None if problem_size is None else json.dumps(problem_size, default=_jsonable)
+        rel_dir, state = None, "closed"
         with self._tx() as con:
             app_id = self._app_id(con, application, create=True)
             run_id = con.execute(
                 S.runs.insert().values(
                     application_id=app_id,
-                    created_at=_now(),
+                    created_at=created,
                     nprocs=int(nprocs),
-                    problem_size=None if problem_size is None else json.dumps(problem_size, default=_jsonable),
+                    problem_size=size_text,
                     root=str(root),
                 )
             ).inserted_primary_key[0]
             self._put_attributes(con, run_id, None, [None], encoded)
             if make_dir is not None:
-                con.execute(S.runs.update().where(S.runs.c.id == run_id).values(
-                    dir=make_dir(int(run_id)), state="open", writers=1))
-        return int(run_id)
+                rel_dir, state = make_dir(int(run_id)), "open"
+                con.execute(S.runs.update().where(S.runs.c.id == run_id).values(dir=rel_dir, state=state, writers=1))
+        return RunRecord(id=int(run_id), application=application, created_at=created, nprocs=int(nprocs),
+                         problem_size=json.loads(size_text) if size_text else None, root=str(root), dir=rel_dir,
+                         state=state, attributes={key: decode(vtype, vnum, vstr) for key, vtype, vnum, vstr in encoded})
 
     # ------------------------------------------------------------- run states
     def open_run(self, run_id: int, claim: Callable[[], bool]) -> str:

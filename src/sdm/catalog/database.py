@@ -6,7 +6,11 @@ when its file was damaged:
 * A new SQLite catalog is built in a private temporary file and linked into place in one
   atomic step, so no other job ever sees a half-made catalog, and a file that exists is
   always expected to hold one: an empty (0-byte) or foreign file raises
-  :class:`~sdm.errors.CatalogDamagedError`, never becomes a new empty catalog.
+  :class:`~sdm.errors.CatalogDamagedError`, never becomes a new empty catalog. The file
+  is built with :mod:`sqlite3` directly from the schema's ``CREATE`` statements (rendered
+  from ``schema.metadata`` once per process) and stamped with the head revision, so
+  creating a catalog imports neither Alembic nor runs its migrations; a test checks that
+  the result equals what the migrations make.
 * The schema's versions are Alembic revisions (``migrations/``). Creating or upgrading
   the schema runs in one transaction holding the catalog's schema lock (``BEGIN
   IMMEDIATE`` on SQLite, a transaction-level advisory lock on PostgreSQL) and checks the
@@ -19,8 +23,11 @@ when its file was damaged:
 from __future__ import annotations
 
 import os
+import sqlite3
 import uuid
+from collections import OrderedDict
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Iterator
 
@@ -38,6 +45,8 @@ __all__ = [
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _SCHEMA_LOCK = 0x53444D53  # "SDMS": the PostgreSQL advisory lock key of schema changes
 _MIGRATIONS = Path(__file__).with_name("migrations")
+_ALEMBIC_VERSION = ("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, "
+                    "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))")  # as Alembic makes it
 
 
 def sqlite_path(sa_url: str) -> Path | None:
@@ -48,8 +57,28 @@ def sqlite_path(sa_url: str) -> Path | None:
     return Path(path) if path and path != ":memory:" else None
 
 
+_ENGINES: OrderedDict[str, Engine] = OrderedDict()  # the process's engines, newest last
+_ENGINES_KEPT = 8
+
+
 def make_engine(sa_url: str) -> Engine:
-    """An engine for the catalog, with SQLite set up for WAL and explicit ``BEGIN`` statements."""
+    """The process's engine for a catalog URL (made on first use; the last few are kept).
+
+    An engine keeps its compiled statements, so a catalog opened again (a second session,
+    ``sdm`` commands in one process) does not compile its queries again; closing a
+    :class:`~sdm.catalog.Catalog` disposes of the engine's connections, never of the
+    engine. SQLite is set up for WAL and explicit ``BEGIN`` statements.
+    """
+    engine = _ENGINES.pop(sa_url, None)
+    if engine is None:
+        engine = _new_engine(sa_url)
+    _ENGINES[sa_url] = engine
+    while len(_ENGINES) > _ENGINES_KEPT:
+        _ENGINES.popitem(last=False)[1].dispose()
+    return engine
+
+
+def _new_engine(sa_url: str) -> Engine:
     if sa_url.startswith("sqlite"):
         engine = sa.create_engine(sa_url, connect_args={"timeout": 60})
         sa.event.listen(engine, "connect", _sqlite_connect)
@@ -111,11 +140,17 @@ def check_sqlite_file(path: Path, shown: str) -> None:
         )
 
 
-def create_sqlite_file(path: Path, shown: str) -> None:
+def create_sqlite_file(path: Path, shown: str) -> str | None:
     """Create a new SQLite catalog at *path* atomically (no-op when another job made it first).
 
     The schema is made in a private file beside *path*, which is then hard-linked to
     *path*: the link either creates the catalog whole or fails because it exists.
+
+    Returns
+    -------
+    str or None
+        The new catalog's unique id, or None when another job created the file first
+        (its schema is then checked like any existing catalog's).
 
     Raises
     ------
@@ -123,17 +158,29 @@ def create_sqlite_file(path: Path, shown: str) -> None:
         The directory cannot be written.
     """
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.new")
+    made = uuid.uuid4().hex
     try:
-        engine = make_engine(f"sqlite:///{tmp}")
         try:
-            with write_transaction(engine) as con:
-                _create(con)
-        finally:
-            engine.dispose()  # the last close checkpoints the WAL into the file
+            con = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                con.execute("PRAGMA journal_mode=WAL")  # the catalog's mode, kept in the file
+                con.execute("PRAGMA synchronous=NORMAL")
+                con.execute("BEGIN IMMEDIATE")
+                for statement in schema_ddl("sqlite"):
+                    con.execute(statement)
+                con.execute("INSERT INTO catalog_info (key, value) VALUES ('uuid', ?)", (made,))
+                con.execute(_ALEMBIC_VERSION)
+                con.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (S.SCHEMA_VERSION,))
+                con.execute("COMMIT")
+            finally:
+                con.close()  # the last close checkpoints the WAL into the file
+        except sqlite3.Error as exc:
+            raise CatalogUnavailableError(f"catalog {shown}: cannot create {path}: {exc}") from None
         try:
             os.link(tmp, path)
         except FileExistsError:
-            pass  # another job created it first: use theirs
+            return None  # another job created it first: use theirs
+        return made
     except OSError as exc:
         raise CatalogUnavailableError(f"catalog {shown}: cannot create {path}: {exc.strerror}") from None
     finally:
@@ -141,12 +188,30 @@ def create_sqlite_file(path: Path, shown: str) -> None:
             leftover.unlink(missing_ok=True)
 
 
+@cache
+def schema_ddl(dialect: str) -> tuple[str, ...]:
+    """The ``CREATE TABLE`` and ``CREATE INDEX`` statements of the current schema for *dialect*.
+
+    Rendered from ``schema.metadata`` (tables in dependency order, each followed by its
+    indexes, as ``metadata.create_all`` emits them), once per process.
+    """
+    from sqlalchemy.dialects import postgresql, sqlite
+    from sqlalchemy.schema import CreateIndex, CreateTable
+
+    engine_dialect = {"sqlite": sqlite.dialect, "postgresql": postgresql.dialect}[dialect]()
+    out: list[str] = []
+    for table in S.metadata.sorted_tables:
+        out.append(str(CreateTable(table).compile(dialect=engine_dialect)).strip())
+        out += [str(CreateIndex(index).compile(dialect=engine_dialect)).strip()
+                for index in sorted(table.indexes, key=lambda ix: ix.name or "")]
+    return tuple(out)
+
+
 # ----------------------------------------------------------------------------- schema
 def _create(con: Connection) -> None:
     S.metadata.create_all(con)
     con.execute(S.catalog_info.insert().values(key="uuid", value=uuid.uuid4().hex))
-    con.execute(sa.text("CREATE TABLE IF NOT EXISTS alembic_version (version_num VARCHAR(32) NOT NULL, "
-                        "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"))
+    con.execute(sa.text(_ALEMBIC_VERSION.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1)))
     con.execute(sa.text("INSERT INTO alembic_version (version_num) VALUES (:v)"), {"v": S.SCHEMA_VERSION})
 
 
