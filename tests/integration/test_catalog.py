@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
+from catalog_versions import make_version_1
 from sdm.catalog import Catalog, DatasetSpec, FileRecord, parse_condition
 from sdm.catalog import schema as S
 
@@ -538,20 +539,7 @@ def test_version_1_catalog_is_migrated_in_place(catalog_url: str) -> None:
     g = cat.define_group(run, "g", 2, _specs())
     _write(cat, run, g.dataset("rho").id, 0, path="old/run/g.rho.sdm", offset=128)
     cat.close()
-    # turn it back into what version 1 created
-    engine = sa.create_engine(catalog_url.replace("postgresql://", "postgresql+psycopg://"))
-    with engine.begin() as con:
-        for t in reversed(S.V2_TABLES):
-            con.execute(sa.text(f"DROP TABLE {t.name}"))
-        con.execute(sa.text("ALTER TABLE writes DROP COLUMN reason"))
-        for table, column in (("runs", "dir"), ("runs", "state"), ("runs", "writers"), ("files", "alloc_end"),
-                              ("writes", "version")):
-            con.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
-        con.execute(sa.text("DROP TABLE catalog_info"))
-        con.execute(sa.text("DROP TABLE alembic_version"))
-        S.schema_info.create(con)
-        con.execute(S.schema_info.insert().values(version=1, created_at=datetime.now(timezone.utc)))
-    engine.dispose()
+    make_version_1(catalog_url)  # turn it back into what version 1 created
     cat = Catalog(catalog_url, create=False)
     assert cat.schema_version == "0004" and _revisions(cat) == ["0004"]
     with cat.engine.connect() as con:

@@ -144,3 +144,53 @@ def test_ls_and_show_find_an_interrupted_run(run: dict) -> None:
     cat = Catalog(run["url"], create=False)
     assert cat.run(run["run"]).state == "interrupted"  # recorded, not only shown
     cat.close()
+
+
+def _on_a_terminal(*args: str) -> tuple[int, str, bytes]:
+    """Run ``sdm ARGS`` with stderr on a pseudo-terminal: exit status, stdout, what stderr's terminal got."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import sys
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]), "TERM": "xterm"}
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "sdm", *args], stdout=subprocess.PIPE, stderr=slave, env=env)
+        os.close(slave)
+        out, _ = proc.communicate(timeout=60)
+        seen = b""
+        while select.select([master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # the terminal's other end is closed: all was read
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+    return proc.returncode, out.decode(), seen
+
+
+@pytest.mark.parametrize("command", ["verify", "gc"])
+def test_a_progress_bar_on_a_terminal_leaves_json_clean(run: dict, command: str) -> None:
+    code, out, terminal = _on_a_terminal(command, str(run["run"]), "--catalog", run["url"], "--json")
+    assert code == 0, (out, terminal)
+    (report,) = json.loads(out)["runs"]  # stdout holds the JSON only
+    assert report["run" if command == "verify" else "run_id"] == run["run"]
+    assert b"open the catalog" in terminal  # drawn from the start, before the catalog is opened
+    assert b"\x1b[" in terminal  # a bar (terminal control sequences), on stderr only
+
+
+def test_no_progress_bar_off_a_terminal(run: dict) -> None:
+    import subprocess
+    import sys
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    out = subprocess.run([sys.executable, "-m", "sdm", "verify", str(run["run"]), "--catalog", run["url"], "--json"],
+                         capture_output=True, text=True, timeout=60, env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0 and out.stderr == ""
+    assert json.loads(out.stdout)["runs"][0]["ok"] is True

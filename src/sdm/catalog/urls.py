@@ -42,6 +42,8 @@ def redact_url(url: Any) -> str:
     if not isinstance(url, str):
         return f"<{type(url).__name__}>"
     text = url
+    if "@" not in url:  # no user:password@ part (nothing for SQLAlchemy to find; it is not imported)
+        return _QUERY.sub(lambda m: m.group(1) + MASK, text)
     try:
         from sqlalchemy.engine import make_url
 
