@@ -432,7 +432,8 @@ class Session:
 
         got, failure = capture(pieces, rank=self.rank)
         agree(self.comm, failure)
-        for shape, piece in got.items():  # type: ignore[union-attr] - the same shapes on every rank
+        assert got is not None  # no rank failed: every rank has its pieces, for the same shapes
+        for shape, piece in got.items():
             agree(self.comm, capture(view.check, shape, piece, self.comm, rank=self.rank)[1])
 
     def catalog_call(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:

@@ -407,8 +407,8 @@ def show(
         con.print(itable)
     if writes:
         wtable = _table("writes", "dataset", "step", "file", "offset", "bytes", "checksum", "method", "seconds")
-        for g, d, w in wrows:
-            _row(wtable, f"{g}/{d}", w.step, w.path, w.offset, w.nbytes,
+        for gname, dname, w in wrows:
+            _row(wtable, f"{gname}/{dname}", w.step, w.path, w.offset, w.nbytes,
                  f"{w.checksum_algo}:{w.checksum}", w.method, f"{w.seconds:.6f}")
         con.print(wtable)
 

@@ -122,8 +122,8 @@ def _verify(
             )
             if r.problems:
                 table = _table("damaged rows", "group", "dataset", "step", "file", "problem")
-                for p in r.problems:
-                    _row(table, p.group, p.dataset, p.step, p.path, p.problem)
+                for row in r.problems:
+                    _row(table, row.group, row.dataset, row.step, row.path, row.problem)
                 _console().print(table)
     if bad:
         raise typer.Exit(1)

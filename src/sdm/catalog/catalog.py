@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError as SAIntegrityError
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -40,6 +40,13 @@ __all__ = ["Catalog", "normalize_url", "redact_url", "DatasetSpec"]
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def _inserted_id(result: Any) -> int:
+    """The primary key of the row an ``INSERT`` made."""
+    key = result.inserted_primary_key
+    assert key is not None, "an INSERT of one row returns its key"
+    return int(key[0])
 
 
 def _utc(value: datetime) -> datetime:
@@ -510,30 +517,30 @@ class Catalog:
                 ):
                     steps[did].append(int(step))
         dsets: dict[int, list[DatasetRecord]] = defaultdict(list)
-        for d in drows:
-            dsets[d["group_id"]].append(
+        for drow in drows:
+            dsets[drow["group_id"]].append(
                 DatasetRecord(
-                    id=d["id"],
-                    name=d["name"],
-                    position=d["position"],
-                    dtype=d["dtype"],
-                    shape=tuple(json.loads(d["shape"])),
-                    order=d["storage_order"],
-                    distribution=json.loads(d["distribution"]) if d["distribution"] else None,
-                    attributes=attrs.get(("d", d["id"]), {}),
-                    steps=tuple(steps.get(d["id"], ())),
+                    id=drow["id"],
+                    name=drow["name"],
+                    position=drow["position"],
+                    dtype=drow["dtype"],
+                    shape=tuple(json.loads(drow["shape"])),
+                    order=drow["storage_order"],
+                    distribution=json.loads(drow["distribution"]) if drow["distribution"] else None,
+                    attributes=attrs.get(("d", drow["id"]), {}),
+                    steps=tuple(steps.get(drow["id"], ())),
                 )
             )
         groups: dict[int, list[GroupRecord]] = defaultdict(list)
-        for g in grows:
-            groups[g["run_id"]].append(
+        for grow in grows:
+            groups[grow["run_id"]].append(
                 GroupRecord(
-                    id=g["id"],
-                    run_id=g["run_id"],
-                    name=g["name"],
-                    level=g["level"],
-                    datasets=tuple(dsets.get(g["id"], ())),
-                    attributes=attrs.get(("g", g["id"]), {}),
+                    id=grow["id"],
+                    run_id=grow["run_id"],
+                    name=grow["name"],
+                    level=grow["level"],
+                    datasets=tuple(dsets.get(grow["id"], ())),
+                    attributes=attrs.get(("g", grow["id"]), {}),
                 )
             )
         return [
@@ -938,13 +945,15 @@ _UPDATE_WRITE = S.writes.update().where(
 )
 
 
-def _insert_new(con, table: sa.Table, row: dict[str, Any]):
+def _insert_new(con: Connection, table: sa.Table, row: dict[str, Any]) -> sa.Insert:
     """``INSERT`` that does nothing when the row's unique key exists (another job made it)."""
     if con.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert(table).values(**row).on_conflict_do_nothing()
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table).values(**row).on_conflict_do_nothing()
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table).values(**row).on_conflict_do_nothing()
 
 
 _LATEST_PAGE = 256  # runs examined per query by latest_run, newest first
@@ -985,7 +994,7 @@ def _prefilter(c: Condition) -> list[Any]:
     if isinstance(v, bool):
         return [t.c.value_type == "bool"] + ([t.c.value_str == ("true" if v else "false")] if eq else [])
     if isinstance(v, (int, float)):
-        preds = [t.c.value_type.in_(("int", "float"))]
+        preds: list[sa.ColumnElement[bool]] = [t.c.value_type.in_(("int", "float"))]
         f = float(v)
         if eq:
             preds.append(t.c.value_num == f)

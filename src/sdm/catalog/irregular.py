@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import sqlalchemy as sa
 
 from . import schema as S
-from .catalog import Catalog, _utc
+from .catalog import Catalog, _inserted_id, _utc
 
 __all__ = [
     "ImportRecord",
@@ -96,7 +96,7 @@ def record_import(cat: Catalog, **values: Any) -> int:
     """Insert an import row (columns of ``imports``); returns its id."""
     values = dict(values, shape=json.dumps(list(values["shape"])), imported_at=_now())
     with cat.engine.begin() as con:
-        return int(con.execute(S.imports.insert().values(**values)).inserted_primary_key[0])
+        return _inserted_id(con.execute(S.imports.insert().values(**values)))
 
 
 def imports(cat: Catalog, *, run_id: int | None = None, source: str | None = None) -> list[ImportRecord]:
@@ -211,7 +211,7 @@ def register_history(
     """
     with cat.engine.begin() as con:
         app = cat._app_id(con, application, create=True)
-        hid = con.execute(
+        hid = _inserted_id(con.execute(
             S.index_histories.insert().values(
                 application_id=app,
                 problem=problem,
@@ -224,7 +224,7 @@ def register_history(
                 run_id=run_id,
                 sources=None if sources is None else json.dumps(sources, sort_keys=True),
             )
-        ).inserted_primary_key[0]
+        ))
         con.execute(
             S.index_history_parts.insert(),
             [dict(history_id=hid, name=p.name, rank=p.rank, offset=p.offset, count=p.count, dtype=p.dtype) for p in parts],
