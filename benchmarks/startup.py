@@ -1,0 +1,228 @@
+"""Startup benchmark: `import sdm`, the `sdm` command and opening a session, this SDM against a baseline.
+
+Run from the repository (no mpiexec: it starts the MPI jobs itself)::
+
+    python benchmarks/startup.py                              # this checkout vs commit b8decca, 4 ranks
+    python benchmarks/startup.py --baseline HEAD~3 --repeats 7 --dirs /dev/shm,/scratch/me
+
+Contenders are source trees: *this* (``src/`` next to this file) and *baseline* (the
+``src/`` of a git commit, extracted with ``git archive`` into a temporary directory and
+removed afterwards). Every measurement alternates between them (the order rotates from
+repeat to repeat), each in a fresh interpreter:
+
+=====================  ===========================================================================
+import sdm             ``python -X importtime -c "import sdm"``: the cumulative import time of
+                       ``sdm`` (and ``numpy`` alone, for scale), and which heavy modules it loaded
+sdm --help, sdm ls,    wall time of ``python -m sdm ...`` until it exits (a catalog with 3 runs
+sdm ls APP             made beforehand), no MPI
+session open           ``mpiexec -n NP``: each job opens sessions in mode ``"w"`` one after the
+                       other, alternating a *fresh* data root (new SQLite catalog: creation, run
+                       row, run directory) and an *existing* one (the catalog of the first open),
+                       and times ``sdm.open`` from a barrier to its return on the slowest rank;
+                       ``import sdm`` plus the job's *first* open (fresh catalog, lazy imports
+                       included), from a barrier before the import, is reported apart
+=====================  ===========================================================================
+
+Writes ``benchmarks/results/startup.{json,md}`` with medians and min-max.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+HERE = Path(__file__).resolve().parent
+THIS_SRC = HERE.parent / "src"
+HEAVY = ("sqlalchemy", "alembic", "matplotlib", "typer", "rich", "mpi4py", "numpy")
+
+
+# ------------------------------------------------------------------ the MPI job
+def worker(root: Path, count: int) -> None:
+    """Open sessions under *root* (collective); rank 0 prints the times as one JSON line."""
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    comm.Barrier()
+    started = time.perf_counter()
+    import sdm  # the first open counts what `import sdm` and the open's own imports cost
+
+    def timed(data_root: Path, start: float | None = None) -> float:
+        if start is None:
+            comm.Barrier()
+            start = time.perf_counter()
+        session = sdm.open("startup", root=data_root, catalog=f"sqlite:///{data_root}/catalog.db")
+        elapsed = time.perf_counter() - start
+        session.close()
+        return float(comm.allreduce(elapsed, op=MPI.MAX))
+
+    first = timed(root / "first", started)
+    times: dict[str, list[float]] = {"fresh": [], "existing": []}
+    for i in range(count):
+        for mode in ("fresh", "existing") if i % 2 == 0 else ("existing", "fresh"):
+            times[mode].append(timed(root / f"fresh-{i}" if mode == "fresh" else root / "first"))
+    if comm.Get_rank() == 0:
+        print("RESULT " + json.dumps({"first": first, **times}), flush=True)
+
+
+# ------------------------------------------------------------------- the driver
+def _env(src: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(src)}
+
+
+def _importtime(src: Path, module: str) -> tuple[float, list[str]]:
+    """Cumulative import time of *module* (seconds) and the heavy modules it loaded, in a fresh interpreter."""
+    code = f"import {module}, sys; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True,
+                         env=_env(src), check=True)
+    cumulative = [int(m.group(1)) for m in re.finditer(rf"^import time:\s+\d+ \|\s+(\d+) \| {re.escape(module)}$",
+                                                       out.stderr, re.M)]
+    return cumulative[-1] / 1e6, out.stdout.split()
+
+
+def _wall(src: Path, argv: Sequence[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, *argv], env={**_env(src), **env}, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def _open_job(src: Path, np_: int, directory: Path, count: int) -> dict[str, Any]:
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    root = Path(tempfile.mkdtemp(prefix="sdm-startup-", dir=directory))
+    try:
+        out = subprocess.run([str(mpiexec if mpiexec.exists() else "mpiexec"), "-n", str(np_), sys.executable,
+                              str(Path(__file__).resolve()), "--worker", str(root), "--count", str(count)],
+                             capture_output=True, text=True, env=_env(src), check=True, timeout=600)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def _baseline(commit: str, into: Path) -> Path:
+    """The ``src/`` of *commit*, extracted into *into*."""
+    archive = subprocess.run(["git", "-C", str(HERE.parent), "archive", commit, "src"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "src"
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def _ms(s: dict[str, float]) -> str:
+    return f"{1e3 * s['median']:.1f} ({1e3 * s['min']:.1f}-{1e3 * s['max']:.1f})"
+
+
+def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
+    """The tables: time per contender (ms, median and min-max) and the ratio this / baseline."""
+    names = list(results["contenders"])
+    lines = [f"# Startup: `import sdm`, the `sdm` command, opening a session ({meta['nprocs']} ranks)", "",
+             f"SDM {meta['sdm_version']} at {meta['git_commit']} against {names[1]} "
+             f"({results['contenders'][names[1]]}); {meta['cores']} cores, {meta['mpi']}, Python {meta['python']}, "
+             f"load {meta['load_before']:.2f} before / {meta['load_after']:.2f} after, {meta['date']}. "
+             f"Medians (min-max) in ms of {meta['repeats']} alternating repeats (session opens: "
+             f"{meta['repeats']} jobs x {meta['count']} opens each).", "",
+             "| measurement | " + " | ".join(names) + f" | {names[0]} / {names[1]} |",
+             "|---|" + "---|" * (len(names) + 1)]
+    for key, rows in results["table"].items():
+        a, b = rows[names[0]]["median"], rows[names[1]]["median"]
+        lines.append(f"| {key} | " + " | ".join(_ms(rows[n]) for n in names) + f" | {a / b:.2f} |")
+    lines += ["", "Heavy modules loaded by `import sdm`: " + "; ".join(
+        f"{n}: {', '.join(results['import_loads'][n]) or 'none'}" for n in names) + ".", "",
+        "*session open*: `sdm.open(..., mode='w')` from a barrier to its return on the slowest rank (catalog, run row, "
+        "run directory, communicator, argument agreement); *fresh*: a new data root and SQLite catalog each time; "
+        "*existing*: the catalog of an earlier open; *import sdm + first session open*: from a barrier before `import sdm` "
+        "to the return of the job's first open (fresh catalog), every import included. Contenders alternate in every repeat, each in new processes.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark (or, with ``--worker``, one MPI job of it)."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--baseline", default="b8decca", help="git commit to compare with (default b8decca)")
+    p.add_argument("--np", type=int, default=4, help="ranks of the session-open jobs (4)")
+    p.add_argument("--repeats", type=int, default=5, help="alternating repeats (5)")
+    p.add_argument("--count", type=int, default=8, help="opens of each kind per MPI job (8)")
+    p.add_argument("--dirs", default=f"/dev/shm,{tempfile.gettempdir()}",
+                   help="comma-separated directories for the data roots (default /dev/shm and the temp dir)")
+    p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker is not None:
+        worker(args.worker, args.count)
+        return 0
+    sys.path.insert(0, str(THIS_SRC))
+    sys.path.insert(0, str(HERE))
+    from _io_bench import fs_type, provenance  # this checkout's SDM
+
+    load_before = os.getloadavg()[0]
+    scratch = Path(tempfile.mkdtemp(prefix="sdm-startup-"))
+    try:
+        contenders = {"this": THIS_SRC, "baseline": _baseline(args.baseline, scratch)}
+        labels = {"this": "this checkout", "baseline": f"commit {args.baseline}"}
+        catalog = scratch / "cli" / "catalog.db"
+        subprocess.run([sys.executable, "-c", (
+            "from sdm.catalog import Catalog\n"
+            f"c = Catalog('sqlite:///{catalog}')\n"
+            f"for i in range(3): c.create_run('app', nprocs=4, root='{scratch}', attributes={{'i': i}})\n"
+            "c.close()\n")], env=_env(THIS_SRC), check=True)
+        cli_env = {"SDM_CATALOG": f"sqlite:///{catalog}"}
+        commands = {"sdm --help": ["-m", "sdm", "--help"], "sdm ls": ["-m", "sdm", "ls"],
+                    "sdm ls APP": ["-m", "sdm", "ls", "app"]}
+        dirs = [Path(d) for d in args.dirs.split(",") if d]
+        samples: dict[str, dict[str, list[float]]] = {}
+        loads: dict[str, list[str]] = {}
+
+        def add(key: str, name: str, value: float) -> None:
+            samples.setdefault(key, {}).setdefault(name, []).append(value)
+
+        names = list(contenders)
+        for r in range(args.repeats):
+            order = names[r % 2:] + names[:r % 2]
+            for name in order:
+                t, loads[name] = _importtime(contenders[name], "sdm")
+                add("import sdm (importtime, cumulative)", name, t)
+                add("import numpy (importtime, for scale)", name, _importtime(contenders[name], "numpy")[0])
+                for key, cmd in commands.items():
+                    add(key, name, _wall(contenders[name], cmd, cli_env))
+            for d in dirs:
+                where = f"{d} ({fs_type(d) or 'unknown'})"
+                for name in order:
+                    job = _open_job(contenders[name], args.np, d, args.count)
+                    for mode in ("fresh", "existing"):
+                        for value in job[mode]:
+                            add(f"session open, {mode} catalog, {where}", name, value)
+                    add(f"import sdm + first session open in a process, {where}", name, job["first"])
+            print(f"repeat {r + 1}/{args.repeats} done", flush=True)
+        table = {key: {n: _stats(v) for n, v in per.items()} for key, per in samples.items()}
+        from mpi4py import MPI
+
+        meta = {**provenance(), "nprocs": args.np, "cores": os.cpu_count(), "repeats": args.repeats,
+                "count": args.count, "load_before": load_before, "load_after": os.getloadavg()[0],
+                "mpi": MPI.Get_library_version().splitlines()[0].strip(),
+                "python": sys.version.split()[0], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "dirs": {str(d): fs_type(d) for d in dirs}}
+        results = {"contenders": labels, "table": table, "import_loads": loads}
+        text = markdown(results, meta)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "startup.json").write_text(json.dumps({"meta": meta, **results, "samples": samples}, indent=1))
+        (args.out / "startup.md").write_text(text)
+        print(text)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
