@@ -83,3 +83,24 @@ def test_making_a_catalog_imports_no_alembic(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_new_sqlite_catalog_is_whole_in_wal_mode_and_leaves_nothing_else(tmp_path: Path) -> None:
+    import sqlite3
+
+    cat = Catalog(f"sqlite:///{tmp_path}/catalog.db")
+    assert cat.created and len(cat.id) == 32
+    run = cat.create_run("app", nprocs=1, root=str(tmp_path))
+    cat.close()
+    con = sqlite3.connect(tmp_path / "catalog.db")
+    try:
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert con.execute("SELECT version_num FROM alembic_version").fetchall() == [(S.SCHEMA_VERSION,)]
+        assert con.execute("SELECT id FROM runs").fetchall() == [(run,)]
+    finally:
+        con.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.db"]
+    again = Catalog(f"sqlite:///{tmp_path}/catalog.db")
+    assert not again.created and again.id == cat.id
+    again.close()

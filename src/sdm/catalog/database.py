@@ -163,8 +163,9 @@ def create_sqlite_file(path: Path, shown: str) -> str | None:
         try:
             con = sqlite3.connect(tmp, isolation_level=None)
             try:
-                con.execute("PRAGMA journal_mode=WAL")  # the catalog's mode, kept in the file
-                con.execute("PRAGMA synchronous=NORMAL")
+                # a private file, deleted unless whole: no journal and no syncs while it is built ...
+                con.execute("PRAGMA journal_mode=OFF")
+                con.execute("PRAGMA synchronous=OFF")
                 con.execute("BEGIN IMMEDIATE")
                 for statement in schema_ddl("sqlite"):
                     con.execute(statement)
@@ -172,10 +173,16 @@ def create_sqlite_file(path: Path, shown: str) -> str | None:
                 con.execute(_ALEMBIC_VERSION)
                 con.execute("INSERT INTO alembic_version (version_num) VALUES (?)", (S.SCHEMA_VERSION,))
                 con.execute("COMMIT")
+                con.execute("PRAGMA journal_mode=WAL")  # the catalog's mode, kept in the file
             finally:
-                con.close()  # the last close checkpoints the WAL into the file
+                con.close()
         except sqlite3.Error as exc:
             raise CatalogUnavailableError(f"catalog {shown}: cannot create {path}: {exc}") from None
+        fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)  # ... then one sync, before the catalog appears
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         try:
             os.link(tmp, path)
         except FileExistsError:
