@@ -554,3 +554,20 @@ def test_version_1_catalog_is_migrated_in_place(catalog_url: str) -> None:
     assert all(insp.has_table(t.name) for t in S.V2_TABLES)
     assert len(cat.id) == 32
     cat.close()
+
+
+def test_new_run_returns_what_run_reads_back(catalog_url: str, tmp_path: Path) -> None:
+    """The record new_run builds from what it stored equals the one read back (no second query at open)."""
+    cat = Catalog(catalog_url)
+    try:
+        attrs = {"res": np.int64(64), "dt": np.float32(0.5), "ok": np.bool_(True), "name": "x\u00e9", "big": 2**62}
+        made = cat.new_run("astro", nprocs=3, root=str(tmp_path), problem_size=np.array([4, 5]), attributes=attrs,
+                           make_dir=lambda rid: f"astro/run-{rid}")
+        assert made == cat.run(made.id)
+        assert (made.dir, made.state, made.problem_size) == (f"astro/run-{made.id}", "open", [4, 5])
+        assert made.attributes == {"res": 64, "dt": 0.5, "ok": True, "name": "x\u00e9", "big": 2**62}
+        assert type(made.attributes["res"]) is int and type(made.attributes["ok"]) is bool
+        plain = cat.new_run("astro", nprocs=1, root="/r")
+        assert plain == cat.run(plain.id) and (plain.dir, plain.state, plain.attributes) == (None, "closed", {})
+    finally:
+        cat.close()

@@ -281,7 +281,10 @@ class Catalog:
                     root=str(root),
                 )
             ).inserted_primary_key[0]
-            self._put_attributes(con, run_id, None, [None], encoded)
+            if encoded:  # a new run has no attributes to replace: one multi-row INSERT
+                con.execute(S.attributes.insert(), [
+                    dict(run_id=run_id, group_id=None, dataset_id=None, key=key, value_type=vtype, value_num=vnum,
+                         value_str=vstr) for key, vtype, vnum, vstr in encoded])
             if make_dir is not None:
                 rel_dir, state = make_dir(int(run_id)), "open"
                 con.execute(S.runs.update().where(S.runs.c.id == run_id).values(dir=rel_dir, state=state, writers=1))
