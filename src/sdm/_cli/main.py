@@ -5,6 +5,9 @@ by ``--catalog`` (default ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT`
 ``--json`` prints machine-readable JSON instead of tables.  An error prints one line
 ``error: <message>`` on stderr, never a traceback, and exits with status 1; a usage
 error (unknown command or option, a value of the wrong form) exits with status 2.
+
+Start-up stays short: the catalog (SQLAlchemy) loads when a command opens it, never for
+``--help``, and no catalog command imports mpi4py or initializes MPI.
 """
 
 from __future__ import annotations
