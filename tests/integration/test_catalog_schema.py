@@ -104,3 +104,25 @@ def test_a_new_sqlite_catalog_is_whole_in_wal_mode_and_leaves_nothing_else(tmp_p
     again = Catalog(f"sqlite:///{tmp_path}/catalog.db")
     assert not again.created and again.id == cat.id
     again.close()
+
+
+def test_a_catalog_that_lost_its_id_still_reads_and_refuses_to_name_itself(catalog_url: str) -> None:
+    from sdm.errors import CatalogDamagedError
+
+    cat = Catalog(catalog_url)
+    run = cat.create_run("app", nprocs=1, root="/r")
+    cat.close()
+    engine = engine_for(catalog_url)
+    try:
+        with engine.begin() as con:
+            con.execute(sa.text("DROP TABLE catalog_info"))
+    finally:
+        engine.dispose()
+    reader = Catalog(catalog_url, create=False)
+    try:
+        assert reader.run(run).application == "app"
+        with pytest.raises(CatalogDamagedError) as info:
+            reader.id
+        assert str(info.value) == "the catalog has lost its unique id (table catalog_info); restore it from a backup"
+    finally:
+        reader.close()

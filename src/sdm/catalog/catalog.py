@@ -137,7 +137,7 @@ class Catalog:
                 self.created = self._id is not None
             self.engine: Engine = D.make_engine(sa_url)
             if not self.created:  # a file made just now holds the head revision
-                D.ensure_schema(self.engine, shown, create=create)
+                self._id = D.ensure_schema(self.engine, shown, create=create)
         except CatalogError:
             self._dispose()
             raise

@@ -253,11 +253,16 @@ def known_revisions() -> list[str]:
     return [r.revision for r in reversed(list(script.walk_revisions()))]
 
 
-def ensure_schema(engine: Engine, shown: str, *, create: bool) -> None:
+def ensure_schema(engine: Engine, shown: str, *, create: bool) -> str | None:
     """Make the catalog's schema the current revision (creating it if allowed).
 
-    The fast path is one query; creation and upgrades hold the schema lock and check
-    the revision again under it.
+    The fast path is one connection: the revision, and the catalog's id with it;
+    creation and upgrades hold the schema lock and check the revision again under it.
+
+    Returns
+    -------
+    str or None
+        The catalog's unique id when the fast path read it (None: read it with :func:`catalog_id`).
 
     Raises
     ------
@@ -268,11 +273,16 @@ def ensure_schema(engine: Engine, shown: str, *, create: bool) -> None:
     """
     with engine.connect() as con:
         if _revision(con) == S.SCHEMA_VERSION:
-            return
+            try:
+                return _uuid(con)
+            except sa.exc.DatabaseError as exc:  # its table is gone: reading still works, writers get the error later
+                if not _missing_table(exc):
+                    raise
+                return None
     with schema_transaction(engine) as con:
         rev = _revision(con)
         if rev == S.SCHEMA_VERSION:
-            return  # another job made or upgraded it while this one waited
+            return None  # another job made or upgraded it while this one waited
         if rev is None:
             legacy = _legacy_version(con)
             if legacy is not None:
@@ -295,13 +305,14 @@ def ensure_schema(engine: Engine, shown: str, *, create: bool) -> None:
                 )
             else:
                 _create(con)
-                return
+                return None
         if rev not in known_revisions():
             raise CatalogVersionError(
                 f"catalog {shown} has schema revision {rev}; this SDM uses revision {S.SCHEMA_VERSION}. "
                 "Open it with a matching SDM release."
             )
         _alembic(con, "upgrade", S.SCHEMA_VERSION)
+    return None
 
 
 @contextmanager
@@ -313,10 +324,25 @@ def schema_transaction(engine: Engine) -> Iterator[Connection]:
         yield con
 
 
+def _uuid(con: Connection) -> str | None:
+    value = con.execute(sa.select(S.catalog_info.c.value).where(S.catalog_info.c.key == "uuid")).scalar()
+    return None if value is None else str(value)
+
+
+def _missing_table(exc: sa.exc.DatabaseError) -> bool:
+    """Whether a database error says a table does not exist (SQLite's message, PostgreSQL's SQLSTATE 42P01)."""
+    return getattr(exc.orig, "sqlstate", None) == "42P01" or "no such table" in str(exc.orig)
+
+
 def catalog_id(engine: Engine) -> str:
     """The catalog's unique id (made with the catalog, recorded in every run directory)."""
-    with engine.connect() as con:
-        value = con.execute(sa.select(S.catalog_info.c.value).where(S.catalog_info.c.key == "uuid")).scalar()
+    try:
+        with engine.connect() as con:
+            value = _uuid(con)
+    except sa.exc.DatabaseError as exc:
+        if not _missing_table(exc):  # busy, unreachable, ...: raised as it is
+            raise
+        value = None
     if value is None:
         raise CatalogDamagedError("the catalog has lost its unique id (table catalog_info); restore it from a backup")
     return str(value)
