@@ -25,6 +25,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import SDMError
+from ._support import forget_view
 from .base import IOMethod, Transfer, register
 
 __all__ = ["ExchangeIO", "ExchangePlan"]
@@ -118,6 +119,7 @@ class ExchangeIO(IOMethod):
             ftype = plan.rowtype.Create_indexed(lengths.tolist(), starts.tolist()).Commit()
             data = block[plan.present]  # indexing keeps the dtype (np.concatenate would make it native-endian)
         try:
+            forget_view(t)
             t.fh.Set_view(t.disp + plan.lo * rowbytes, plan.rowtype, ftype)
             t.fh.Write_at_all(0, [data, data.shape[0], plan.rowtype])
         finally:
@@ -129,6 +131,7 @@ class ExchangeIO(IOMethod):
         rest = t.piece.shape[1:]
         block = np.empty((plan.hi - plan.lo, *rest), dtype=t.array.dtype)
         rowbytes = plan.rowtype.Get_extent()[1]
+        forget_view(t)
         t.fh.Set_view(t.disp + plan.lo * rowbytes, MPI.BYTE, MPI.BYTE)
         t.fh.Read_at_all(0, [block, block.shape[0], plan.rowtype])
         send = np.ascontiguousarray(block[plan.slots])

@@ -24,14 +24,15 @@ class PosixIO(SymmetricMethod):
     collective = False
 
     def move(self, t: Transfer, writing: bool) -> None:
-        set_view(t, MPI.BYTE, MPI.BYTE)  # collective: every rank, even with nothing to move
+        # collective: every rank, even with nothing to move (skipped when the byte view is set)
+        base = set_view(t, MPI.BYTE, MPI.BYTE, key="bytes", extent=1, elements=1)
         if t.piece.size == 0:
             return
         seg = transfer_runs(t)
         mv = memoryview(byte_view(t.array))
         call = t.fh.Write_at if writing else t.fh.Read_at
         for f, m, n in zip(seg.file.tolist(), seg.memory.tolist(), seg.length.tolist()):  # the point: a call each
-            call(f, mv[m:m + n])
+            call(base + f, mv[m:m + n])
 
 
 register(PosixIO())
