@@ -106,7 +106,7 @@ def root_call(comm: MPI.Comm, fn: Callable[..., T], *args: Any, **kwargs: Any) -
     result, failure = comm.bcast((result, failure), root=0)
     if failure is not None:
         raise failure.exception(1)  # rank 0's message is the same for everyone
-    return result  # type: ignore[return-value]
+    return result  # type: ignore[return-value, unused-ignore]
 
 
 # ----------------------------------------------------------------------------- fixed-size exchanges
@@ -171,13 +171,13 @@ def root_vector(comm: MPI.Comm, width: int, fn: Callable[..., Sequence[int]], *a
     if comm.Get_rank() == 0:
         result, failure = capture(fn, *args)
         if failure is None:
-            vec[1:] = result
+            vec[1:] = result  # type: ignore[assignment]  # fn returned (capture's None is a failure)
         else:
             vec[0] = 1
     comm.Bcast(vec, root=0)
     if vec[0]:
-        failure = comm.bcast(failure, root=0)
-        raise failure.exception(1)  # type: ignore[union-attr] - rank 0's message is the same for everyone
+        sent: Failure = comm.bcast(failure, root=0)
+        raise sent.exception(1)  # rank 0's message is the same for everyone
     return vec[1:]
 
 
@@ -196,7 +196,6 @@ def pack_float(x: float) -> int:
     return int(np.float64(x).view(np.int64))
 
 
-def unpack_float(bits: Any) -> np.ndarray | float:
-    """Float64 values from int64 bits made by :func:`pack_float` (array in, array out)."""
-    arr = np.asarray(bits, dtype=np.int64)
-    return arr.view(np.float64) if arr.ndim else float(arr.view(np.float64))
+def unpack_float(bits: Any) -> np.ndarray:
+    """Float64 values from int64 bits made by :func:`pack_float`."""
+    return np.asarray(bits, dtype=np.int64).view(np.float64)

@@ -267,14 +267,14 @@ class Group:
             shape = self.dataset(n).shape
             if shape not in checked:
                 checked.add(shape)
-                _, failure = capture(view.check, shape, pieces[n], s.comm, rank=s.rank)  # type: ignore[index]
+                _, failure = capture(view.check, shape, pieces[n], s.comm, rank=s.rank)
                 agree(s.comm, failure)
         for n in names:
             old = self._views.pop(n, None)
             if old is not None:
                 old.free()
             rec = self.dataset(n)
-            self._views[n] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order,  # type: ignore[index]
+            self._views[n] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order,
                                           layout=("view", self.record.id, n, self._epoch))
         if s.mode != "r":
             ids = [self.dataset(n).id for n in names]
@@ -400,7 +400,8 @@ class Group:
             if appends(self.level):
                 deferred[path] = None
             if share is not None:
-                partials[i], f2 = capture(share.result, rank=s.rank)
+                value, f2 = capture(share.result, rank=s.rank)
+                partials[i] = value or 0
                 f = f or f2
             failure = failure or f
         if s.sync and deferred:
@@ -687,7 +688,7 @@ class Group:
             choose_method(method or s.method)  # validates the name
             view = self._view(name)
             if out is None:
-                arr = np.zeros(view.piece.memory_shape, dtype=view.dtype, order=view.order)
+                arr = np.zeros(view.piece.memory_shape, dtype=view.dtype, order="F" if view.order == "F" else "C")
             else:
                 arr = _check_array(out, view, name, s.rank, for_read=True)
             return view, arr
@@ -706,13 +707,13 @@ class Group:
         access = self._access(name, False, statsets)
         decision = s.planner.choose(method or s.method, access)
         path = self._absolute(rel)
-        out, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
+        moved, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
         verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
-        partial = 0
+        partial: int | None = 0
         if failure is None and verify_now:
             partial, failure = capture(self._verify_share, name, step, view, arr, algorithm, rank=s.rank)
         try:
-            shares = exchange(s.comm, failure, [pack_float(out[0] if out else 0.0), _signed(partial or 0)])
+            shares = exchange(s.comm, failure, [pack_float(moved[0] if moved else 0.0), _signed(partial or 0)])
         except SDMError:
             s.files.reset_views()  # a view may have been set on some ranks only
             raise
@@ -866,7 +867,7 @@ def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_re
         if for_read:
             what = "C-contiguous" if needs_c else "C- or Fortran-contiguous"
             raise LocalArrayError(f"out for dataset {name!r} must be {what}")
-        array = np.array(array, order="C" if needs_c else view.order)  # one copy, in the storage order
+        array = np.array(array, order="C" if needs_c or view.order != "F" else "F")  # one copy, in the storage order
     if for_read and not array.flags.writeable:
         raise LocalArrayError(f"out for dataset {name!r} is read-only")
     return array

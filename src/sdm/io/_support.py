@@ -17,7 +17,7 @@ state, which only changes inside the collective call: every rank decides alike.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 from mpi4py import MPI
@@ -26,7 +26,7 @@ from ..errors import HintError
 from ..layout.regions import Runs, runs
 from .base import SymmetricMethod, Transfer
 
-__all__ = ["set_view", "forget_view", "byte_view", "transfer_runs", "int_hint", "read_fully", "Deferred", "ThroughView"]
+__all__ = ["set_view", "forget_view", "byte_view", "transfer_runs", "memory_runs", "int_hint", "read_fully", "Deferred", "ThroughView"]
 
 #: ROMIO hints a method may set through its file view (others stay as opened).
 _VIEW_HINTS = ("romio_ds_read", "romio_ds_write", "romio_cb_read", "romio_cb_write", "cb_buffer_size",
@@ -117,6 +117,12 @@ def read_fully(fh: MPI.File, offset: int, buf: np.ndarray) -> None:
         buf[max(got, 0):] = 0
 
 
+def memory_runs(t: Transfer) -> tuple[Runs, np.ndarray]:
+    """:func:`transfer_runs` and their memory offsets (never None for a transfer's runs)."""
+    seg = transfer_runs(t)
+    return seg, cast(np.ndarray, seg.memory)
+
+
 def transfer_runs(t: Transfer) -> Runs:
     """The segments of a transfer: runs contiguous in the file and in the local array.
 
@@ -126,7 +132,8 @@ def transfer_runs(t: Transfer) -> Runs:
     def build() -> Runs:
         seg = runs(t.piece, t.order, t.array.itemsize, t.array.strides)
         for a in (seg.file, seg.memory, seg.length):
-            a.setflags(write=False)
+            if a is not None:
+                a.setflags(write=False)
         return seg
 
     return t.piece.cached(("runs", t.order, t.array.itemsize, t.array.strides), build, keep=4)

@@ -73,13 +73,13 @@ class ResolvedView:
                     t.Free()
                 self.dist.types[key] = spec
             return [arr, *spec[1:]], []
-        key = (arr.shape, arr.strides, arr.flags.c_contiguous, arr.flags.f_contiguous)
-        kept = self._memory.get(key)
+        layout = (arr.shape, arr.strides, arr.flags.c_contiguous, arr.flags.f_contiguous)
+        kept = self._memory.get(layout)
         if kept is None:
             spec, made = memory_spec(arr, self.piece, self.etype, self.order)
             if len(self._memory) >= self._MEMORY_LAYOUTS:
                 return spec, made  # an unusual layout: built for this access only
-            kept = self._memory[key] = (spec[1], spec[2], made)
+            kept = self._memory[layout] = (spec[1], spec[2], made)
         return [arr, kept[0], kept[1]], []
 
     def free(self) -> None:

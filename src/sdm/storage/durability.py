@@ -64,7 +64,7 @@ def node_comm(comm: MPI.Comm) -> MPI.Comm:
     if not _KEYVAL:
         _KEYVAL.append(MPI.Comm.Create_keyval(delete_fn=_free_node))
     node = comm.Get_attr(_KEYVAL[0])
-    if node is None:
+    if not isinstance(node, MPI.Comm):
         node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
         comm.Set_attr(_KEYVAL[0], node)
     return node

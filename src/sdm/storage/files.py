@@ -40,7 +40,7 @@ class FileCache:
         How :meth:`sync` makes bytes durable (:mod:`sdm.storage.durability`).
     """
 
-    def __init__(self, comm: MPI.Comm, *, writable: bool, capacity: int = 64, info: MPI.Info = MPI.INFO_NULL,
+    def __init__(self, comm: MPI.Intracomm, *, writable: bool, capacity: int = 64, info: MPI.Info = MPI.INFO_NULL,
                  sync_mode: str = "node") -> None:
         self.comm = comm
         self.writable = writable
@@ -69,13 +69,15 @@ class FileCache:
             _, made = capture(self._make_parent, path, rank=0)
         agree(self.comm, made)  # the directory exists for everyone before the open
         amode = (MPI.MODE_RDWR | MPI.MODE_CREATE) if self.writable else MPI.MODE_RDONLY
-        fh, failure = capture(self._open_file, path, amode, rank=rank)
+        opened, failure = capture(self._open_file, path, amode, rank=rank)
         try:
             agree(self.comm, failure)
         except StorageError:
-            if fh is not None:
-                fh.Close()
+            if opened is not None:
+                opened.Close()
             raise
+        assert opened is not None  # no rank failed
+        fh = opened
         self.opens += 1
         if cache:
             self._open[path] = fh
