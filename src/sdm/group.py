@@ -1,11 +1,22 @@
 """Groups of datasets (the paper's datalists) and the collective write/read path.
 
 A write, as the data flows (DESIGN.md): local checks on every rank and the plan on
-rank 0 (file, offset, does the step exist?) -> one allgather that either raises the
-same error everywhere or hands the plan to all -> MPI-IO through the file view ->
-sync -> one allgather of errors, timings and checksum shares -> rank 0 commits one
-catalog row.  A failure before the commit leaves unreferenced bytes, never a row
-that points at missing data.
+rank 0 (does the step exist?) -> **exchange 1**, one fixed-size ``Allgather`` (a hash of
+the call's arguments, a failure flag, a hash of the rank's layout statistics) that
+either raises the same error everywhere or lets every rank go on -> **exchange 2**, a
+small ``Bcast`` of the space rank 0 reserved through the catalog (it may reserve only
+once every rank has accepted the call, and every rank needs the offsets before it
+writes: the one exchange that cannot be folded into another) -> MPI-IO through the file
+view (kept on the open file: not set again while unchanged) with each rank's checksum
+share computed beside it -> sync -> **exchange 3**, one fixed-size ``Allgather`` of
+errors, timings and checksum shares -> rank 0 commits the dump's rows in one catalog
+transaction (the other ranks wait for its outcome in a one-word ``Bcast``, or, with
+``async_commit``, not at all).  A read is exchange 1 carrying rank 0's plan (file,
+offset, checksum), the I/O, and exchange 3.  Any failure, a call that differs between
+ranks, or layout statistics not seen before make every rank take the generic pickled
+exchange (:func:`sdm._collective.agree`) that carries the message, so every rank makes
+the same sequence of calls.  A failure before the commit leaves unreferenced bytes,
+never a row that points at missing data.
 """
 
 from __future__ import annotations
@@ -333,11 +344,11 @@ class Group:
         """Write several datasets of one time step as one dump (collective).
 
         Like ADIOS2's ``BeginStep``/``EndStep`` or PnetCDF's ``iput`` + ``wait_all``:
-        one exchange checks the arguments of every rank and plans every file and
+        one exchange checks the arguments of every rank, one hands out every file and
         offset, the data of each dataset is moved, then one sync per file, one
         exchange of errors, timings and checksums, and one catalog transaction that
-        records all the datasets or none. Every rank passes the same names in the
-        same order.
+        records all the datasets or none (in the background with the session's
+        ``async_commit``). Every rank passes the same names in the same order.
 
         Parameters
         ----------
