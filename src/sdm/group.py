@@ -286,7 +286,7 @@ class Group:
                 old.free()
             rec = self.dataset(n)
             self._views[n] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order,
-                                          layout=("view", self.record.id, n, self._epoch))
+                                          layout=("view", self.record.id, self._epoch, rec.shape, rec.dtype, rec.order))
         if s.mode != "r":
             ids = [self.dataset(n).id for n in names]
             root_call(s.comm, s.catalog_call, "set_distribution", ids, view.to_json())
@@ -306,7 +306,7 @@ class Group:
             s = self.session
             piece = Block().piece(rec.shape, s.size, s.rank)  # default view, same on all ranks
             v = self._views[name] = ResolvedView(Block(), piece, from_text(rec.dtype), rec.order,
-                                                 layout=("default", self.record.id, name))
+                                                 layout=("default", s.size, rec.shape, rec.dtype, rec.order))
         return v
 
     # ------------------------------------------------------------------ write
