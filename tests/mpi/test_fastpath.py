@@ -230,3 +230,24 @@ def test_a_read_plan_that_does_not_fit_the_fixed_exchange_travels_pickled(comm, 
         comm.Barrier()
         with pytest.raises(sdm.errors.IntegrityError, match="sum64"):
             g.read("x", 0, verify=True)
+
+
+def test_views_of_different_methods_on_one_file_never_mix(comm, mpi_tmp):
+    """Methods that set other views (bytes, lists, sieving) between writes through the same layout."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    shape = (5, 3, 2 * size)
+    methods = ["collective", "posix", "collective", "list", "datatype", "sieving", "collective", "servers", "datatype"]
+    expected = {}
+    with sdm.open("mixed", root=mpi_tmp) as s:
+        g = s.make_group("g", ["u", "v"], dtype="i4", shape=shape, level=3, view=sdm.Block(grid=[1, 1, size]))
+        idx = g.piece("u").indices
+        for step, method in enumerate(methods):
+            G = global_array(shape, "i4", seed=step)
+            g.write_step(step, {"u": np.ascontiguousarray(G[np.ix_(*idx)]),
+                                "v": np.ascontiguousarray((G + 1)[np.ix_(*idx)])}, method=method)
+            expected[("u", step)], expected[("v", step)] = G.tobytes(), (G + 1).tobytes()
+        for step, method in enumerate(reversed(methods)):
+            got = g.read("v", step, method=method)
+            assert np.array_equal(got, (global_array(shape, "i4", seed=step) + 1)[np.ix_(*idx)])
+        run_id = s.run_id
+    assert committed_bytes(comm, _url(mpi_tmp), run_id, mpi_tmp) == expected
