@@ -159,6 +159,7 @@ class Group:
         self.level = record.level
         self._datasets: dict[str, DatasetRecord] = {d.name: d for d in record.datasets}
         self._steps: dict[str, set[int]] = {d.name: set(d.steps) for d in record.datasets}
+        self._nbytes: dict[str, int] = {d.name: d.nbytes for d in record.datasets}
         self._views: dict[str, ResolvedView] = {}
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
         self._epoch = 0  # data_view calls so far (part of the views' layout keys)
@@ -560,7 +561,7 @@ class Group:
                 break
             rels = [str(relative_path(s.run_dir, self.level, self.name, names[i], step, versions[i])) for i in todo]
             offsets = s.catalog_call("reserve", s.run_id, [
-                (rel, self.level, self.dataset(names[i]).nbytes, not appends(self.level)) for rel, i in zip(rels, todo)
+                (rel, self.level, self._nbytes[names[i]], not appends(self.level)) for rel, i in zip(rels, todo)
             ])
             for i, rel, offset in zip(todo, rels, offsets):
                 if offset is None:  # that version's file is taken (a crashed or concurrent write): next one
@@ -572,7 +573,7 @@ class Group:
         out = []
         for name, place, version, old in zip(names, places, versions, replaced):
             rel, offset = place  # type: ignore[misc]
-            nbytes = self.dataset(name).nbytes
+            nbytes = self._nbytes[name]
             extend_file(self._absolute(rel), offset + nbytes)
             if old is not None and _has_gaps(self._view(name).dist):
                 # rows the gappy map does not write keep their earlier values, as they would in place
@@ -590,7 +591,7 @@ class Group:
             writing=writing,
             level=self.level,
             itemsize=itemsize,
-            total_bytes=rec.nbytes,
+            total_bytes=self._nbytes[name],
             hints=self.session.planner.hints,
             order=rec.order,
             row_bytes=row_bytes(rec.shape, itemsize, rec.order),
@@ -613,7 +614,7 @@ class Group:
         for name, (rel, offset, version, old), checksum, decision, secs in zip(names, places, checksums, decisions, seconds):
             rec = self.dataset(name)
             rows.append(dict(
-                dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=rec.nbytes,
+                dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=self._nbytes[name],
                 checksum=checksum, checksum_algo=integrity.ALGORITHM if checksum else "none",
                 method=decision.method.name, reason=decision.reason, seconds=secs, nprocs=s.size, overwrite=overwrite,
                 version=version, replaces=old,

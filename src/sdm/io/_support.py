@@ -17,6 +17,7 @@ state, which only changes inside the collective call: every rank decides alike.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, cast
 
 import numpy as np
@@ -199,7 +200,7 @@ class ThroughView(SymmetricMethod):
     def move(self, t: Transfer, writing: bool) -> None:
         # the file type's extent is the whole dataset: computed from what every rank has
         # (a rank with an empty piece has an empty type of extent 0, yet must decide alike)
-        extent = int(np.prod(t.piece.shape, dtype=np.int64)) * t.etype.Get_extent()[1] if t.piece is not None else 0
+        extent = math.prod(int(n) for n in t.piece.shape) * t.etype.Get_extent()[1] if t.piece is not None else 0
         size = t.etype.Get_size()
         key = None if t.layout is None else ("piece", t.layout)
         base = set_view(t, t.etype, t.filetype, key=key, extent=extent,

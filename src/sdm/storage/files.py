@@ -169,8 +169,11 @@ def extend_file(path: Path, end: int) -> None:
     StorageError
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except FileNotFoundError:  # the first file of its directory
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
         try:
             if end > 0 and os.fstat(fd).st_size < end:
                 os.pwrite(fd, b"\0", end - 1)
