@@ -290,6 +290,16 @@ def summarize(rounds: list[dict[str, dict[str, float]]], contenders: tuple[str, 
     return out
 
 
+def bulk_shares(b: dict[str, Any]) -> dict[str, list[float]]:
+    """Per round: the checksum's, the catalog's and the open's share of SDM's bulk write time."""
+    ck, off = b["sdm+checksum"], b["sdm"]
+    return {
+        "checksum": [(w - o) / w for w, o in zip(ck["write_s"], off["write_s"])],
+        "catalog": [c / w for c, w in zip(off["catalog_s"], off["write_s"])],
+        "open": [o / (o + w) for o, w in zip(off["open_s"], off["write_s"])],
+    }
+
+
 def markdown(results: dict[str, Any], info: dict[str, Any]) -> str:
     lines = [
         "# SDM overhead over plain MPI-IO",
@@ -303,20 +313,26 @@ def markdown(results: dict[str, Any], info: dict[str, Any]) -> str:
     ]
     for directory, res in results.items():
         b = res["bulk"]
-        lines += [
-            f"## {directory} ({res['fs']}; 1-min load {res['load_before']:.1f} before, {res['load_after']:.1f} after)",
-            "",
-            f"Bulk: {info['datasets']} float32 fields of {info['n']}^3 ({info['bulk_gbytes']:.2f} GB per run) at "
-            f"{info['steps']} steps, level 3, 3-D Block; {info['rounds']} rounds.",
-            "",
-            "| contender | write s | write / raw | read s | read / raw | open s | catalog s | checksum s |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for c, row in b.items():
-            cells = [spread(row["write_s"]), spread(row["write_vs_raw"]), spread(row["read_s"]),
-                     spread(row["read_vs_raw"])]
-            cells += [spread(row[k]) if k in row else "-" for k in ("open_s", "catalog_s", "checksum_s")]
-            lines.append(f"| {c} | " + " | ".join(cells) + " |")
+        lines += [f"## {directory} ({res['fs']}; 1-min load {res['load_before']:.1f} before, "
+                  f"{res['load_after']:.1f} after)", ""]
+        if b:
+            lines += [
+                f"Bulk: {info['datasets']} float32 fields of {info['n']}^3 ({info['bulk_gbytes']:.2f} GB per run) at "
+                f"{info['steps']} steps, level 3, 3-D Block; {info['rounds']} rounds.",
+                "",
+                "| contender | write s | write / raw | read s | read / raw | open s | catalog s | checksum s |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for c, row in b.items():
+                cells = [spread(row["write_s"]), spread(row["write_vs_raw"]), spread(row["read_s"]),
+                         spread(row["read_vs_raw"])]
+                cells += [spread(row[k]) if k in row else "-" for k in ("open_s", "catalog_s", "checksum_s")]
+                lines.append(f"| {c} | " + " | ".join(cells) + " |")
+            shares = bulk_shares(b)
+            lines += ["", "Shares of the SDM bulk write time, within each round: the checksum = (sdm+checksum - sdm) / "
+                      f"sdm+checksum: {spread(shares['checksum'])}; the catalog (rank 0 in reserve + commit) / write "
+                      f"time: {spread(shares['catalog'])}; the session's open / (open + write): "
+                      f"{spread(shares['open'])}."]
         for nbytes, rows in res["small"].items():
             lines += [
                 "",
@@ -339,17 +355,19 @@ def markdown(results: dict[str, Any], info: dict[str, Any]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--dir", action="append", help="parent of the scratch directories (repeatable; default /dev/shm)")
-    p.add_argument("--n", type=int, default=256, help="edge of the bulk 3-D fields")
+    p.add_argument("--n", type=int, default=None, help="edge of the bulk 3-D fields (256; --quick: 96)")
     p.add_argument("--datasets", type=int, default=3)
     p.add_argument("--steps", type=int, default=2)
-    p.add_argument("--count", type=int, default=500, help="small writes per run")
+    p.add_argument("--count", type=int, default=None, help="small writes per run (500; --quick: 200)")
     p.add_argument("--small", type=int, action="append", help="bytes per rank of a small write (repeatable)")
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=None, help="rounds (5; --quick: 3)")
     p.add_argument("--quick", action="store_true", help="n=96, 200 small writes, 3 rounds (for development)")
+    p.add_argument("--only", choices=("bulk", "small"), help="measure one workload only")
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args()
-    if a.quick:
-        a.n, a.count, a.rounds = 96, 200, 3
+    for key, full, quick in (("n", 256, 96), ("count", 500, 200), ("rounds", 5, 3)):
+        if getattr(a, key) is None:
+            setattr(a, key, quick if a.quick else full)
     dirs = a.dir or ["/dev/shm"]
     sizes = a.small or [4096, 65536]
     comm = MPI.COMM_WORLD
@@ -361,18 +379,20 @@ def main() -> None:
             bulk, small = [], {n: [] for n in sizes}
             for k in range(a.rounds):
                 order = list(BULK[k % len(BULK):] + BULK[:k % len(BULK)])
-                bulk.append(bulk_round(comm, base, a, order))
-                show(f"{parent} round {k + 1}/{a.rounds} bulk: " + ", ".join(
-                    f"{c} {bulk[-1][c]['write_s']:.3f}/{bulk[-1][c]['read_s']:.3f} s" for c in BULK))
-                for nbytes in sizes:
+                if a.only != "small":
+                    bulk.append(bulk_round(comm, base, a, order))
+                    show(f"{parent} round {k + 1}/{a.rounds} bulk: " + ", ".join(
+                        f"{c} {bulk[-1][c]['write_s']:.3f}/{bulk[-1][c]['read_s']:.3f} s" for c in BULK))
+                for nbytes in sizes if a.only != "bulk" else []:
                     order = list(SMALL[k % len(SMALL):] + SMALL[:k % len(SMALL)])
                     small[nbytes].append(small_round(comm, base, a, nbytes, order))
                     show(f"{parent} round {k + 1}/{a.rounds} small {nbytes} B: " + ", ".join(
                         f"{c} {small[nbytes][-1][c]['write_s'] / a.count * 1e3:.3f} ms" for c in SMALL))
             m = meta(comm, base, load_before)
+        summary = summarize(bulk, BULK) if bulk else {}
         results[parent] = {"fs": m["fs"], "load_before": m["load_before"], "load_after": m["load_after"],
-                           "bulk": summarize(bulk, BULK),
-                           "small": {str(n): summarize(r, SMALL) for n, r in small.items()}}
+                           "bulk": summary, "bulk_shares": bulk_shares(summary) if summary else {},
+                           "small": {str(n): summarize(r, SMALL) for n, r in small.items() if r}}
     info = {**{k: v for k, v in m.items() if k not in ("fs", "load_before", "load_after")}, **provenance(),
             "n": a.n, "datasets": a.datasets, "steps": a.steps, "count": a.count, "small_bytes": sizes,
             "rounds": a.rounds, "quick": a.quick, "bulk_gbytes": a.datasets * a.steps * a.n ** 3 * 4 / 1e9}
