@@ -29,7 +29,7 @@ endif
 help:
 	@echo "make venv      create .venv (Python >= 3.11) and pip install -e '.[test,bench]'"
 	@echo "make demo      run the astro3d example on NP=$(NP) ranks into demo-data/"
-	@echo "make test      unit + integration tests (real PostgreSQL), then tests/mpi on $(MPI_NPS) ranks"
+	@echo "make test      mypy src, unit + integration tests (real PostgreSQL), then tests/mpi on $(MPI_NPS) ranks"
 	@echo "make bench     run every benchmark (BENCHMARKS=...) on NP=$(NP) ranks; results in benchmarks/results"
 	@echo "make postgres  make sure the PostgreSQL server binaries for the tests are installed"
 	@echo "make clean     remove .venv, test results, demo data and build leftovers"
@@ -85,15 +85,16 @@ run_part = echo "======== $(1): $(2)"; \
 
 test: venv postgres
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
+	@$(call run_part,mypy,timeout -k 30 600 $(PY) -m mypy)
 	@$(call run_part,pytest,timeout -k 30 $(PYTEST_TIMEOUT) $(PY) -m pytest $(PYTEST_DIRS) -q -p no:cacheprovider)
 	@for n in $(MPI_NPS); do \
 	  $(call run_part,mpi-n$$n,timeout -k 30 $(MPI_TIMEOUT) $(MPIEXEC) -n $$n $(PY) -m pytest tests/mpi -q -p no:cacheprovider); \
 	done
-	@$(PY) tools/test_summary.py $(RESULTS) pytest $(addprefix mpi-n,$(MPI_NPS))
+	@$(PY) tools/test_summary.py $(RESULTS) mypy pytest $(addprefix mpi-n,$(MPI_NPS))
 
 # ---------------------------------------------------------------------------- cleaning
 
 clean:
 	-@[ -f .pg/server.json ] && $(PYTHON) tests/integration/pgserver.py stop || true
-	rm -rf $(VENV) $(RESULTS) demo-data build .pg src/*.egg-info
+	rm -rf $(VENV) $(RESULTS) demo-data build .pg .mypy_cache src/*.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -63,11 +64,12 @@ def say(comm: MPI.Comm) -> Callable[[str], None]:
 
 
 def meta(comm: MPI.Comm, directory: Path, load_before: float, **extra: Any) -> dict[str, Any]:
-    """The measurement's circumstances: ranks, cores, file system, load, date, MPI."""
-    return {"nprocs": comm.Get_size(), "cores": os.cpu_count(), "fs": fs_type(directory) or "unknown",
+    """The measurement's circumstances: SDM version and commit, ranks, cores, file system, load, date, MPI."""
+    return {**provenance(), "nprocs": comm.Get_size(), "cores": os.cpu_count(), "fs": fs_type(directory) or "unknown",
             "load_before": load_before, "load_after": os.getloadavg()[0],
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "mpi": MPI.Get_library_version().splitlines()[0].strip(), **extra}
+            "mpi": MPI.Get_library_version().splitlines()[0].strip(), "python": platform.python_version(),
+            "host": platform.node(), **extra}
 
 
 def provenance() -> dict[str, Any]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from mpi4py import MPI
 
-from _io_bench import fresh, remove  # scratch directories
+from _io_bench import fresh, provenance, remove  # scratch directories, SDM version and commit
 from sdm._cli.bench import fs_type
 
 __all__ = ["Bench", "arguments", "rotated", "med", "spread", "table", "pyplot", "stacked_bars", "mesh_problem"]
@@ -91,7 +91,7 @@ class Bench:
     def meta(self, **extra: Any) -> dict[str, Any]:
         """The run's conditions: ranks, cores, load, file system, MPI, date, duration."""
         return dict(
-            nprocs=self.comm.Get_size(), cores=os.cpu_count(), repeats=self.args.repeats,
+            **provenance(), nprocs=self.comm.Get_size(), cores=os.cpu_count(), repeats=self.args.repeats,
             fs=fs_type(self.base) or "unknown", mpi=MPI.Get_library_version().splitlines()[0].strip(),
             load_before=self.load_before, load_after=os.getloadavg()[0], python=platform.python_version(),
             host=platform.node(), seconds=time.perf_counter() - self.t0,

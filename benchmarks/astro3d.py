@@ -41,7 +41,7 @@ from sdm.examples import astro3d
 from sdm.examples._template import MB, Stopwatch, make_view, pattern
 from sdm.examples.astro3d import astro3d_groups
 
-from _io_bench import fresh, remove
+from _io_bench import fresh, provenance, remove
 
 LEVELS = (1, 2, 3)
 
@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = summarize(samples, raw)
     first = samples["1"][0]
     meta = dict(
-        n=a.n, steps=a.steps, repeats=a.repeats, nprocs=comm.Get_size(), cores=os.cpu_count(), sync=sync,
+        **provenance(), n=a.n, steps=a.steps, repeats=a.repeats, nprocs=comm.Get_size(), cores=os.cpu_count(), sync=sync,
         method=a.method, writes=first["writes"], mbytes=first["bytes_written"] / MB, fs=fs_type(base) or "unknown",
         catalog_kind=(a.catalog or "sqlite").split(":", 1)[0], mpi=MPI.Get_library_version().splitlines()[0].strip(),
         load_before=load_before, load_after=os.getloadavg()[0], python=platform.python_version(),

@@ -41,7 +41,7 @@ import sdm
 from sdm import integrity
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _io_bench import RESULTS, fresh, meta, provenance, remove, say, scratch, write_results  # noqa: E402
+from _io_bench import RESULTS, fresh, meta, remove, say, scratch, write_results  # noqa: E402
 
 CONTENDERS = ("off", "sum64-v1", "mix64-v2")
 MiB = 1 << 20
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     if rank != 0:
         return 0
     rows = summarize(samples)
-    info = {**meta(comm, Path(a.dirs.split(",")[0]), load_before), **provenance(), "fs": fs, "n": a.n,
+    info = {**meta(comm, Path(a.dirs.split(",")[0]), load_before), "fs": fs, "n": a.n,
             "datasets": a.datasets, "steps": a.steps, "level": a.level, "rounds": a.rounds, "sync": a.sync,
             "gbytes": a.datasets * a.steps * a.n ** 3 * 4 / 1e9, "seconds": time.perf_counter() - t_start}
     write_results(Path(a.out), "checksum", {"meta": info, "rows": rows, "kernels": kern, "samples": samples},

@@ -222,7 +222,7 @@ def host_facts() -> dict[str, Any]:
             "git_commit": _git("rev-parse", "HEAD"), "git_dirty": bool(_git("status", "--porcelain")),
             "host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
             "cores": os.cpu_count(), "numpy": np.__version__, "sqlite": sqlite3.sqlite_version, "mpi": mpi,
-            "tmpdir": str(tmp), "tmp_fs": fs or "unknown", "load_before": os.getloadavg()[0],
+            "tmpdir": str(tmp), "fs": fs or "unknown", "load_before": os.getloadavg()[0],
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
 
@@ -284,7 +284,7 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         f"SDM {m['sdm_version']}, commit {m['git_commit'][:12]}{' (modified)' if m['git_dirty'] else ''}, "
         f"{m['date']}; {m['host']}: {m['cores']} cores, {m['platform']}, Python {m['python']}, numpy {m['numpy']}, "
-        f"SQLite {m['sqlite']}, {m['mpi']}; temporary directories on {m['tmp_fs']}; load {m['load_before']:.2f} "
+        f"SQLite {m['sqlite']}, {m['mpi']}; temporary directories on {m['fs']}; load {m['load_before']:.2f} "
         f"before, {m['load_after']:.2f} after; {m['seconds']:.0f} s.",
         "",
         f"Options: {data['options']}.",

@@ -34,8 +34,8 @@ from mpi4py import MPI
 
 from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
 from sdm.examples import lbmpi
-from sdm.planner.calibrate import calibrate, store
-from sdm.planner.measure import steady_memory
+from sdm.bench.calibrate import calibrate, store
+from sdm.bench.measure import steady_memory
 
 # (variant, method, SDM checksum): the paper's four MPI-IO solutions, auto, and collective without the checksum
 CONFIGS = (("original", "-", False), ("one-file", "datatype", True), ("one-file", "collective", True),

@@ -6,7 +6,7 @@ Run under MPI (see benchmarks/README.md)::
 
 The same as ``sdm bench ncio --calibrate``: a fresh calibration of the scratch
 directory first (stored in a scratch catalog, used for the predictions and for
-``auto``), then the sweeps of :mod:`sdm.planner.ncio` with every method and ``auto``
+``auto``), then the sweeps of :mod:`sdm.bench.ncio` with every method and ``auto``
 timed for writes and reads, ``--repeats`` times each in rotated order, medians
 reported.  On a shared machine ``--quiet-load`` waits (up to ``--wait`` seconds) for the
 1-minute load average to drop below a threshold before starting; the load before and

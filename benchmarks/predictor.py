@@ -33,8 +33,8 @@ from mpi4py import MPI
 import sdm
 from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
 from sdm.examples._template import Stopwatch, pattern
-from sdm.planner.calibrate import calibrate, store
-from sdm.planner.measure import steady_memory
+from sdm.bench.calibrate import calibrate, store
+from sdm.bench.measure import steady_memory
 from sdm.planner.predict import Workload, distribution_of, held_files, opened_files, predict
 
 WORKLOADS = (
@@ -113,9 +113,8 @@ def measure(comm: MPI.Comm, base: Path, model: Any, repeats: int, say: Any) -> l
                 runs = times[(wi, level, method)]
                 p = by[method]
                 opens = opened_files(level, w) * model.constants["open"]
-                pw = (w.writes * p["per_write"] + opens + held_files(level, w) * p["per_held_file"]
-                      + model.first_writes(w.datasets))
-                pr = w.writes * w.reads * p["per_read"] + opens + (model.first_reads(w.datasets) if w.reads else 0.0)
+                pw = (w.writes * p["per_write"] + opens + held_files(level, w) * p["per_held_file"])
+                pr = w.writes * w.reads * p["per_read"] + opens
                 mw, mr = median(t["write"] for t in runs), median(t["read"] for t in runs)
                 rows.append({"workload": wi, "shape": list(w.shape), "distribution": w.distribution,
                              "level": level, "method": method, "write_method": p["write_method"],

@@ -2,7 +2,7 @@
 
 Every ``ncio.json`` keeps the samples and direct timings of the calibration behind its
 predictions.  This script recomputes each sample's cost units with the model as it is
-now, fits the constants again (:func:`sdm.planner.calibrate.fit`) and predicts every
+now, fits the constants again (:func:`sdm.bench.calibrate.fit`) and predicts every
 point of the run's sweep, so that a change of the model is judged against several
 measured runs at once instead of one new, noisy run.
 
@@ -32,9 +32,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sdm.planner.calibrate import Sample, fit
+from sdm.bench.calibrate import Sample, fit
 from sdm.planner.model import DEFAULTS, CostModel, structure
-from sdm.planner.patterns import Pattern
+from sdm.bench.patterns import Pattern
 from sdm.planner.trials import contenders
 
 RESULTS = "benchmarks/results/ncio.json"
@@ -129,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     for margin, points in choices.items():
         slow = [p["vs_best"] for p in points if p["vs_best"] > 1.10]
         trials = [p["trial_cost"] for p in points if p["tried"] > 1]
-        out[f"margin {margin}"] = {"points": len(points), "over_10pct": len(slow), "worst": max(p["vs_best"] for p in points),
+        geomean = statistics.geometric_mean([p["vs_best"] for p in points])
+        out[f"margin {margin}"] = {"points": len(points), "over_10pct": len(slow), "geomean": geomean,
+                                   "worst": max(p["vs_best"] for p in points),
                                    "trials": len(trials), "trial_cost": statistics.mean(trials) if trials else 1.0}
         print(f"tie margin {margin:.0%}: auto's choice more than 10 % slower than the best at {len(slow)} of "
-              f"{len(points)} points (worst {out[f'margin {margin}']['worst']:.2f}x); trials at {len(trials)} points, "
+              f"{len(points)} points (geomean {geomean:.3f}, worst {out[f'margin {margin}']['worst']:.2f}x); trials at {len(trials)} points, "
               f"their accesses x{out[f'margin {margin}']['trial_cost']:.2f} the method kept")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

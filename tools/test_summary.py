@@ -69,7 +69,8 @@ def main(argv: list[str]) -> int:
         counts = closing_counts(log)
         ok, text = verdict(part, rc, counts)
         all_ok &= ok
-        detail = ("no pytest summary" if counts is None else
+        mypy = re.search(r"^(Success: .*|Found \d+ errors? in .*)$", log, re.M)
+        detail = (mypy.group(1) if mypy and counts is None else "no pytest summary" if counts is None else
                   ", ".join(f"{n} {w}" for w, n in counts.items()) or "no tests ran")
         counts = counts or {}
         failed = counts.get("failed", 0) + counts.get("errors", 0)

@@ -51,7 +51,11 @@ def _describe(dtype: Any, shape: Sequence[int] | None, count: int | None, offset
         raise InvalidArgumentError("an import needs count= (elements) or shape= (global shape)")
     if count is not None:
         count = check.integer(count, "import count", maximum=check.MAX_BYTES)
-    shp = check.shape(shape, "import shape") if shape is not None else (count,)
+    if shape is not None:
+        shp = check.shape(shape, "import shape")
+    else:
+        assert count is not None  # one of them was given (checked above)
+        shp = (count,)
     offset = check.integer(offset, "import offset", maximum=check.MAX_BYTES)
     if count is not None and int(np.prod(shp, dtype=np.int64)) != count:
         raise InvalidArgumentError(f"import shape {shp} holds {int(np.prod(shp))} elements, not count={count}")
@@ -97,6 +101,7 @@ def import_array(
     def check_source() -> None:
         dt, shp = _describe(dtype, shape, count, offset)
         need = int(offset) + int(np.prod(shp, dtype=np.int64)) * dt.itemsize
+        assert src is not None  # a bad source path was refused by local() on every rank
         try:
             size = os.path.getsize(src)
         except OSError as exc:
@@ -116,6 +121,7 @@ def import_array(
     _, failure = capture(resolved.dist.check, resolved.piece.shape, resolved.piece, s.comm, rank=s.rank)
     agree(s.comm, failure)
 
+    assert src is not None  # refused above otherwise, on every rank
     fh = s.sources.get(src)
     t0 = time.perf_counter()
 
@@ -131,7 +137,7 @@ def import_array(
 
     failure = capture(transfer, rank=s.rank)[1]  # any error reaches every rank at the next agree
     seconds = time.perf_counter() - t0
-    partial = 0
+    partial: int | None = 0
     if failure is None:
         partial, failure = capture(integrity.piece_share, resolved.piece, arr, "C", integrity.ALGORITHM, rank=s.rank)
     shares = agree(s.comm, failure, (seconds, partial))
@@ -141,7 +147,7 @@ def import_array(
     root_call(
         s.comm,
         lambda: records.record_import(
-            s.catalog,
+            s.open_catalog(),
             run_id=s.run_id,
             name=name,
             source=str(src),

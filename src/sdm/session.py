@@ -465,9 +465,17 @@ class Session:
 
     def catalog_call(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
         """Call a catalog method (rank 0 only; use through ``root_call``)."""
+        return getattr(self.open_catalog(), _name)(*args, **kwargs)
+
+    def open_catalog(self) -> Catalog:
+        """The session's catalog (rank 0 only, while the session is open; use through ``root_call``).
+
+        With ``async_commit``, waits for the dump being committed in the background and
+        raises its error first, so the catalog has one user at a time.
+        """
         assert self.catalog is not None, "catalog used outside rank 0 or after close"
         self._raise_pending()  # one catalog user at a time; an earlier commit's error comes first
-        return getattr(self.catalog, _name)(*args, **kwargs)
+        return self.catalog
 
     def _check_writable(self, what: str) -> None:
         if self.mode == "r":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from sdm.planner import ncio
+from sdm.bench import ncio
 
 
 def test_drift_counts_samples_that_moved_by_more_than_a_quarter_either_way():

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sdm.planner.calibrate import Sample, fit, nnls
+from sdm.bench.calibrate import Sample, fit, nnls
 from sdm.planner.model import CONSTANTS, DEFAULTS
-from sdm.planner.patterns import Pattern
+from sdm.bench.patterns import Pattern
 
 
 def test_nnls_solves_a_nonnegative_problem_exactly():
@@ -37,18 +37,18 @@ def test_fit_recovers_constants_from_exact_samples():
 
 
 def test_constants_no_sample_sees_fall_back_to_the_prior():
-    samples = [Sample("posix", Pattern(8, 1), True, {"call_w": 1000.0}, 1000 * 3e-6)]
+    samples = [Sample("posix", Pattern(8, 1), True, {"call": 1000.0}, 1000 * 3e-6)]
     got = fit(samples)
-    assert got["call_w"] == pytest.approx(3e-6, rel=0.01)
-    assert got["coll_region_r"] == pytest.approx(DEFAULTS["coll_region_r"], rel=1e-6)
+    assert got["call"] == pytest.approx(3e-6, rel=0.01)
+    assert got["region"] == pytest.approx(DEFAULTS["region"], rel=1e-6)
 
 
 def test_constants_measured_directly_are_taken_off_the_samples_before_fitting():
-    # every sample pays 2 us per hole page (known) plus 3 us per call; the fit must find
+    # every sample pays 2 us per copied unit (known) plus 3 us per call; the fit must find
     # the calls' 3 us, not share the time out between the two
-    samples = [Sample("servers", Pattern(8, 1), True, {"call_w": float(n), "hole_w": float(2 * n + 1)},
+    samples = [Sample("servers", Pattern(8, 1), True, {"call": float(n), "copy": float(2 * n + 1)},
                       n * 3e-6 + (2 * n + 1) * 2e-6) for n in (10, 100, 1000)]
-    got = fit(samples, weight=1e-6, known={"hole_w": 2e-6, "open": 1e-3})
-    assert got["call_w"] == pytest.approx(3e-6, rel=1e-6)
-    assert got["hole_w"] == 2e-6
+    got = fit(samples, weight=1e-6, known={"copy": 2e-6, "open": 1e-3})
+    assert got["call"] == pytest.approx(3e-6, rel=1e-6)
+    assert got["copy"] == 2e-6
     assert "open" not in got  # not a fitted constant: left to the caller

@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from sdm.errors import HintError
 from sdm.planner import Access, Planner
-from sdm.planner.model import CONSTANTS, CostModel
-from sdm.planner.trials import Trial, contenders
+from sdm.planner.model import DEFAULTS, CostModel
+from sdm.planner.trials import UNCALIBRATED, Trial, contenders
 
-ZERO = {k: 0.0 for k in (*CONSTANTS, "open", "fsync", "fsync_byte", "commit", "lookup", "first_w", "first_r",
-                         "session_r", "pwrite", "checksum_byte")}
+ZERO = {k: 0.0 for k in DEFAULTS}
 
 
 def _access() -> Access:
@@ -18,8 +17,10 @@ def _access() -> Access:
 
 
 def _planner(**hints) -> Planner:
-    # posix 100 us, list 105 us (a tie: within 25 %), datatype 150 us; nothing else costs
-    model = CostModel({**ZERO, "base_posix_w": 1e-4, "base_list_w": 1.05e-4, "base_datatype_w": 1.5e-4},
+    # posix: 512 calls, 100 us; list: one call and 512 segments, 105 us (a tie: within 1.5x);
+    # datatype: 512 regions sieved, 200 us; nothing else costs
+    call = 1e-4 / 512
+    model = CostModel({**ZERO, "call": call, "list": (1.05e-4 - call) / 512, "region": 2e-4 / 512},
                       nprocs=2, cores=2, calibrated=True, label="calibration 7")
     return Planner(hints={"methods": "posix,list,datatype", **hints}, model=model)
 
@@ -27,8 +28,9 @@ def _planner(**hints) -> Planner:
 def test_contenders_are_the_methods_within_the_margin_fastest_first():
     preds = [("servers", 1.0), ("sieving", 1.05), ("posix", 1.1), ("list", 1.2), ("collective", 1.0999)]
     assert contenders(preds) == ("servers", "sieving", "posix")  # at most three
-    assert contenders([("servers", 1.0), ("posix", 1.3)]) == ("servers",)
-    assert contenders([("servers", 1.0), ("posix", 1.25)]) == ("servers", "posix")
+    assert contenders([("servers", 1.0), ("posix", 1.6)]) == ("servers",)
+    assert contenders([("servers", 1.0), ("posix", 1.5)]) == ("servers", "posix")
+    assert contenders([("servers", 1.0), ("posix", 2.9)], UNCALIBRATED) == ("servers", "posix")
     assert contenders([("posix", 0.0), ("list", 0.0)]) == ("posix", "list")
 
 
@@ -57,7 +59,7 @@ def test_auto_measures_a_tie_on_the_first_accesses_and_keeps_the_fastest():
     first = planner.choose("auto", a)
     assert first.method.name == "posix"
     assert first.reason == ("auto (trial, access 1 of 8): trying posix of posix, list; predicted posix 0.1 ms, "
-                            "list 0.105 ms, within 25% of each other; calibration 7; hints: methods posix,list,datatype")
+                            "list 0.105 ms, within 1.5x of the fastest; calibration 7; hints: methods posix,list,datatype")
     assert planner.choose("auto", a).reason == first.reason  # nothing observed: the same turn
     measured = {"posix": 2e-3, "list": 1e-3}  # the model's runner-up is faster here
     tried = []
@@ -69,7 +71,7 @@ def test_auto_measures_a_tie_on_the_first_accesses_and_keeps_the_fastest():
     final = planner.choose("auto", a)
     assert final.method.name == "list"
     assert final.reason == ("auto: list measured fastest of a tie (list 1 ms, posix 2 ms; median of 3 accesses each); "
-                            "predicted posix 0.1 ms, list 0.105 ms, within 25% of each other; calibration 7; "
+                            "predicted posix 0.1 ms, list 0.105 ms, within 1.5x of the fastest; calibration 7; "
                             "hints: methods posix,list,datatype")
     planner.observe(a, "posix", 0.0)  # after the trial, timings change nothing
     assert planner.choose("auto", a) is final
@@ -104,14 +106,14 @@ def test_a_trials_cost_is_its_turns_then_the_method_predicted_fastest():
 def test_the_predictor_charges_auto_the_turns_of_a_tie():
     from sdm.planner.predict import Workload, predict
 
-    # posix 100 us and list 105 us per write: a tie; 8 writes, trials of 3 timed accesses each
-    model = CostModel({**ZERO, "base_posix_w": 1e-4, "base_list_w": 1.05e-4, **{f"base_{m}_w": 1.0 for m in (
-        "datatype", "sieving", "collective", "servers")}}, nprocs=1, cores=1, calibrated=True, label="c")
+    # posix (one call) 100 us and list (one call, one segment) 105 us per write: a tie; 8 writes,
+    # trials of 3 timed accesses each
+    model = CostModel({**ZERO, "call": 1e-4, "list": 0.05e-4}, nprocs=1, cores=1, calibrated=True, label="c")
     w = Workload(shape=(16,), dtype="f8", distribution="block", datasets=2, every=5, iterations=20, ranks=1)
-    rows = {r["method"]: r for r in predict(w, model)["rows"]}
+    rows = {r["method"]: r for r in predict(w, model, hints={"methods": "posix,list"})["rows"]}
     assert w.writes == 8 and rows["auto"]["write_method"] == "posix"
     # 4 turns each (one untimed, three timed), in all 8 writes: 4 x 100 us + 4 x 105 us, no access left after
     assert rows["auto"]["total"][3] - rows["posix"]["total"][3] == pytest.approx(4 * 0.05e-4, rel=1e-9)
     # with trials=0 auto trusts the model: posix's total exactly
-    rows = {r["method"]: r for r in predict(w, model, hints={"trials": 0})["rows"]}
+    rows = {r["method"]: r for r in predict(w, model, hints={"methods": "posix,list", "trials": 0})["rows"]}
     assert rows["auto"]["total"][3] == rows["posix"]["total"][3]

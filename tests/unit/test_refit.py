@@ -6,16 +6,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from sdm.planner.model import CONSTANTS, CostModel
-from sdm.planner.patterns import Pattern
+from sdm.planner.model import DEFAULTS, CostModel
+from sdm.bench.patterns import Pattern
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import refit  # noqa: E402
 
-ZERO = {k: 0.0 for k in CONSTANTS}
-# fixed costs only: posix 100 us, list 120 us, datatype 200 us per write, the rest 1 s
-MODEL = CostModel({**ZERO, **{f"base_{m}_w": 1.0 for m in ("sieving", "collective", "servers")},
-                   "base_posix_w": 1e-4, "base_list_w": 1.2e-4, "base_datatype_w": 2e-4},
+ZERO = {k: 0.0 for k in DEFAULTS}
+# 4 regions of 64 B per rank: posix 4 calls, 100 us; list one call and 4 segments, 120 us; datatype
+# 4 regions sieved and a window read and written, 200 us; the collective methods wait 1 s per synchronization
+CALL = 2.5e-5
+MODEL = CostModel({**ZERO, "call": CALL, "list": (1.2e-4 - CALL) / 4, "region": (2e-4 - 2 * CALL) / 4, "sync": 1.0},
                   nprocs=4, cores=2, calibrated=True)
 
 

@@ -1,4 +1,4 @@
-"""Pre-touching memory before measurements, on the host as it is (sdm.planner.measure)."""
+"""Pre-touching memory before measurements, on the host as it is (sdm.bench.measure)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 from mpi4py import MPI
-from sdm.planner.measure import steady_memory, warm_memory
+from sdm.bench.measure import steady_memory, warm_memory
 
 
 def test_warm_memory_touches_the_pages_and_gives_them_back():

@@ -48,6 +48,47 @@ def _console() -> Console:
     return Console(file=sys.stdout, width=wide, highlight=False)
 
 
+class _Progress:
+    """A progress bar on rank 0 (rich, from the first second); one line per step when not on a terminal.
+
+    ``step(text, advance)`` moves it; ``total`` may grow (:meth:`extend`).  Other ranks
+    get a silent one.
+    """
+
+    def __init__(self, con: Console | None, total: int, text: str) -> None:
+        self.con, self.total, self.done, self.bar, self.task = con, total, 0, None, None
+        if con is not None and con.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=con, transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(text, total=total)
+        else:
+            self._line(text)
+
+    def _line(self, text: str) -> None:
+        if self.con is not None:
+            self.con.print(f"[{self.done}/{self.total}] {text}", highlight=False, markup=False)
+            self.con.file.flush()
+
+    def extend(self, steps: int) -> None:
+        self.total += steps
+        if self.bar is not None:
+            self.bar.update(self.task, total=self.total)  # type: ignore[arg-type]
+
+    def step(self, text: str, advance: int = 1) -> None:
+        self.done += advance
+        if self.bar is not None:
+            self.bar.update(self.task, advance=advance, description=text)  # type: ignore[arg-type]
+        else:
+            self._line(text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
 def _fail(message: str) -> None:
     err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
     err.print(Text("error: ", style="bold red") + Text(message, style="red"))
@@ -116,7 +157,7 @@ def _latest(url: str, target: str) -> dict[str, Any] | None:
 
 def _save(url: str, target: Path, model: Any, samples: list, direct: dict) -> int:
     """Store a calibration of *target* in the catalog at *url*; returns its id."""
-    from ..planner.calibrate import store
+    from ..bench.calibrate import store
 
     return store(url, target, model, samples, direct)
 
@@ -124,10 +165,25 @@ def _save(url: str, target: Path, model: Any, samples: list, direct: dict) -> in
 def _meta(comm: Any, directory: Path, extra: dict[str, Any]) -> dict[str, Any]:
     from mpi4py import MPI
 
-    return {"nprocs": comm.Get_size(), "cores": os.cpu_count(), "directory": str(directory),
+    from .. import __version__
+
+    return {"sdm_version": __version__, "git_commit": _commit(), "load_now": os.getloadavg()[0],
+            "nprocs": comm.Get_size(), "cores": os.cpu_count(), "directory": str(directory),
             "fs": fs_type(directory) or "unknown", "mpi": MPI.Get_library_version().splitlines()[0].strip(),
             "python": platform.python_version(), "host": platform.node(),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), **extra}
+
+
+def _commit() -> str:
+    """The git commit of the SDM sources running (``+dirty`` with local changes), or 'unknown'."""
+    here = str(Path(__file__).resolve().parent)
+    try:
+        head = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def fs_type(path: Path) -> str:
@@ -146,7 +202,7 @@ def fs_type(path: Path) -> str:
 # ----------------------------------------------------------------------- calibrate
 def run_calibration(comm: Any, directory: Path, *, quick: bool, repeats: int | None, say: Any = None) -> tuple:
     """Calibrate *directory* on *comm* (collective); the label names the target."""
-    from ..planner.calibrate import calibrate
+    from ..bench.calibrate import calibrate
 
     return calibrate(comm, directory, quick=quick, repeats=repeats, progress=say)
 
@@ -165,12 +221,18 @@ def calibrate_cmd(
                                                            json=as_json)])
     from mpi4py import MPI
 
+    from ..bench.calibrate import REPEATS
+
     comm = MPI.COMM_WORLD
     directory = directory.resolve()
     rank0 = comm.Get_rank() == 0
     con = _console()
-    say = (lambda text: con.print(Text(f"  {text}", style="dim"))) if rank0 and not as_json else None
-    model, samples, direct = run_calibration(comm, directory, quick=quick, repeats=repeats, say=say)
+    bar = _Progress(con if rank0 and not as_json else None, 2 + (repeats or REPEATS),
+                    f"calibrating {directory}: memory, open, sync, SDM overhead")
+    try:
+        model, samples, direct = run_calibration(comm, directory, quick=quick, repeats=repeats, say=bar.step)
+    finally:
+        bar.close()
     if not rank0:
         return
     url = _catalog_url(catalog, directory)
@@ -274,7 +336,7 @@ def ncio_cmd(
                                                method=method, calibrate=calibrate, catalog=catalog, hint=hint)])
     from mpi4py import MPI
 
-    from ..planner import ncio
+    from ..bench import ncio
     from ..planner.model import METHODS
 
     names = tuple(sweep or ncio.SWEEP_NAMES)
@@ -290,37 +352,31 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
              sweeps: tuple[str, ...] | None = None, methods: tuple[str, ...] | None = None, calibrate: bool = False,
              catalog: str | None = None, hints: dict[str, str] | None = None) -> None:
     """Run the NCIO sweeps on *comm* and write the results in *out* (collective; rank 0 prints)."""
-    from ..planner import ncio
-    from ..planner.measure import steady_memory
+    from ..bench import ncio
+    from ..bench.measure import WARM_BYTES, steady_memory
     from ..planner.model import METHODS
 
     rank0 = comm.Get_rank() == 0
+    con = _console()
+    names, methods = tuple(sweeps or ncio.SWEEP_NAMES), tuple(methods or METHODS)
+    plan = ncio.sweeps(quick, names)
+    reps = repeats or (1 if quick else 5)
+    bar = _Progress(con if rank0 else None, ncio.steps(plan, methods), "NCIO: warming memory")
     temp = None
     if directory is None:
         temp = comm.bcast(tempfile.mkdtemp(prefix="sdm-ncio-", dir=_ensure(config.default_root()))
                           if rank0 else None, root=0)
     target = Path(temp or directory).resolve()
-    con = _console()
     load_before = os.getloadavg()[0]
-    names, methods = tuple(sweeps or ncio.SWEEP_NAMES), tuple(methods or METHODS)
     try:
-        with steady_memory(comm):
-            model, calibration = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None)
-            plan = ncio.sweeps(quick, names)
-            reps = repeats or (1 if quick else 5)
-            kwargs = dict(methods=methods, repeats=reps, model=model, hints=hints or {})
-            if rank0:
-                from rich.progress import Progress
-
-                with Progress(console=con, transient=True) as bar:
-                    task = bar.add_task("NCIO", total=sum(len(s.points) for s in plan))
-                    rows = ncio.run(comm, target, plan, progress=lambda text, n: bar.update(
-                        task, advance=n, description=text), **kwargs)
-            else:
-                rows = ncio.run(comm, target, plan, **kwargs)
+        with steady_memory(comm, WARM_BYTES // 8 if quick else WARM_BYTES):
+            model, calibration = _model_for(comm, target, catalog, calibrate, quick, con if rank0 else None, bar)
+            rows = ncio.run(comm, target, plan, methods=methods, repeats=reps, model=model, hints=hints or {},
+                            progress=bar.step if rank0 else None)
             if calibration:  # the same samples again: how far the machine drifted meanwhile
-                calibration["after"] = _retime(comm, target, model, quick)
+                calibration["after"] = _retime(comm, target, model, quick, bar)
     finally:
+        bar.close()
         comm.Barrier()
         if temp and rank0:
             shutil.rmtree(temp, ignore_errors=True)
@@ -335,13 +391,14 @@ def run_ncio(comm: Any, directory: Path | None, out: Path, *, quick: bool = Fals
     con.print(f"wrote {out}/ncio.json, ncio.md, ncio.png")
 
 
-def _retime(comm: Any, target: Path, model: Any, quick: bool) -> list[dict[str, Any]]:
+def _retime(comm: Any, target: Path, model: Any, quick: bool, bar: _Progress) -> list[dict[str, Any]]:
     """The calibration's method samples timed again, as the calibration timed them (collective)."""
-    from ..planner.calibrate import QUICK_RUNS, REPEATS, RUNS, measure_runs
+    from ..bench.calibrate import QUICK_RUNS, REPEATS, RUNS, measure_runs
 
-    say = _console().print if comm.Get_rank() == 0 else None
-    samples = measure_runs(comm, target, QUICK_RUNS if quick else RUNS, 1 if quick else REPEATS, dict(model.romio),
-                           progress=(lambda text: say(f"calibration samples again: {text}")) if say else None)
+    rounds = 1 if quick else REPEATS
+    bar.extend(rounds)
+    samples = measure_runs(comm, target, QUICK_RUNS if quick else RUNS, rounds, dict(model.romio),
+                           progress=lambda text: bar.step(f"calibration samples again: {text}"))
     return [s.as_dict() for s in samples]
 
 
@@ -351,7 +408,7 @@ def _ensure(path: Path) -> str:
 
 
 def _model_for(comm: Any, target: Path, catalog: str | None, fresh: bool, quick: bool,
-               con: Console | None) -> tuple[Any, dict[str, Any]]:
+               con: Console | None, bar: _Progress) -> tuple[Any, dict[str, Any]]:
     """The stored calibration of *target*, or a fresh one (stored), or the defaults; with the
     fresh calibration's direct timings and samples (empty otherwise)."""
     from ..planner.model import CostModel
@@ -359,7 +416,12 @@ def _model_for(comm: Any, target: Path, catalog: str | None, fresh: bool, quick:
     rank0 = comm.Get_rank() == 0
     url = _catalog_url(catalog, target)
     if fresh:
-        model, samples, direct = run_calibration(comm, target, quick=quick, repeats=1 if quick else None)
+        from ..bench.calibrate import REPEATS
+
+        bar.extend(3 + (1 if quick else REPEATS))
+        bar.step(f"calibrating {target}")
+        model, samples, direct = run_calibration(comm, target, quick=quick, repeats=1 if quick else None,
+                                                 say=lambda text: bar.step(f"calibrating: {text}"))
         if rank0:
             row = _save(url, target, model, samples, direct)
             if con is not None:
@@ -373,7 +435,7 @@ def write_ncio(rows: list[dict[str, Any]], meta: dict[str, Any], model: Any, out
                calibration: dict[str, Any] | None = None) -> None:
     """ncio.json (every sample, and the samples of a fresh calibration), ncio.md (tables and
     goals) and ncio.png in *out*."""
-    from ..planner import ncio
+    from ..bench import ncio
 
     out.mkdir(parents=True, exist_ok=True)
     summary = ncio.summarize(rows)

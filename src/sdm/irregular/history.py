@@ -87,7 +87,7 @@ def save_history(
     return root_call(
         s.comm,
         lambda: records.register_history(
-            s.catalog,
+            s.open_catalog(),
             application=s.application,
             problem=problem,
             content_hash=content_hash,
@@ -137,7 +137,7 @@ def load_history(session: "Session", record: records.HistoryRecord) -> Partition
     part, failure = capture(read, rank=s.rank)
     seconds = s.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
     agree(s.comm, failure)
-    root_call(s.comm, lambda: records.record_history_use(s.catalog, record.id, s.run_id, seconds))
+    root_call(s.comm, lambda: records.record_history_use(s.open_catalog(), record.id, s.run_id, seconds))
     part.stats.update(exchanged_edges=0, seconds=seconds, history_id=record.id)  # type: ignore[union-attr]
     return part  # type: ignore[return-value]
 

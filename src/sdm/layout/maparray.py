@@ -170,6 +170,7 @@ class MapArray(Distribution):
             return
         rows, failure = capture(lambda: self.piece(shape, size, rank).indices[0], rank=rank)
         agree(comm, failure)  # out of range / duplicates within a rank, everywhere
+        assert rows is not None
         n = shape[0]
         chunk = max(1, -(-n // size))
         dest = rows // chunk

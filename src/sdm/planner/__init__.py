@@ -4,13 +4,17 @@ Every rank describes its part of an access (bytes, file regions, segments, file 
 the descriptions of all ranks travel in the allgather every write and read already
 makes, and :meth:`Planner.choose` turns the same :class:`Access` into the same
 :class:`Decision` on every rank, so the method is always chosen collectively.  With
-``"auto"`` the planner predicts every method's time with the cost model calibrated for
-the storage target (:mod:`sdm.planner.model`, ``sdm calibrate``) and takes the
-fastest -- or, when several are predicted within the model's error, lets the first
-accesses measure them (:mod:`sdm.planner.trials`, fed by :meth:`Planner.observe`);
-without a calibration it follows the MDMS rule (collective I/O unless the declared
-access pattern conforms to the stored layout).  The decision and its reason are
-recorded with every write in the catalog.
+``"auto"`` the planner predicts every method's time with the cost model
+(:mod:`sdm.planner.model`) and takes the fastest; methods predicted close to it are
+measured by the first accesses instead (:mod:`sdm.planner.trials`, fed by
+:meth:`Planner.observe`), which keep the measured fastest.  Without a calibration the
+model's constants are orders of magnitude only, so "close" is wide (within
+:data:`~sdm.planner.trials.UNCALIBRATED` of the fastest): the model shortlists, the
+trials decide; ``sdm calibrate`` narrows the margin to the calibrated model's error.
+The application's hints (:mod:`sdm.planner.hints`) keep the MDMS meaning: a declared
+access pattern that conforms to the stored layout takes independent datatype I/O
+without a calibration, and the rare side of read- or write-mostly data is not worth
+trials.  The decision and its reason are recorded with every write in the catalog.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from ..errors import HintError, InvalidArgumentError
 from ..io import IOMethod, get_method, method_names
 from .hints import Hints, conforms
 from .model import METHODS, CostModel, Prediction
-from .trials import TIE, Trial, contenders
+from .trials import TIE, UNCALIBRATED, Trial, contenders
 
 __all__ = ["Access", "Decision", "Planner", "choose_method", "rank_stats_tuple", "row_bytes"]
 
@@ -259,30 +263,32 @@ class Planner:
             )
 
     def _auto(self, access: Access | None) -> Decision | tuple[Trial, str]:
-        """The decision for ``"auto"``, or a trial when the model sees a tie (see :meth:`choose`)."""
+        """The decision for ``"auto"``, or a trial when predictions are close (see :meth:`choose`)."""
         if access is not None and access.kind == "map":
-            return Decision(
-                get_method("exchange"),
-                "auto: map-array view, rows exchanged to contiguous file blocks (plan built once per map)",
-            )
+            return Decision(get_method("exchange"),
+                            "auto: map-array view, rows exchanged to contiguous file blocks (plan built once per map)")
         hints = Hints.parse({**self.hints, **(access.hints if access is not None else {})})
         candidates = self._candidates(hints)
         said = f"; hints: {hints.describe()}" if hints.describe() else ""
-        if access is None or not self.model.calibrated:
-            return self._rule(hints, candidates, said)
+        calibrated = self.model.calibrated
+        if access is None or (not calibrated and hints.pattern is not None and conforms(hints.pattern, access.order)
+                              and "datatype" in candidates):
+            method = "datatype" if access is not None else ("collective" if "collective" in candidates
+                                                             else candidates[0])
+            why = ("the access pattern conforms to the stored (Block, *) layout: independent datatype I/O"
+                   if access is not None else "collective I/O for access patterns that need not conform")
+            return Decision(get_method(method), f"auto: {method} (MDMS rule: {why}){said}")
         preds = self.model.predict_all(access, self.mpi_hints, tuple(candidates))
-        best = preds[0]
-        tied = contenders([(p.method, p.seconds) for p in preds]) if hints.trials else ()
+        rare = hints.mostly is not None and (hints.mostly == "write") != access.writing
+        margin = TIE if calibrated else UNCALIBRATED
+        tied = contenders([(p.method, p.seconds) for p in preds], margin) if hints.trials and not rare else ()
+        label = self.model.label if calibrated else "no calibration: default constants (`sdm calibrate` refines)"
         if len(tied) > 1:
             predicted = ", ".join(f"{p.method} {_ms(p.seconds)}" for p in preds if p.method in tied)
-            return Trial(tied, hints.trials), (f"predicted {predicted}, within {TIE:.0%} of each other; "
-                                                f"{self.model.label}{said}")
+            return Trial(tied, hints.trials), f"predicted {predicted}, within {1 + margin:.3g}x of the fastest; {label}{said}"
         others = ", ".join(f"{p.method} {_ms(p.seconds)}" for p in preds[1:])
-        return Decision(
-            get_method(best.method),
-            f"auto: {best.method} predicted {_ms(best.seconds)} ({best.top()}); then {others}; "
-            f"{self.model.label}{said}",
-        )
+        return Decision(get_method(preds[0].method), f"auto: {preds[0].method} predicted {_ms(preds[0].seconds)} "
+                                                     f"({preds[0].top()}); then {others}; {label}{said}")
 
     def predictions(self, access: Access) -> list[Prediction]:
         """Every method's predicted time for *access*, fastest first."""
@@ -300,17 +306,6 @@ class Planner:
             params = self.model.params(self.mpi_hints)
             allowed = [m for m in allowed if params.buffer_of(m) <= hints.buffer_limit] or ["posix"]
         return allowed
-
-    def _rule(self, hints: Hints, candidates: list[str], said: str) -> Decision:
-        """The MDMS rule, without a calibration: collective unless the pattern conforms."""
-        why = "no calibration for this storage target (run `sdm calibrate`)"
-        if hints.pattern is not None and conforms(hints.pattern) and "datatype" in candidates:
-            return Decision(get_method("datatype"),
-                            f"auto: {why}; the access pattern conforms to the stored (Block, *) layout: "
-                            f"independent datatype I/O{said}")
-        method = "collective" if "collective" in candidates else candidates[0]
-        return Decision(get_method(method), f"auto: {why}; {method} (MDMS rule: collective I/O for "
-                                            f"access patterns that need not conform to the layout){said}")
 
 
 def _ms(seconds: float) -> str:

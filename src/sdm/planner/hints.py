@@ -10,13 +10,14 @@ pattern        access pattern, e.g. ``"(Block, Block)"``, ``"(Block, *, *)"``,
                ``"(*, Cyclic)"``: compared with the stored layout (canonical order,
                i.e. ``(Block, *, ...)`` in C order) when there is no calibration
 frequency     expected accesses of each written step (reads per write), for predictions
-mostly        ``"read"`` or ``"write"``: which side the predictions weigh
+mostly        ``"read"`` or ``"write"``: the other side is rare, so its accesses are not
+              worth trials (the model's choice is kept)
 buffer_limit  bytes of extra memory a rank may spend on I/O buffers (excludes methods
               whose buffers are larger: sieving, servers, collective)
 methods       comma-separated methods ``auto`` may choose from (e.g. ``"collective,servers"``
               on a file system without POSIX coherence or file locks)
 trials        timed accesses per method when the predictions of several methods are
-              within 10 % (a tie the model cannot break): the first accesses try each
+              close (within the model's error): the first accesses try each
               (:mod:`sdm.planner.trials`); 0 trusts the model (default 3)
 =============  ==========================================================================
 """

@@ -212,8 +212,7 @@ def predict(w: Workload, model: CostModel, hints: dict[str, Any] | None = None,
         for level in (1, 2, 3):
             opens = (opened_files(level, w) * model.constants["open"] * (2 if nreads else 1)
                      + held_files(level, w) * fresh[wm])
-            totals[level] = (writes + reads + opens + model.first_writes(w.datasets)
-                             + (model.first_reads(w.datasets) if nreads else 0.0))
+            totals[level] = writes + reads + opens
         rows.append({"method": m, "write_method": wm, "read_method": rm, "write_access": wpred[wm].seconds,
                      "read_access": rpred[rm].seconds if rpred else None, "per_write": per_write,
                      "per_held_file": fresh[wm],

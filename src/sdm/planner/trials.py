@@ -1,14 +1,13 @@
-"""Measured tie-breaks: when the model cannot tell two methods apart, the first accesses try both.
+"""Measured tie-breaks: when the model cannot tell methods apart, the first accesses try them.
 
-The cost model predicts NCIO points with a median error of about 10 % on a busy
-2-core machine, and about one prediction in ten is more than 25 % off; two methods
-predicted closer than that are a tie the model cannot be trusted to break (measured:
-at such points the predicted-faster method was the slower one by up to 2.2x).  An
-application repeats the same access every step, so its own first steps can settle
-the tie, as autotuners and FFTW's planner do: ``auto`` alternates between
-the contenders, each one's first access untimed (it builds its plans), then keeps the
-one with the lower median.  A trial costs at most what a wrong guess would: every
-contender was predicted within the tie margin of the best.
+An application repeats the same access every step, so its own first steps can settle
+what the cost model cannot, as autotuners and FFTW's planner do: ``auto`` alternates
+between the contenders (the methods predicted within a margin of the fastest), each
+one's first access untimed (it builds its plans), then keeps the one with the lower
+median.  The margin is the model's error: :data:`TIE` for a calibrated model (about
+nine predictions in ten fall within it), :data:`UNCALIBRATED` for the default
+constants, which are orders of magnitude only -- there the model shortlists and the
+trial decides.  A trial costs at most a few accesses by a method within the margin.
 
 Every rank must feed :meth:`Trial.observe` the same seconds (the slowest rank's, as the
 write path agrees them), so that every rank ends the trial with the same method.
@@ -20,14 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from statistics import median
 
-__all__ = ["TIE", "WARMUP", "Trial", "contenders"]
+__all__ = ["TIE", "UNCALIBRATED", "WARMUP", "Trial", "contenders"]
 
-#: Relative gap under which two predictions are a tie: the error the model stays within at
-#: about nine points in ten.  Replayed on ten stored NCIO runs (440 points), auto's choice
-#: was more than 10 % slower than the best at 10 points with a 10 % margin (worst 2.25x)
-#: and at 4 with 25 % (worst 2.08x); the trials' accesses cost 8 % and 11 % more than the
-#: method kept, over the first few accesses only.
-TIE = 0.25
+#: Relative gap under which a calibrated model's predictions are a tie: its error at most points
+#: (replayed on ten stored NCIO runs, the choice was then 1.01x the best in geometric mean).
+TIE = 0.5
+#: The same for the uncalibrated defaults: methods predicted within 3x of the fastest.
+UNCALIBRATED = 2.0
 #: Untimed accesses per contender before its timed ones (plans and caches are built).
 WARMUP = 1
 #: Contenders tried at most (the best prediction and the next ones within the margin).

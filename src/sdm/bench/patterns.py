@@ -134,7 +134,7 @@ class Pattern:
         *stats* are every rank's ``stats(...).as_tuple()`` in rank order (computed here when
         not given).  Level 1: every timed write of the benchmark goes to a new file.
         """
-        from . import Access, row_bytes
+        from ..planner import Access, row_bytes
 
         if stats is None:
             stats = [self.stats(nprocs, r).as_tuple() for r in range(nprocs)]

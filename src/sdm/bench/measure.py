@@ -21,7 +21,7 @@ from mpi4py import MPI
 
 from ..io import get_method
 from ..io.base import make_transfer
-from . import Access, Planner
+from ..planner import Access, Planner
 from .patterns import Pattern
 
 __all__ = ["warm_memory", "steady_memory", "scratch_file", "data_file", "timed", "pattern_access",

@@ -3,11 +3,9 @@
 A short micro-benchmark, run collectively by the ranks that will use the target:
 
 1. direct timings: collective open and close, ``MPI_File_sync`` of little and of many
-   dirty bytes, a read-modify-write over a new file's holes, fresh memory's page
-   faults, the per-write overhead of SDM itself (a tiny dataset written and read
+   dirty bytes, the per-write overhead of SDM itself (a tiny dataset written and read
    through a session with a scratch SQLite catalog), the write-time checksum and a
-   large memory copy per byte, and a plain ``os.pwrite`` call (what codes that write
-   value by value pay per value);
+   large memory copy per byte;
 2. every I/O method on a set of small NCIO patterns chosen so that each constant of
    the model (:mod:`sdm.planner.model`) is exercised: tiny and large requests,
    sequential and jumping, holes, noncontiguous memory, interleaved ranks;
@@ -37,7 +35,7 @@ from mpi4py import MPI
 from .measure import (WARM_BYTES, calls_for, data_file, pattern_access, run_method, scratch_file, settle_calls,
                       steady_memory, timed)
 from ..storage.durability import make_durable
-from .model import CONSTANTS, DEFAULTS, CostModel, structure
+from ..planner.model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
 
 __all__ = ["RUNS", "QUICK_RUNS", "REPEATS", "Sample", "calibrate", "fit", "nnls", "store"]
@@ -66,11 +64,9 @@ RUNS: tuple[tuple[str, Pattern], ...] = (
     ("posix", Pattern(64, 512, 16 * K)), ("list", Pattern(64, 512, 16 * K)),  # a new page per region
     ("servers", Pattern(64, 32768)),  # several rounds
 )
-#: A smaller set for tests and a first look.
+#: A smaller set for tests and a first look: one small noncontiguous pattern per method.
 QUICK_RUNS: tuple[tuple[str, Pattern], ...] = tuple(
-    (m, Pattern(p.size, max(1, p.count // 16) if p.size < M else p.count, p.spacing, p.mem_contig, p.file_contig))
-    for m, p in RUNS if p.size < 16 * M
-)
+    (m, Pattern(64, 64)) for m in ("posix", "list", "datatype", "sieving", "collective", "servers"))
 
 
 @dataclass(frozen=True)
@@ -182,110 +178,29 @@ def _fsync(comm: MPI.Comm, directory: Path, repeats: int) -> tuple[float, float]
     return idle, max(full - idle, 0.0) / (per_rank * size)
 
 
-def _holes(comm: MPI.Comm, directory: Path, repeats: int, share: int = 2 * M) -> float:
-    """Seconds per page of a read-modify-write over file space not written yet (``hole_w``).
-
-    Every rank reads its *share* of a new sparse file (the kernel makes zeroed pages for
-    the holes) and writes it back, as a sieving or server window over a new step does.
-    Measured apart because in the method samples these pages always come with the
-    window's other costs.
-    """
-    rank, size = comm.Get_rank(), comm.Get_size()
-    buf = np.empty(share, dtype=np.uint8)
-    samples = []
-    for _ in range(repeats + 1):
-        with scratch_file(comm, directory, share * size, name="sdm-calibrate-holes") as (fh, _):
-            def rmw() -> None:
-                fh.Read_at(rank * share, buf)
-                fh.Write_at(rank * share, buf)
-
-            samples.append(timed(comm, rmw))
-    return statistics.median(samples[1:]) / (share / 4096)
-
-
-def _fault(comm: MPI.Comm, repeats: int, nbytes: int = 16 * M) -> float:
-    """Seconds per page one rank pays touching fresh anonymous memory while the others wait (``fault``).
-
-    What ROMIO's two-phase I/O pays on a file handle's first collective write: the
-    aggregator's collective buffer (``cb_buffer_size``, allocated at the open) is touched
-    for the first time.
-    """
-    import mmap
-
-    samples = []
-    for _ in range(repeats + 1):
-        region = mmap.mmap(-1, nbytes) if comm.Get_rank() == 0 else None
-        try:
-            def touch() -> None:
-                if region is not None:
-                    np.frombuffer(region, dtype=np.uint8)[::4096] = 1
-
-            samples.append(timed(comm, touch))
-        finally:
-            if region is not None:
-                region.close()
-    return statistics.median(samples[1:]) / (nbytes / 4096)
-
-
 def _sdm_overhead(comm: MPI.Comm, directory: Path, steps: int) -> dict[str, float]:
-    """Seconds an SDM write and read of a tiny dataset take (catalog, allgathers, checksum), and what
-    first accesses add: a dataset's first write (its catalog rows, the method's plans), its first
-    read (its read view and plans) and the run's first read (the catalog's read queries)."""
+    """Seconds an SDM write and read of a tiny dataset take beyond the method (catalog, allgathers,
+    checksum): ``commit`` and ``lookup``, first accesses left out."""
+    import shutil
+
     import sdm
 
     root = Path(comm.bcast(tempfile.mkdtemp(prefix=".sdm-calibrate-", dir=directory) if comm.Get_rank() == 0
                            else None, root=0))
-    names = [f"x{i}" for i in range(max(3, steps // 2) + 1)]
-    out: dict[str, float] = {}
     try:
         with sdm.open("sdm-calibrate", root=root, catalog=f"sqlite:///{root}/catalog.db", sync=False,
                       comm=comm, method="datatype") as s:
-            g = s.make_group("g", names, dtype="f8", shape=(comm.Get_size(),), level=2)
-            one = np.ones(g.local_shape("x0"))
-            g.write("x0", 0, one)
-            first_w = statistics.median(timed(comm, lambda n=n: g.write(n, 0, one)) for n in names[1:])
-            tw = statistics.median(timed(comm, lambda k=k: g.write("x0", k, one)) for k in range(1, steps + 1))
-            session = timed(comm, lambda: g.read("x0", 0))  # the run's first read, also x0's first
-            first_r = statistics.median(timed(comm, lambda n=n: g.read(n, 0)) for n in names[1:])
-            tr = statistics.median(timed(comm, lambda k=k: g.read("x0", k)) for k in range(1, steps + 1))
-            out = {"commit": tw, "lookup": tr, "first_w": max(first_w - tw, 0.0), "first_r": max(first_r - tr, 0.0),
-                   "session_r": max(session - first_r, 0.0)}
+            g = s.make_group("g", ["x"], dtype="f8", shape=(comm.Get_size(),), level=2)
+            one = np.ones(g.local_shape("x"))
+            g.write("x", 0, one)
+            g.read("x", 0)
+            return {"commit": statistics.median(timed(comm, lambda k=k: g.write("x", k, one))
+                                                for k in range(1, steps + 1)),
+                    "lookup": statistics.median(timed(comm, lambda k=k: g.read("x", k)) for k in range(1, steps + 1))}
     finally:
         comm.Barrier()
         if comm.Get_rank() == 0:
-            import shutil
-
             shutil.rmtree(root, ignore_errors=True)
-    return out
-
-
-def _pwrite_call(comm: MPI.Comm, directory: Path, calls: int) -> float:
-    """Seconds per ``os.pwrite`` of 8 bytes from Python, all ranks at once into one shared file.
-
-    What codes that write value by value pay per value: every rank writes its values
-    at computed offsets, interleaved with the other ranks' in the same file pages.
-    """
-    rank, size = comm.Get_rank(), comm.Get_size()
-    path = Path(comm.bcast(str(directory / f".sdm-calibrate-pwrite-{os.getpid()}.dat") if rank == 0 else None,
-                           root=0))
-    if rank == 0:
-        path.touch()
-    comm.Barrier()
-    fd = os.open(path, os.O_RDWR)
-    try:
-        word = memoryview(np.zeros(1))
-        offsets = ((np.arange(calls, dtype=np.int64) * size + rank) * 8).tolist()
-
-        def once() -> None:
-            for off in offsets:
-                os.pwrite(fd, word, off)
-
-        return _median_time(comm, once, 3) / calls
-    finally:
-        os.close(fd)
-        comm.Barrier()
-        if rank == 0:
-            path.unlink(missing_ok=True)
 
 
 def _checksum_byte(comm: MPI.Comm, nbytes: int) -> float:
@@ -327,7 +242,7 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
                  romio: dict[str, int], progress: Callable[[str], None] | None = None) -> list[Sample]:
     """Time every (method, pattern) for writes and reads, each sample after untimed calls (collective).
 
-    Samples are taken as the NCIO benchmark takes them (:func:`~sdm.planner.measure.run_method`
+    Samples are taken as the NCIO benchmark takes them (:func:`~sdm.bench.measure.run_method`
     after untimed calls), so that the constants fitted here predict what the benchmark
     measures.  The repeats are taken in rounds over all runs, not one run after another:
     a disturbance of a second or two (a virtual machine's host taking its cores back:
@@ -336,7 +251,7 @@ def measure_runs(comm: MPI.Comm, directory: Path, runs: tuple[tuple[str, Pattern
 
     A round comes back to a sample after every other one ran: each sample starts with
     untimed calls until its data is read at full speed again
-    (:func:`~sdm.planner.measure.settle_calls`), as the benchmark's samples do.
+    (:func:`~sdm.bench.measure.settle_calls`), as the benchmark's samples do.
     """
     nprocs = comm.Get_size()
     model = CostModel(nprocs=nprocs, cores=os.cpu_count() or 1, romio=romio)
@@ -401,11 +316,8 @@ def _calibrate(comm: MPI.Comm, directory: Path, quick: bool, repeats: int,
     direct = {"open": _open_close(comm, directory, repeats * 3)}
     direct["fsync"], direct["fsync_byte"] = _fsync(comm, directory, repeats)
     direct.update(_sdm_overhead(comm, directory, 3 if quick else 8))
-    direct["pwrite"] = _pwrite_call(comm, directory, 2000 if quick else 20000)
     direct["checksum_byte"] = _checksum_byte(comm, (1 if quick else 8) * M)
     direct["copy"] = _copy_byte(comm)
-    direct["hole_w"] = _holes(comm, directory, repeats)
-    direct["fault"] = _fault(comm, repeats)
     if progress is not None:
         progress("open, sync and SDM overhead measured")
     samples = measure_runs(comm, directory, QUICK_RUNS if quick else RUNS, repeats, romio, progress)
