@@ -22,9 +22,14 @@ Contenders:
 ``posix``
     file per process: ``numpy.tofile`` + ``os.fsync`` per dump, ``numpy.fromfile`` to read.
 ``sdm``, ``sdm+checksum``, ``sdm-async``
-    SDM with the checksum off, on (``mix64-v2``), and off with ``async_commit=True``.
-    Timed from the first write to the end of ``close()`` (the session's open is
-    measured separately, ``open s``); reads with ``verify=False``.
+    SDM through the same view and calls as ``raw`` (``method="collective"``: a subarray
+    file view and ``Write_at_all`` / ``Read_at_all``) with the checksum off, on
+    (``mix64-v2``), and off with ``async_commit=True``.  Timed from the first write to
+    the end of ``close()`` (the session's open is measured separately, ``open s``);
+    reads with ``verify=False``.
+``sdm-auto``
+    (bulk) SDM with ``method="auto"``, checksum off: what a user gets by default (the
+    methods it chose are recorded in the JSON).
 
 Also measured per SDM run: the seconds rank 0 spent inside the catalog's ``reserve``
 and ``record_writes`` (the catalog's share of the write time; with ``async_commit`` the
@@ -56,7 +61,7 @@ from sdm.catalog import Catalog
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _io_bench import RESULTS, fresh, meta, provenance, remove, say, scratch  # noqa: E402
 
-BULK = ("raw", "posix", "sdm", "sdm+checksum")
+BULK = ("raw", "posix", "sdm", "sdm+checksum", "sdm-auto")
 SMALL = ("raw", "posix", "sdm", "sdm+checksum", "sdm-async")
 
 
@@ -179,7 +184,7 @@ def run_sdm(comm: MPI.Comm, d: Path, contender: str, shape: tuple[int, ...], nam
             local: np.ndarray, out: dict[str, float]) -> None:
     checksum = contender == "sdm+checksum"
     options = dict(root=d, catalog=f"sqlite:///{d}/catalog.db", comm=comm, checksum=checksum,
-                   async_commit=contender == "sdm-async")
+                   async_commit=contender == "sdm-async", method="auto" if contender == "sdm-auto" else "collective")
     catalog_clock = Clock([(Catalog, "reserve"), (Catalog, "record_writes")]) if comm.Get_rank() == 0 else Clock([])
     share_clock = Clock([(integrity, "piece_share")])
     with timed(comm, out, "open_s"):
@@ -201,6 +206,15 @@ def run_sdm(comm: MPI.Comm, d: Path, contender: str, shape: tuple[int, ...], nam
                 g.read(name, step, out=back, verify=False)
         r.close()
     check(back, local, contender)
+    if contender == "sdm-auto" and comm.Get_rank() == 0:
+        cat = Catalog(f"sqlite:///{d}/catalog.db")
+        try:
+            CHOSEN.extend(w.method for _, _, w in cat.writes(s.run_id))
+        finally:
+            cat.close()
+
+
+CHOSEN: list[str] = []  # methods auto chose for the bulk writes (rank 0)
 
 
 def check(got: np.ndarray, want: np.ndarray, who: str) -> None:
@@ -256,7 +270,7 @@ def small_round(comm: MPI.Comm, base: Path, a: argparse.Namespace, nbytes: int,
                         os.fsync(f.fileno())
         else:
             options = dict(root=d, catalog=f"sqlite:///{d}/catalog.db", comm=comm, checksum=c == "sdm+checksum",
-                           async_commit=c == "sdm-async")
+                           async_commit=c == "sdm-async", method="collective")
             clock = Clock([(Catalog, "reserve"), (Catalog, "record_writes")]) if comm.Get_rank() == 0 else Clock([])
             with timed(comm, out, "open_s"):
                 s = sdm.open("small", **options)
@@ -328,6 +342,9 @@ def markdown(results: dict[str, Any], info: dict[str, Any]) -> str:
                          spread(row["read_vs_raw"])]
                 cells += [spread(row[k]) if k in row else "-" for k in ("open_s", "catalog_s", "checksum_s")]
                 lines.append(f"| {c} | " + " | ".join(cells) + " |")
+            if res.get("auto_methods"):
+                lines += ["", "`sdm-auto` chose: " + ", ".join(f"{m} ({k} writes)" for m, k in res["auto_methods"].items())
+                          + "."]
             shares = bulk_shares(b)
             lines += ["", "Shares of the SDM bulk write time, within each round: the checksum = (sdm+checksum - sdm) / "
                       f"sdm+checksum: {spread(shares['checksum'])}; the catalog (rank 0 in reserve + commit) / write "
@@ -374,6 +391,7 @@ def main() -> None:
     show = say(comm)
     results: dict[str, Any] = {}
     for parent in dirs:
+        CHOSEN.clear()
         load_before = os.getloadavg()[0]
         with scratch(comm, None, "sdm-overhead-", parent) as base:
             bulk, small = [], {n: [] for n in sizes}
@@ -392,6 +410,7 @@ def main() -> None:
         summary = summarize(bulk, BULK) if bulk else {}
         results[parent] = {"fs": m["fs"], "load_before": m["load_before"], "load_after": m["load_after"],
                            "bulk": summary, "bulk_shares": bulk_shares(summary) if summary else {},
+                           "auto_methods": {m: CHOSEN.count(m) for m in sorted(set(CHOSEN))},
                            "small": {str(n): summarize(r, SMALL) for n, r in small.items() if r}}
     info = {**{k: v for k, v in m.items() if k not in ("fs", "load_before", "load_after")}, **provenance(),
             "n": a.n, "datasets": a.datasets, "steps": a.steps, "count": a.count, "small_bytes": sizes,

@@ -268,7 +268,7 @@ def partial_mix64(
     for d in range(ndim - 1, a, -1):
         tail = (np.asarray(indices[d]).astype(_U64) * _U64(weight[d]))[:, None] + tail[None, :]
         tail = tail.reshape(-1)
-    step = max(1, CHUNK_WORDS // inner)
+    step = max(1, min(CHUNK_WORDS // inner, counts[a]))  # no larger than the split axis: small pieces stay cheap
     ramp = (np.arange(step, dtype=_U64) * _U64(weight[a]))[:, None] + tail[None, :]  # a contiguous run of axis a
     x = np.empty(step * inner, dtype=_U64)
     t = np.empty_like(x)
