@@ -197,7 +197,8 @@ def run_sdm(comm: MPI.Comm, d: Path, contender: str, shape: tuple[int, ...], nam
     out["catalog_s"] = comm.bcast(catalog_clock.seconds, root=0)
     out["checksum_s"] = comm.allreduce(share_clock.seconds, MPI.MAX)
     with timed(comm, out, "read_open_s"):
-        r = sdm.open("overhead", "r", root=d, catalog=f"sqlite:///{d}/catalog.db", comm=comm, run=s.run_id)
+        r = sdm.open("overhead", "r", root=d, catalog=f"sqlite:///{d}/catalog.db", comm=comm, run=s.run_id,
+                     method=options["method"])
     g = r.group("fields")
     back = np.empty_like(local)
     with timed(comm, out, "read_s"):

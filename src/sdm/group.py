@@ -56,6 +56,7 @@ from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .planner import Access, choose_method, row_bytes
 from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
+from .storage.durability import node_comm
 from .storage.files import mpi_errno
 
 if TYPE_CHECKING:
@@ -74,19 +75,20 @@ _THREADED_SHARE = 1 << 22  # bytes of a piece from which its checksum share runs
 class _ShareJob:
     """This rank's checksum share of one write, computed beside the I/O when the piece is large.
 
-    The share reads the local array, as the I/O does; both only read it.  A large
-    piece's share runs in a worker thread while MPI-IO moves the bytes and the file is
-    synced (numpy and MPI-IO both release the GIL), so the two overlap wherever the
-    machine has a core to spare or the I/O waits for the device; a small one runs in
-    :meth:`result`.
+    The share reads the local array, as the I/O does; both only read it.  When the
+    node has a core to spare for every rank (``threaded``), a large piece's share runs
+    in a worker thread while MPI-IO moves the bytes and the file is synced (numpy and
+    MPI-IO both release the GIL); otherwise, and for a small piece, it runs in
+    :meth:`result`, after the I/O: with every core taken, a second thread per rank
+    only competes with the MPI library's own polling.
     """
 
     _pool: Any = None
 
-    def __init__(self, view: ResolvedView, arr: np.ndarray, order: str) -> None:
+    def __init__(self, view: ResolvedView, arr: np.ndarray, order: str, threaded: bool) -> None:
         self.args = (view.piece, arr, order, integrity.ALGORITHM)
         self.future = None
-        if view.nbytes >= _THREADED_SHARE:
+        if threaded and view.nbytes >= _THREADED_SHARE:
             if _ShareJob._pool is None:
                 from concurrent.futures import ThreadPoolExecutor
 
@@ -163,6 +165,7 @@ class Group:
         self._views: dict[str, ResolvedView] = {}
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
         self._epoch = 0  # data_view calls so far (part of the views' layout keys)
+        self._threads: bool | None = None  # checksum shares beside the I/O (see _ShareJob)
         self._stats_seen: dict[tuple[int, ...], list] = {}  # every rank's layout statistics, by their hashes
 
     # --------------------------------------------------------------- metadata
@@ -397,6 +400,7 @@ class Group:
         accesses = [self._access(n, True, statsets, i) for i, n in enumerate(names)]
         decisions = [s.planner.choose(method or s.method, a) for a in accesses]
         n = len(names)
+        threads = s.checksum and self._spare_cores()
         seconds = [0.0] * n
         partials = [0] * n
         failure = None
@@ -404,7 +408,7 @@ class Group:
         for i, ((view, arr), decision, (rel, offset, _, _), name) in enumerate(zip(prepared, decisions, places, names)):  # type: ignore[arg-type]
             path = self._absolute(rel)
             sync_now = s.sync and not appends(self.level)
-            share = _ShareJob(view, arr, self.dataset(name).order) if s.checksum and failure is None else None
+            share = _ShareJob(view, arr, self.dataset(name).order, threads) if s.checksum and failure is None else None
             out, f = capture(self._transfer, path, offset, view, arr, decision.method, True, sync_now, rank=s.rank)
             if out is not None:
                 seconds[i], sync_failure = out
@@ -446,6 +450,18 @@ class Group:
             root_vector(s.comm, 0, self._commit, rows)
         for name in names:
             self._steps[name].add(int(step))
+
+    def _spare_cores(self) -> bool:
+        """Whether this node has a core for every rank and one more (collective the first time, where
+        every rank calls it: after the reservation, which every rank passed)."""
+        if self._threads is None:
+            ranks = node_comm(self.session.comm).Get_size()
+            try:
+                cores = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                cores = os.cpu_count() or 1
+            self._threads = cores > ranks
+        return self._threads
 
     def _agree_call(self, what: str, call: tuple, failure: Any, plan: Any, stats: Any,
                     packed_plan: Sequence[int] | None = None) -> tuple[Any, list]:
