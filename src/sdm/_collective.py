@@ -8,8 +8,10 @@ The helpers here are the only places SDM decides "did anybody fail?".
 from __future__ import annotations
 
 import traceback
-from typing import Any, Callable, TypeVar
+import hashlib
+from typing import Any, Callable, Sequence, TypeVar
 
+import numpy as np
 from mpi4py import MPI
 
 from .catalog.urls import mask_urls
@@ -17,7 +19,8 @@ from .errors import InternalError, SDMError, StorageError, error_class
 
 T = TypeVar("T")
 
-__all__ = ["Failure", "capture", "agree", "root_call", "raise_first", "os_error"]
+__all__ = ["Failure", "capture", "agree", "root_call", "raise_first", "os_error", "exchange", "root_vector",
+           "digest", "pack_float", "unpack_float"]
 
 
 class Failure:
@@ -103,4 +106,96 @@ def root_call(comm: MPI.Comm, fn: Callable[..., T], *args: Any, **kwargs: Any) -
     result, failure = comm.bcast((result, failure), root=0)
     if failure is not None:
         raise failure.exception(1)  # rank 0's message is the same for everyone
-    return result  # type: ignore[return-value]
+    return result  # type: ignore[return-value, unused-ignore]
+
+
+# ----------------------------------------------------------------------------- fixed-size exchanges
+#
+# The hot path of an access (group.py) moves small int64 vectors with MPI's buffer calls
+# (``Allgather``/``Bcast``: no pickling, no per-call allocation of Python objects).  A
+# flag in every vector says "this rank failed"; when any rank set it, every rank then
+# makes the generic pickled exchange (:func:`agree` / ``bcast``) that carries the
+# message, so the error path stays the same sequence of calls on every rank.
+
+
+def exchange(comm: MPI.Comm, failure: Failure | None, values: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Allgather a fixed-size int64 vector; raise the first failure on every rank.
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+    failure : Failure or None
+        This rank's failure, if any.
+    values : sequence of int
+        This rank's values; every rank must pass the same number of them.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(size, len(values))`` int64: row ``r`` holds rank ``r``'s values.
+
+    Raises
+    ------
+    SDMError
+        On every rank, the failure of the lowest failed rank (carried by a second,
+        pickled allgather made only when some rank failed).
+    """
+    n = len(values)
+    vec = np.empty(n + 1, dtype=np.int64)
+    vec[0] = failure is not None
+    if failure is None:
+        vec[1:] = values
+    else:
+        vec[1:] = 0
+    out = np.empty((comm.Get_size(), n + 1), dtype=np.int64)
+    comm.Allgather(vec, out)
+    if out[:, 0].any():
+        agree(comm, failure)  # the rare path: the messages travel pickled; raises on every rank
+        raise InternalError("a rank flagged a failure it did not send; this is a bug, please report it")
+    return out[:, 1:]
+
+
+def root_vector(comm: MPI.Comm, width: int, fn: Callable[..., Sequence[int]], *args: Any) -> np.ndarray:
+    """Run ``fn`` on rank 0 only and broadcast its *width* int64 values (or its error).
+
+    The fixed-size counterpart of :func:`root_call` (one small ``Bcast``; a second,
+    pickled one only when rank 0 failed, to carry its message).
+
+    Raises
+    ------
+    SDMError
+        Rank 0's error, the same on every rank.
+    """
+    vec = np.zeros(width + 1, dtype=np.int64)
+    failure = None
+    if comm.Get_rank() == 0:
+        result, failure = capture(fn, *args)
+        if failure is None:
+            vec[1:] = result  # type: ignore[assignment]  # fn returned (capture's None is a failure)
+        else:
+            vec[0] = 1
+    comm.Bcast(vec, root=0)
+    if vec[0]:
+        sent: Failure = comm.bcast(failure, root=0)
+        raise sent.exception(1)  # rank 0's message is the same for everyone
+    return vec[1:]
+
+
+def digest(value: object) -> int:
+    """A 63-bit hash of ``repr(value)`` that is the same in every process (``hash`` is salted per process)."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr fails differs from any other
+        text = f"<{type(value).__name__}>"
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "backslashreplace"), digest_size=8).digest(),
+                          "little") >> 1
+
+
+def pack_float(x: float) -> int:
+    """The bits of a float64 as an int64 (to travel in an int64 vector)."""
+    return int(np.float64(x).view(np.int64))
+
+
+def unpack_float(bits: Any) -> np.ndarray:
+    """Float64 values from int64 bits made by :func:`pack_float`."""
+    return np.asarray(bits, dtype=np.int64).view(np.float64)

@@ -1,11 +1,22 @@
 """Groups of datasets (the paper's datalists) and the collective write/read path.
 
 A write, as the data flows (DESIGN.md): local checks on every rank and the plan on
-rank 0 (file, offset, does the step exist?) -> one allgather that either raises the
-same error everywhere or hands the plan to all -> MPI-IO through the file view ->
-sync -> one allgather of errors, timings and checksum shares -> rank 0 commits one
-catalog row.  A failure before the commit leaves unreferenced bytes, never a row
-that points at missing data.
+rank 0 (does the step exist?) -> **exchange 1**, one fixed-size ``Allgather`` (a hash of
+the call's arguments, a failure flag, a hash of the rank's layout statistics) that
+either raises the same error everywhere or lets every rank go on -> **exchange 2**, a
+small ``Bcast`` of the space rank 0 reserved through the catalog (it may reserve only
+once every rank has accepted the call, and every rank needs the offsets before it
+writes: the one exchange that cannot be folded into another) -> MPI-IO through the file
+view (kept on the open file: not set again while unchanged) with each rank's checksum
+share computed beside it -> sync -> **exchange 3**, one fixed-size ``Allgather`` of
+errors, timings and checksum shares -> rank 0 commits the dump's rows in one catalog
+transaction (the other ranks wait for its outcome in a one-word ``Bcast``, or, with
+``async_commit``, not at all).  A read is exchange 1 carrying rank 0's plan (file,
+offset, checksum), the I/O, and exchange 3.  Any failure, a call that differs between
+ranks, or layout statistics not seen before make every rank take the generic pickled
+exchange (:func:`sdm._collective.agree`) that carries the message, so every rank makes
+the same sequence of calls.  A failure before the commit leaves unreferenced bytes,
+never a row that points at missing data.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from mpi4py import MPI
 
 from . import _validate as check
 from . import integrity
-from ._collective import agree, capture, root_call
+from ._collective import agree, capture, digest, exchange, pack_float, root_call, root_vector, unpack_float
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
 from .catalog.values import merge_attributes
 from .dtypes import check_dtype, dtype_text, from_text
@@ -45,6 +56,7 @@ from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .planner import Access, choose_method, row_bytes
 from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
+from .storage.durability import node_comm
 from .storage.files import mpi_errno
 
 if TYPE_CHECKING:
@@ -53,6 +65,41 @@ if TYPE_CHECKING:
 __all__ = ["Dataset", "Group"]
 
 _RESERVE_TRIES = 64  # level-1 versions tried when earlier ones are taken (crash leftovers)
+_KINDS = {"write": 1, "read": 2}  # the kind of access, first in the opening exchange
+_PLAN_WIDTH = 68  # int64 words of rank 0's read plan in the opening exchange (a path of up to 512 bytes)
+_STATS_KEPT = 256  # layout statistics kept per group (forgotten all at once, alike on every rank)
+_MASK = (1 << 64) - 1
+_THREADED_SHARE = 1 << 22  # bytes of a piece from which its checksum share runs beside the I/O
+
+
+class _ShareJob:
+    """This rank's checksum share of one write, computed beside the I/O when the piece is large.
+
+    The share reads the local array, as the I/O does; both only read it.  When the
+    node has a core to spare for every rank (``threaded``), a large piece's share runs
+    in a worker thread while MPI-IO moves the bytes and the file is synced (numpy and
+    MPI-IO both release the GIL); otherwise, and for a small piece, it runs in
+    :meth:`result`, after the I/O: with every core taken, a second thread per rank
+    only competes with the MPI library's own polling.
+    """
+
+    _pool: Any = None
+
+    def __init__(self, view: ResolvedView, arr: np.ndarray, order: str, threaded: bool) -> None:
+        self.args = (view.piece, arr, order, integrity.ALGORITHM)
+        self.future = None
+        if threaded and view.nbytes >= _THREADED_SHARE:
+            if _ShareJob._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _ShareJob._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdm-checksum")
+            self.future = _ShareJob._pool.submit(integrity.piece_share, *self.args)
+
+    def result(self) -> int:
+        """The share (waits for the worker)."""
+        if self.future is not None:
+            return int(self.future.result())
+        return integrity.piece_share(*self.args)
 
 
 @dataclass(frozen=True)
@@ -114,8 +161,12 @@ class Group:
         self.level = record.level
         self._datasets: dict[str, DatasetRecord] = {d.name: d for d in record.datasets}
         self._steps: dict[str, set[int]] = {d.name: set(d.steps) for d in record.datasets}
+        self._nbytes: dict[str, int] = {d.name: d.nbytes for d in record.datasets}
         self._views: dict[str, ResolvedView] = {}
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
+        self._epoch = 0  # data_view calls so far (part of the views' layout keys)
+        self._threads: bool | None = None  # checksum shares beside the I/O (see _ShareJob)
+        self._stats_seen: dict[tuple[int, ...], list] = {}  # every rank's layout statistics, by their hashes
 
     # --------------------------------------------------------------- metadata
     @property
@@ -225,19 +276,21 @@ class Group:
                 f"ranks set data views of different datasets: {dict(enumerate(listed))}; every rank must name the same ones"
             )
         names, pieces = resolved  # type: ignore[misc]
+        self._epoch += 1  # every rank is here: the views' layout keys change alike
         checked: set[tuple[int, ...]] = set()
         for n in names:  # collective: every rank walks the same names
             shape = self.dataset(n).shape
             if shape not in checked:
                 checked.add(shape)
-                _, failure = capture(view.check, shape, pieces[n], s.comm, rank=s.rank)  # type: ignore[index]
+                _, failure = capture(view.check, shape, pieces[n], s.comm, rank=s.rank)
                 agree(s.comm, failure)
         for n in names:
             old = self._views.pop(n, None)
             if old is not None:
                 old.free()
             rec = self.dataset(n)
-            self._views[n] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order)  # type: ignore[index]
+            self._views[n] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order,
+                                          layout=("view", self.record.id, self._epoch, rec.shape, rec.dtype, rec.order))
         if s.mode != "r":
             ids = [self.dataset(n).id for n in names]
             root_call(s.comm, s.catalog_call, "set_distribution", ids, view.to_json())
@@ -256,7 +309,8 @@ class Group:
             rec = self.dataset(name)
             s = self.session
             piece = Block().piece(rec.shape, s.size, s.rank)  # default view, same on all ranks
-            v = self._views[name] = ResolvedView(Block(), piece, from_text(rec.dtype), rec.order)
+            v = self._views[name] = ResolvedView(Block(), piece, from_text(rec.dtype), rec.order,
+                                                 layout=("default", s.size, rec.shape, rec.dtype, rec.order))
         return v
 
     # ------------------------------------------------------------------ write
@@ -294,11 +348,11 @@ class Group:
         """Write several datasets of one time step as one dump (collective).
 
         Like ADIOS2's ``BeginStep``/``EndStep`` or PnetCDF's ``iput`` + ``wait_all``:
-        one exchange checks the arguments of every rank and plans every file and
+        one exchange checks the arguments of every rank, one hands out every file and
         offset, the data of each dataset is moved, then one sync per file, one
         exchange of errors, timings and checksums, and one catalog transaction that
-        records all the datasets or none. Every rank passes the same names in the
-        same order.
+        records all the datasets or none (in the background with the session's
+        ``async_commit``). Every rank passes the same names in the same order.
 
         Parameters
         ----------
@@ -331,45 +385,150 @@ class Group:
 
         prepared, failure = capture(local, rank=s.rank)
         plan = None
-        if s.rank == 0 and failure is None:
-            plan, failure = capture(self._plan_write, names, int(step), overwrite, rank=0)
+        if s.rank == 0:
+            failure = s._settle() or failure  # an earlier dump's commit failure surfaces first
+            if failure is None:
+                plan, failure = capture(self._plan_write, names, int(step), overwrite, rank=0)
         stats = [v.stats(a) for v, a in prepared] if prepared else None
-        payloads = agree(s.comm, failure, ((tuple(_key(n) for n in names), _key(step), _key(overwrite), _key(method)), plan, stats))
-        _check_same_call(payloads, "write")
-        places = root_call(s.comm, self._reserve, names, int(step), payloads[0][1])
-        accesses = [self._access(n, True, payloads, i) for i, n in enumerate(names)]
+        call = (tuple(_key(n) for n in names), _key(step), _key(overwrite), _key(method))
+        # exchange 1: every rank's call, failure and layout in one fixed-size allgather
+        _, statsets = self._agree_call("write", call, failure, plan, stats)
+        # exchange 2: rank 0 reserves fresh space, which it may only do once every rank
+        # has accepted the call (exchange 1), and every rank needs the offsets before it
+        # writes: one small Bcast of (offset, version, replaced version) per dataset
+        places = self._reserve_everywhere(names, int(step), plan)
+        accesses = [self._access(n, True, statsets, i) for i, n in enumerate(names)]
         decisions = [s.planner.choose(method or s.method, a) for a in accesses]
-        shares: list[tuple[float, int]] = []
+        n = len(names)
+        threads = s.checksum and self._spare_cores()
+        seconds = [0.0] * n
+        partials = [0] * n
         failure = None
         deferred: dict[Path, None] = {}  # open files synced once, after every transfer
-        for (view, arr), decision, (rel, offset, _, _), n in zip(prepared, decisions, places, names):  # type: ignore[arg-type]
+        for i, ((view, arr), decision, (rel, offset, _, _), name) in enumerate(zip(prepared, decisions, places, names)):  # type: ignore[arg-type]
             path = self._absolute(rel)
             sync_now = s.sync and not appends(self.level)
-            seconds, f = capture(self._transfer, path, offset, view, arr, decision.method, True, sync_now, rank=s.rank)
+            share = _ShareJob(view, arr, self.dataset(name).order, threads) if s.checksum and failure is None else None
+            out, f = capture(self._transfer, path, offset, view, arr, decision.method, True, sync_now, rank=s.rank)
+            if out is not None:
+                seconds[i], sync_failure = out
+                f = f or sync_failure
             if appends(self.level):
                 deferred[path] = None
-            partial = 0
-            if f is None and s.checksum:
-                partial, f = capture(self._partial_checksum, n, view, arr, integrity.ALGORITHM, rank=s.rank)
+            if share is not None:
+                value, f2 = capture(share.result, rank=s.rank)
+                partials[i] = value or 0
+                f = f or f2
             failure = failure or f
-            shares.append((seconds or 0.0, partial or 0))
         if s.sync and deferred:
             t0 = time.perf_counter()
             for path in deferred:  # every rank holds the same files, in the same order
-                f = capture(s.files.sync, path, rank=s.rank)[1]
+                f = s.files.sync_unagreed(path)
                 failure = failure or f
-            per = (time.perf_counter() - t0) / len(shares)
-            shares = [(t + per, p) for t, p in shares]
-        gathered = agree(s.comm, failure, shares)
+            per = (time.perf_counter() - t0) / n
+            seconds = [t + per for t in seconds]
+        # exchange 3: errors (I/O, sync, checksum), timings and checksum shares; a rank is
+        # past it only when every node's sync is done, so the commit below follows the sync
+        try:
+            got = exchange(s.comm, failure, [*(pack_float(t) for t in seconds), *(_signed(p) for p in partials)])
+        except SDMError:
+            s.files.reset_views()  # a view may have been set on some ranks only
+            raise
+        slowest = unpack_float(got[:, :n]).max(axis=0)
         checksums = [
-            integrity.to_hex(integrity.combine([g[i][1] for g in gathered])) if s.checksum else "" for i in range(len(names))
+            integrity.to_hex(integrity.combine([int(x) & _MASK for x in got[:, n + i]])) if s.checksum else ""
+            for i in range(n)
         ]
-        seconds = [max(g[i][0] for g in gathered) for i in range(len(names))]
-        for a, decision, secs in zip(accesses, decisions, seconds):  # the same on every rank
-            s.planner.observe(a, decision.method.name, secs)
-        root_call(s.comm, self._commit, names, int(step), places, checksums, decisions, seconds, overwrite)
-        for n in names:
-            self._steps[n].add(int(step))
+        for a, decision, secs in zip(accesses, decisions, slowest):  # the same on every rank
+            s.planner.observe(a, decision.method.name, float(secs))
+        rows = self._rows(names, int(step), places, checksums, decisions, [float(x) for x in slowest], overwrite) \
+            if s.rank == 0 else []
+        if s.async_commit:
+            if s.rank == 0:  # in the background; a failure surfaces at the next call or at close
+                s._commit_later(rows)
+        else:
+            root_vector(s.comm, 0, self._commit, rows)
+        for name in names:
+            self._steps[name].add(int(step))
+
+    def _spare_cores(self) -> bool:
+        """Whether this node has a core for every rank and one more (collective the first time, where
+        every rank calls it: after the reservation, which every rank passed)."""
+        if self._threads is None:
+            ranks = node_comm(self.session.comm).Get_size()
+            try:
+                cores = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                cores = os.cpu_count() or 1
+            self._threads = cores > ranks
+        return self._threads
+
+    def _agree_call(self, what: str, call: tuple, failure: Any, plan: Any, stats: Any,
+                    packed_plan: Sequence[int] | None = None) -> tuple[Any, list]:
+        """The exchange that opens an access: the same call on every rank, no failure, every layout.
+
+        One ``Allgather`` of fixed size: the kind of access, a hash of the call's
+        arguments, a hash of the rank's layout statistics (the planner's input) and, for
+        a read, rank 0's plan packed into integers (*packed_plan*).  Layout statistics
+        seen before come from a cache that is the same on every rank (keyed by what
+        every rank received); new ones, a call that differs between ranks, or a plan that
+        does not fit make every rank take the generic pickled exchange instead.
+
+        Returns
+        -------
+        (plan, statsets)
+            Rank 0's plan (its own *plan* on rank 0; unpacked from the exchange, or None
+            for a write, elsewhere) and every rank's *stats*, in rank order.
+
+        Raises
+        ------
+        SDMError
+            The failure of the lowest failed rank, on every rank; CollectiveMismatchError
+            when ranks made different calls.
+        """
+        s = self.session
+        mine = np.zeros(4 + _PLAN_WIDTH, dtype=np.int64)
+        mine[0] = _KINDS[what]
+        mine[1] = digest(call)
+        mine[2] = digest(stats)
+        if packed_plan is not None and len(packed_plan) <= _PLAN_WIDTH:
+            mine[3] = len(packed_plan) + 1
+            mine[4:4 + len(packed_plan)] = packed_plan
+        got = exchange(s.comm, failure, mine)
+        plan_missing = what == "read" and not got[0, 3]
+        if (got[:, :2] != got[0, :2]).any() or plan_missing:  # rare: the arguments travel pickled
+            payloads = agree(s.comm, None, (call, plan, stats))
+            _check_same_call(payloads, what)
+            return payloads[0][1], [p[2] for p in payloads]
+        key = tuple(int(x) for x in got[:, 2])
+        statsets = self._stats_seen.get(key)
+        if statsets is None:  # new layouts: every rank misses alike (the key is what all received)
+            statsets = s.comm.allgather(stats)
+            if len(self._stats_seen) >= _STATS_KEPT:
+                self._stats_seen.clear()
+            self._stats_seen[key] = statsets
+        if what == "read":
+            plan = got[0, 4:4 + int(got[0, 3]) - 1]
+        return plan, statsets
+
+    def _reserve_everywhere(self, names: Sequence[str], step: int, replaced: Any
+                            ) -> list[tuple[str, int, int, int | None]]:
+        """Rank 0 reserves (:meth:`_reserve`); every rank gets ``(path, offset, version, replaced)``."""
+        s = self.session
+        n = len(names)
+
+        def reserve() -> list[int]:
+            places = self._reserve(names, step, replaced)
+            return [p[1] for p in places] + [p[2] for p in places] + [-1 if p[3] is None else p[3] for p in places]
+
+        got = root_vector(s.comm, 3 * n, reserve)
+        out = []
+        for i, name in enumerate(names):
+            version = int(got[n + i])
+            rel = str(relative_path(s.run_dir, self.level, self.name, name, step, version))
+            old = int(got[2 * n + i])
+            out.append((rel, int(got[i]), version, None if old < 0 else old))
+        return out
 
     def _partial_checksum(self, name: str, view: ResolvedView, arr: np.ndarray, algorithm: str) -> int:
         """This rank's share of the checksum (*algorithm*) of the elements it owns."""
@@ -418,7 +577,7 @@ class Group:
                 break
             rels = [str(relative_path(s.run_dir, self.level, self.name, names[i], step, versions[i])) for i in todo]
             offsets = s.catalog_call("reserve", s.run_id, [
-                (rel, self.level, self.dataset(names[i]).nbytes, not appends(self.level)) for rel, i in zip(rels, todo)
+                (rel, self.level, self._nbytes[names[i]], not appends(self.level)) for rel, i in zip(rels, todo)
             ])
             for i, rel, offset in zip(todo, rels, offsets):
                 if offset is None:  # that version's file is taken (a crashed or concurrent write): next one
@@ -430,7 +589,7 @@ class Group:
         out = []
         for name, place, version, old in zip(names, places, versions, replaced):
             rel, offset = place  # type: ignore[misc]
-            nbytes = self.dataset(name).nbytes
+            nbytes = self._nbytes[name]
             extend_file(self._absolute(rel), offset + nbytes)
             if old is not None and _has_gaps(self._view(name).dist):
                 # rows the gappy map does not write keep their earlier values, as they would in place
@@ -439,23 +598,23 @@ class Group:
             out.append((rel, offset, version, old))
         return out
 
-    def _access(self, name: str, writing: bool, payloads: list, index: int = 0) -> Access:
-        """The planner's view of access *index* of a call, built from what every rank sent."""
+    def _access(self, name: str, writing: bool, statsets: list, index: int = 0) -> Access:
+        """The planner's view of access *index* of a call, built from every rank's layout statistics."""
         rec = self.dataset(name)
         itemsize = from_text(rec.dtype).itemsize
         access = Access.from_stats(
-            [p[2][index] for p in payloads],
+            [p[index] for p in statsets],
             writing=writing,
             level=self.level,
             itemsize=itemsize,
-            total_bytes=rec.nbytes,
+            total_bytes=self._nbytes[name],
             hints=self.session.planner.hints,
             order=rec.order,
             row_bytes=row_bytes(rec.shape, itemsize, rec.order),
         )
         return replace(access, kind=self._view(name).piece.kind)
 
-    def _commit(
+    def _rows(
         self,
         names: Sequence[str],
         step: int,
@@ -464,38 +623,47 @@ class Group:
         decisions: Sequence[Any],
         seconds: Sequence[float],
         overwrite: bool,
-    ) -> None:
-        """Rank 0: record the writes of one step in one catalog transaction."""
+    ) -> list[dict[str, Any]]:
+        """Rank 0: the catalog rows of one dump."""
         s = self.session
         rows = []
         for name, (rel, offset, version, old), checksum, decision, secs in zip(names, places, checksums, decisions, seconds):
             rec = self.dataset(name)
             rows.append(dict(
-                dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=rec.nbytes,
+                dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=self._nbytes[name],
                 checksum=checksum, checksum_algo=integrity.ALGORITHM if checksum else "none",
                 method=decision.method.name, reason=decision.reason, seconds=secs, nprocs=s.size, overwrite=overwrite,
                 version=version, replaces=old,
             ))
-        s.catalog_call("record_writes", s.run_id, rows)
+        return rows
+
+    def _commit(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Rank 0: record the writes of one dump in one catalog transaction."""
+        self.session.catalog_call("record_writes", self.session.run_id, rows)
+        return []
 
     def _transfer(
         self, path: Path, offset: int, view: ResolvedView, arr: np.ndarray, method, writing: bool, sync: bool = False
-    ) -> float:
-        """Move this rank's bytes; returns seconds (open excluded, sync included).
+    ) -> tuple[float, Any]:
+        """Move this rank's bytes; returns ``(seconds, sync failure)`` (open excluded, sync included).
 
-        The collective calls (the method's I/O, ``Sync``, the close of a level-1 file)
-        are made on every rank even when an earlier one failed here, so a failure on
-        one rank never leaves the others waiting; the error is raised afterwards.
+        The collective calls (the method's I/O, ``MPI_File_sync`` when every rank syncs,
+        the close of a level-1 file) are made on every rank even when an earlier one
+        failed here, so a failure on one rank never leaves the others waiting; the I/O
+        error is raised afterwards, the sync's failure returned for the caller's
+        exchange (the sync itself is agreed on there).
         """
         s = self.session
         fh = s.files.get(path, cache=appends(self.level))
         error: SDMError | None = None
+        synced = None
         t0 = time.perf_counter()
         try:
             mem, made = view.memory(arr)
             with freeing(made):
                 try:
-                    t = Transfer(fh, offset, view.etype, view.ftype, mem, view.piece, arr, view.order, s.comm, s.hints)
+                    t = Transfer(fh, offset, view.etype, view.ftype, mem, view.piece, arr, view.order, s.comm, s.hints,
+                                 s.files.views(path), view.layout)
                     (method.write if writing else method.read)(t)
                 except MPI.Exception as exc:
                     error = StorageError(
@@ -505,15 +673,12 @@ class Group:
                 except SDMError as exc:  # the method's own error: the sync below is still made on every rank
                     error = exc
                 if writing and sync:
-                    try:
-                        s.files.sync(path, fh)
-                    except StorageError as exc:
-                        error = error or exc
+                    synced = s.files.sync_unagreed(path, fh)
         finally:
             s.files.release(path, fh)
         if error is not None:
             raise error
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, synced
 
     # ------------------------------------------------------------------- read
     def read(self, name: str, step: int, out: np.ndarray | None = None, *, method: str | None = None, verify: bool | None = None) -> np.ndarray:
@@ -551,31 +716,37 @@ class Group:
             choose_method(method or s.method)  # validates the name
             view = self._view(name)
             if out is None:
-                arr = np.zeros(view.piece.memory_shape, dtype=view.dtype, order=view.order)
+                arr = np.zeros(view.piece.memory_shape, dtype=view.dtype, order="F" if view.order == "F" else "C")
             else:
                 arr = _check_array(out, view, name, s.rank, for_read=True)
             return view, arr
 
         prepared, failure = capture(local, rank=s.rank)
         plan = None
-        if s.rank == 0 and failure is None:
-            plan, failure = capture(self._plan_read, name, int(step), rank=0)
+        if s.rank == 0:
+            failure = s._settle() or failure  # an earlier dump's commit failure surfaces first
+            if failure is None:
+                plan, failure = capture(self._plan_read, name, int(step), rank=0)
         stats = [prepared[0].stats(prepared[1])] if prepared else None
-        payloads = agree(s.comm, failure, ((_key(name), _key(step), _key(method), _key(verify)), plan, stats))
-        _check_same_call(payloads, "read")
-        rel, offset, expected, algorithm = payloads[0][1]
+        call = (_key(name), _key(step), _key(method), _key(verify))
+        got, statsets = self._agree_call("read", call, failure, plan, stats, _pack_read_plan(plan))
+        rel, offset, expected, algorithm = got if isinstance(got, tuple) else _unpack_read_plan(got)
         view, arr = prepared  # type: ignore[misc]
-        access = self._access(name, False, payloads)
+        access = self._access(name, False, statsets)
         decision = s.planner.choose(method or s.method, access)
         path = self._absolute(rel)
-        seconds, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
+        moved, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
         verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
-        partial = None
+        partial: int | None = 0
         if failure is None and verify_now:
             partial, failure = capture(self._verify_share, name, step, view, arr, algorithm, rank=s.rank)
-        shares = agree(s.comm, failure, (partial, seconds or 0.0))
-        s.planner.observe(access, decision.method.name, max(t for _, t in shares))  # the same on every rank
-        if verify_now and integrity.to_hex(integrity.combine([p for p, _ in shares])) != expected:
+        try:
+            shares = exchange(s.comm, failure, [pack_float(moved[0] if moved else 0.0), _signed(partial or 0)])
+        except SDMError:
+            s.files.reset_views()  # a view may have been set on some ranks only
+            raise
+        s.planner.observe(access, decision.method.name, float(unpack_float(shares[:, 0]).max()))  # the same everywhere
+        if verify_now and integrity.to_hex(integrity.combine([int(x) & _MASK for x in shares[:, 1]])) != expected:
             raise IntegrityError(
                 f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
                 f"{algorithm}:{expected}; the file was changed or damaged after the write"
@@ -623,6 +794,47 @@ class Group:
 
     def __repr__(self) -> str:
         return f"<sdm.Group {self.name!r} level={self.level} datasets={self.datasets}>"
+
+
+def _signed(value: int) -> int:
+    """A 64-bit unsigned share as the int64 with the same bits."""
+    value &= _MASK
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _pack_read_plan(plan: tuple[str, int, str, str] | None) -> list[int] | None:
+    """Rank 0's read plan ``(path, offset, checksum, algorithm)`` as int64 words, or None if it does not fit.
+
+    Words: offset, checksum (0 when none, else its 64 bits, with a flag word), the
+    algorithm's index in :data:`sdm.integrity.ALGORITHMS` and the path's length, then
+    the path's UTF-8 bytes.
+    """
+    if plan is None:
+        return None
+    path, offset, checksum, algorithm = plan
+    if algorithm not in integrity.ALGORITHMS and checksum:
+        return None  # an unknown algorithm travels by name (the pickled exchange)
+    raw = path.encode("utf-8")
+    words = -(-len(raw) // 8)
+    if 5 + words > _PLAN_WIDTH:
+        return None
+    try:
+        value = int(checksum, 16) if checksum else 0
+    except ValueError:
+        return None
+    head = [int(offset), _signed(value), 1 if checksum else 0,
+            integrity.ALGORITHMS.index(algorithm) if algorithm in integrity.ALGORITHMS else -1, len(raw)]
+    body = np.frombuffer(raw.ljust(words * 8, b"\0"), dtype="<i8").tolist()
+    return head + body
+
+
+def _unpack_read_plan(words: np.ndarray) -> tuple[str, int, str, str]:
+    """The inverse of :func:`_pack_read_plan`."""
+    offset, value, has, algo, length = (int(x) for x in words[:5])
+    raw = np.asarray(words[5:], dtype="<i8").tobytes()[:length]
+    checksum = integrity.to_hex(value) if has else ""
+    algorithm = integrity.ALGORITHMS[algo] if algo >= 0 else "none"
+    return raw.decode("utf-8"), offset, checksum, algorithm
 
 
 def _has_gaps(view: Distribution) -> bool:
@@ -683,7 +895,7 @@ def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_re
         if for_read:
             what = "C-contiguous" if needs_c else "C- or Fortran-contiguous"
             raise LocalArrayError(f"out for dataset {name!r} must be {what}")
-        array = np.array(array, order="C" if needs_c else view.order)  # one copy, in the storage order
+        array = np.array(array, order="C" if needs_c or view.order != "F" else "F")  # one copy, in the storage order
     if for_read and not array.flags.writeable:
         raise LocalArrayError(f"out for dataset {name!r} is read-only")
     return array

@@ -49,10 +49,15 @@ file with numpy alone.
     :func:`piece_share` compute both.
 
 Cost: no pass over the data exists to piggy-back on (MPI-IO packs the bytes through
-derived datatypes inside the library), so the share is a separate pass over each rank's
-elements, done in cache-sized chunks (:data:`CHUNK_WORDS` words) with a handful of
-vectorised ``uint64`` operations per word and no per-element Python code (see
-``benchmarks/checksum.py`` for what it costs in a bulk write).
+derived datatypes inside the library, and a contiguous piece is handed to it as is), so
+the share is a separate pass over each rank's elements, done in cache-sized chunks
+(:data:`CHUNK_WORDS` words) with a dozen vectorised ``uint64`` operations per word and
+no per-element Python code: about 1.3 GB/s per core, where a copy moves 3.5-4 GB/s.
+A write therefore computes the share of a large piece in a worker thread while MPI-IO
+moves the bytes and the file is synced (both release the GIL): on a disk the share
+hides behind the device; on a memory file system with every core busy it adds about
+the time of three copies of the data (see ``benchmarks/overhead.py`` and
+``benchmarks/checksum.py``).
 """
 
 from __future__ import annotations
@@ -263,7 +268,7 @@ def partial_mix64(
     for d in range(ndim - 1, a, -1):
         tail = (np.asarray(indices[d]).astype(_U64) * _U64(weight[d]))[:, None] + tail[None, :]
         tail = tail.reshape(-1)
-    step = max(1, CHUNK_WORDS // inner)
+    step = max(1, min(CHUNK_WORDS // inner, counts[a]))  # no larger than the split axis: small pieces stay cheap
     ramp = (np.arange(step, dtype=_U64) * _U64(weight[a]))[:, None] + tail[None, :]  # a contiguous run of axis a
     x = np.empty(step * inner, dtype=_U64)
     t = np.empty_like(x)

@@ -55,7 +55,8 @@ class Session:
     ``catalog_url`` describe where things go (``catalog_url`` is for showing: its
     password, if any, is masked as ``user:***@``); ``previous_state`` is the state the
     run was in when the session opened it (``"new"``, ``"open"``, ``"closed"`` or
-    ``"interrupted"``: its last writers died without closing it).
+    ``"interrupted"``: its last writers died without closing it).  ``async_commit``
+    says whether dumps are committed in the background (see :func:`open`).
     """
 
     def __init__(
@@ -75,6 +76,7 @@ class Session:
         verify: bool = False,
         checksum: bool | None = None,
         planner_hints: dict[str, Any] | None = None,
+        async_commit: bool = False,
     ) -> None:
         if comm is not None and not isinstance(comm, MPI.Intracomm):
             raise InvalidArgumentError(f"comm must be an MPI intracommunicator (e.g. MPI.COMM_WORLD), got {type(comm).__name__}")
@@ -88,6 +90,8 @@ class Session:
         args, failure = capture(_check_open, mode, catalog, root, run, attributes, problem_size, method, hints, sync,
                                 verify, checksum, planner_hints, rank=self.rank)
         if failure is None:
+            _, failure = capture(check.flag, async_commit, "async_commit", rank=self.rank)
+        if failure is None:
             hints, planner_hints = args["hints"], args["planner_hints"]  # type: ignore[index]
             run = None if run is None else int(run)
             self.sync = config.sync_enabled() if sync is None else bool(sync)
@@ -97,7 +101,7 @@ class Session:
             agreeing: dict[str, Any] | None = dict(
                 application=application, mode=mode, run=run, root=root, catalog=catalog, attributes=attributes,
                 problem_size=problem_size, method=method, hints=hints, sync=self.sync, verify=self.verify,
-                checksum=self.checksum, planner_hints=planner_hints)
+                checksum=self.checksum, planner_hints=planner_hints, async_commit=bool(async_commit))
         else:
             agreeing = None
         try:
@@ -111,6 +115,9 @@ class Session:
         self._lock: runs.RunLock | None = None  # rank 0 of a writing session: its hold on the run
         self._closed = False
         self._groups: dict[str, Group] = {}
+        self.async_commit = bool(async_commit)
+        self._pending: Any = None  # rank 0, async_commit: the dump being committed in the background
+        self._committer: Any = None  # rank 0, async_commit: the thread that commits
 
         def setup() -> tuple[str, str, RunRecord, Any, str]:
             check_name(application, "application")
@@ -175,7 +182,9 @@ class Session:
         """Close files and the catalog (collective; the paper's SDM_finalize).
 
         A writing session also records that it stopped writing the run: the last one
-        marks the run ``closed``.
+        marks the run ``closed``.  With ``async_commit=True`` the last dump's catalog
+        commit is waited for first; if it (or any commit not yet reported) failed, the
+        session still closes and its error is raised on every rank.
         """
         if self._closed:
             return
@@ -188,6 +197,9 @@ class Session:
             if self.mode != "r":
                 root_call(self.comm, self._close_run)
         finally:
+            if self._committer is not None:
+                self._committer.shutdown(wait=True)
+                self._committer = None
             if self.catalog is not None:
                 self.catalog.close()
                 self.catalog = None
@@ -220,11 +232,41 @@ class Session:
         return rec.state
 
     def _close_run(self) -> None:
+        failure = self._settle()  # the last dump's commit first: its error is reported after the close
         try:
             if self.catalog is not None:
                 self.catalog.close_run(self.run_id)
         finally:
             self._release_run()
+        if failure is not None:
+            raise failure.exception(1)
+
+    # ---------------------------------------------------------- async commits
+    def _commit_later(self, rows: list[dict[str, Any]]) -> None:
+        """Rank 0: commit one dump's rows in the background (``async_commit``).
+
+        Its bytes are synced already (every rank passed the write's last exchange), so
+        the order of durability holds; the next catalog use waits for it (:meth:`_settle`).
+        """
+        self._raise_pending()
+        if self._committer is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdm-commit")
+        assert self.catalog is not None
+        self._pending = self._committer.submit(self.catalog.record_writes, self.run_id, rows)
+
+    def _raise_pending(self) -> None:
+        """Rank 0: wait for the background commit and raise its error, if any (once)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            exc = pending.exception()
+            if exc is not None:
+                raise exc
+
+    def _settle(self) -> Any:
+        """Rank 0: wait for the background commit; its :class:`Failure` (reported once) or None."""
+        return capture(self._raise_pending, rank=0)[1]
 
     def _release_run(self) -> None:
         if self._lock is not None:
@@ -441,8 +483,13 @@ class Session:
         return getattr(self.open_catalog(), _name)(*args, **kwargs)
 
     def open_catalog(self) -> Catalog:
-        """The session's catalog (rank 0 only, while the session is open; use through ``root_call``)."""
+        """The session's catalog (rank 0 only, while the session is open; use through ``root_call``).
+
+        With ``async_commit``, waits for the dump being committed in the background and
+        raises its error first, so the catalog has one user at a time.
+        """
         assert self.catalog is not None, "catalog used outside rank 0 or after close"
+        self._raise_pending()  # one catalog user at a time; an earlier commit's error comes first
         return self.catalog
 
     def _check_writable(self, what: str) -> None:
@@ -655,7 +702,17 @@ def open(application: str, mode: str = "w", **kwargs: Any) -> Session:  # noqa: 
         Check every read against the checksum recorded at write time.
     checksum : bool, optional
         Record a ``mix64-v2`` checksum with every write (default ``$SDM_CHECKSUM`` or on;
-        it costs one pass over the data, about 1.5-3 GB/s per core).
+        it costs one pass over the data, about 1.2-3 GB/s per core, overlapped with the
+        I/O for large pieces).
+    async_commit : bool
+        Commit each dump's catalog rows (one transaction per ``write``/``write_step``)
+        in the background on rank 0, so no rank waits for the transaction (default
+        False: every rank returns from a write once its rows are committed). A row is
+        still committed only after its bytes are synced on every node. A commit that
+        fails is reported at the session's next collective call (a write, a read, any
+        call that uses the catalog) or at :meth:`Session.close`, as the same
+        :class:`~sdm.SDMError` on every rank; the rows committed before it stay, and
+        the failed dump's bytes are left unreferenced (``sdm verify`` finds them).
 
     Returns
     -------

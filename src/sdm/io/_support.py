@@ -4,11 +4,21 @@ Every method starts with a (collective) ``Set_view``; the info handed to it carr
 the ROMIO switches the method needs (list I/O turns data sieving off, the others put
 back the user's choice), so one method never inherits another's settings on a file
 kept open across writes.
+
+``MPI_File_set_view`` is collective (ROMIO adds a barrier and checks the hints across
+ranks), so an access through the view already set on a cached file skips it: the view
+``(disp, etype, filetype)`` repeats its file type every ``extent`` bytes, and a dataset
+written again at ``disp + k * extent`` (the next step of a dataset in a level-2/3 file,
+where consecutive reservations are whole datasets) is reached through the same view at
+offset ``k * elements``.  Whether to skip depends only on values that are the same on
+every rank (the layout key, the displacement, the extent, the hints) and on the view
+state, which only changes inside the collective call: every rank decides alike.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import math
+from typing import Any, Callable, cast
 
 import numpy as np
 from mpi4py import MPI
@@ -17,30 +27,68 @@ from ..errors import HintError
 from ..layout.regions import Runs, runs
 from .base import SymmetricMethod, Transfer
 
-__all__ = ["set_view", "byte_view", "transfer_runs", "int_hint", "read_fully", "Deferred", "ThroughView"]
+__all__ = ["set_view", "forget_view", "byte_view", "transfer_runs", "memory_runs", "int_hint", "read_fully", "Deferred", "ThroughView"]
 
 #: ROMIO hints a method may set through its file view (others stay as opened).
 _VIEW_HINTS = ("romio_ds_read", "romio_ds_write", "romio_cb_read", "romio_cb_write", "cb_buffer_size",
                "ind_rd_buffer_size", "ind_wr_buffer_size")
 
 
-def set_view(t: Transfer, etype: MPI.Datatype, filetype: MPI.Datatype, **overrides: str) -> None:
+def set_view(t: Transfer, etype: MPI.Datatype, filetype: MPI.Datatype, *, key: Any = None, extent: int = 0,
+             elements: int = 0, **overrides: str) -> int:
     """``Set_view(t.disp, etype, filetype)`` with the ROMIO switches for this method (collective).
 
     Data sieving switches default to the user's hints, else ROMIO's ``automatic``;
     *overrides* win over both.
+
+    Parameters
+    ----------
+    t : Transfer
+    etype, filetype : MPI.Datatype
+    key : object, optional
+        What the view is (e.g. ``("piece", t.layout)``), the same on every rank;
+        without it the view is set on every call.
+    extent : int
+        Bytes after which *filetype* repeats (its extent).
+    elements : int
+        Etypes this rank sees in one *filetype*.
+
+    Returns
+    -------
+    int
+        Offset, in etypes, of ``t.disp`` in the view now in effect: 0 after a
+        ``Set_view``; ``k * elements`` when the view set earlier at ``t.disp - k * extent``
+        is reused.  Add it to the offsets of the data calls.
     """
+    info_items = []
+    for name in _VIEW_HINTS:
+        value = overrides.get(name, t.hints.get(name))
+        if value is None and name.startswith("romio_ds_"):
+            value = "automatic"
+        if value is not None:
+            info_items.append((name, str(value)))
+    ident = None if key is None or extent <= 0 else (key, extent, tuple(info_items))
+    last = t.views.get("view")
+    if ident is not None and last is not None and last[0] == ident:
+        shift = t.disp - last[1]
+        if shift >= 0 and shift % extent == 0:
+            return shift // extent * elements
+    t.views.pop("view", None)  # unknown until the collective call has succeeded
     info = MPI.Info.Create()
     try:
-        for key in _VIEW_HINTS:
-            value = overrides.get(key, t.hints.get(key))
-            if value is None and key.startswith("romio_ds_"):
-                value = "automatic"
-            if value is not None:
-                info.Set(key, str(value))
+        for name, value in info_items:
+            info.Set(name, value)
         t.fh.Set_view(t.disp, etype, filetype, "native", info)
     finally:
         info.Free()
+    if ident is not None:
+        t.views["view"] = (ident, t.disp)
+    return 0
+
+
+def forget_view(t: Transfer) -> None:
+    """Record that a view is being set outside :func:`set_view` (the state is unknown)."""
+    t.views.pop("view", None)
 
 
 def byte_view(array: np.ndarray) -> np.ndarray:
@@ -70,6 +118,12 @@ def read_fully(fh: MPI.File, offset: int, buf: np.ndarray) -> None:
         buf[max(got, 0):] = 0
 
 
+def memory_runs(t: Transfer) -> tuple[Runs, np.ndarray]:
+    """:func:`transfer_runs` and their memory offsets (never None for a transfer's runs)."""
+    seg = transfer_runs(t)
+    return seg, cast(np.ndarray, seg.memory)
+
+
 def transfer_runs(t: Transfer) -> Runs:
     """The segments of a transfer: runs contiguous in the file and in the local array.
 
@@ -79,7 +133,8 @@ def transfer_runs(t: Transfer) -> Runs:
     def build() -> Runs:
         seg = runs(t.piece, t.order, t.array.itemsize, t.array.strides)
         for a in (seg.file, seg.memory, seg.length):
-            a.setflags(write=False)
+            if a is not None:
+                a.setflags(write=False)
         return seg
 
     return t.piece.cached(("runs", t.order, t.array.itemsize, t.array.strides), build, keep=4)
@@ -143,5 +198,11 @@ class ThroughView(SymmetricMethod):
     calls: tuple[str, str] = ("Write_at", "Read_at")
 
     def move(self, t: Transfer, writing: bool) -> None:
-        set_view(t, t.etype, t.filetype)
-        getattr(t.fh, self.calls[0 if writing else 1])(0, t.memory)
+        # the file type's extent is the whole dataset: computed from what every rank has
+        # (a rank with an empty piece has an empty type of extent 0, yet must decide alike)
+        extent = math.prod(int(n) for n in t.piece.shape) * t.etype.Get_extent()[1] if t.piece is not None else 0
+        size = t.etype.Get_size()
+        key = None if t.layout is None else ("piece", t.layout)
+        base = set_view(t, t.etype, t.filetype, key=key, extent=extent,
+                        elements=t.filetype.Get_size() // size if size else 0)
+        getattr(t.fh, self.calls[0 if writing else 1])(base, t.memory)

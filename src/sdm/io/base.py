@@ -45,6 +45,12 @@ class Transfer:
         The session communicator (what collective methods synchronize on).
     hints : dict
         Method parameters from the session (aggregators, buffer sizes, ...).
+    views : dict
+        The file's view state (:meth:`sdm.storage.FileCache.views`): what the last
+        ``Set_view`` on this open file was, so an unchanged view is not set again.
+    layout : object
+        A key of the dataset's layout that is the same on every rank (the data view's
+        identity, dtype and order), or None: the view is then set on every access.
     """
 
     fh: MPI.File
@@ -57,6 +63,8 @@ class Transfer:
     order: str = "C"
     comm: MPI.Comm | None = None
     hints: dict = field(default_factory=dict)
+    views: dict = field(default_factory=dict)
+    layout: Any = None
 
 
 @contextmanager

@@ -25,6 +25,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import SDMError
+from ._support import forget_view
 from .base import IOMethod, Transfer, register
 
 __all__ = ["ExchangeIO", "ExchangePlan"]
@@ -50,12 +51,19 @@ class ExchangePlan:
             self.rowtype.Free()
 
 
+def _comm(t: Transfer) -> MPI.Comm:
+    """The transfer's communicator (the exchange needs one)."""
+    if t.comm is None:
+        raise SDMError("the exchange method needs the transfer's communicator")
+    return t.comm
+
+
 def _displs(counts: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
 def _plan(t: Transfer) -> ExchangePlan:
-    piece, comm = t.piece, t.comm
+    piece, comm = t.piece, _comm(t)
     rowelems = int(np.prod(piece.shape[1:], dtype=np.int64))
     # the same key on every rank (no communicator handle): the cache decides a collective call
     key = ("exchange", comm.Get_size(), t.etype.Get_extent()[1], rowelems)
@@ -64,7 +72,7 @@ def _plan(t: Transfer) -> ExchangePlan:
 
 def _new_plan(t: Transfer, rowelems: int) -> ExchangePlan:
     """The rows this rank gathers and where they go (collective: every rank builds at once)."""
-    piece, comm = t.piece, t.comm
+    piece, comm = t.piece, _comm(t)
     size, rank = comm.Get_size(), comm.Get_rank()
     n = piece.shape[0]
     chunk = max(1, -(-n // size))
@@ -103,7 +111,7 @@ class ExchangeIO(IOMethod):
         rest = t.piece.shape[1:]
         send = np.ascontiguousarray(t.array[t.piece.memory_rows])
         recv = np.empty((int(plan.recvcounts.sum()), *rest), dtype=t.array.dtype)
-        t.comm.Alltoallv([send, plan.sendcounts, _displs(plan.sendcounts), plan.rowtype],
+        _comm(t).Alltoallv([send, plan.sendcounts, _displs(plan.sendcounts), plan.rowtype],
                          [recv, plan.recvcounts, _displs(plan.recvcounts), plan.rowtype])
         block = np.empty((plan.hi - plan.lo, *rest), dtype=t.array.dtype)
         block[plan.slots] = recv
@@ -118,6 +126,7 @@ class ExchangeIO(IOMethod):
             ftype = plan.rowtype.Create_indexed(lengths.tolist(), starts.tolist()).Commit()
             data = block[plan.present]  # indexing keeps the dtype (np.concatenate would make it native-endian)
         try:
+            forget_view(t)
             t.fh.Set_view(t.disp + plan.lo * rowbytes, plan.rowtype, ftype)
             t.fh.Write_at_all(0, [data, data.shape[0], plan.rowtype])
         finally:
@@ -129,11 +138,12 @@ class ExchangeIO(IOMethod):
         rest = t.piece.shape[1:]
         block = np.empty((plan.hi - plan.lo, *rest), dtype=t.array.dtype)
         rowbytes = plan.rowtype.Get_extent()[1]
+        forget_view(t)
         t.fh.Set_view(t.disp + plan.lo * rowbytes, MPI.BYTE, MPI.BYTE)
         t.fh.Read_at_all(0, [block, block.shape[0], plan.rowtype])
         send = np.ascontiguousarray(block[plan.slots])
         recv = np.empty((int(plan.sendcounts.sum()), *rest), dtype=t.array.dtype)
-        t.comm.Alltoallv([send, plan.recvcounts, _displs(plan.recvcounts), plan.rowtype],
+        _comm(t).Alltoallv([send, plan.recvcounts, _displs(plan.recvcounts), plan.rowtype],
                          [recv, plan.sendcounts, _displs(plan.sendcounts), plan.rowtype])
         t.array[t.piece.memory_rows] = recv
 

@@ -18,9 +18,6 @@ from .base import SymmetricMethod, Transfer, register
 
 __all__ = ["ListIO"]
 
-_OFF = {"romio_ds_read": "disable", "romio_ds_write": "disable"}
-
-
 class ListIO(SymmetricMethod):
     """One independent call per rank through an offset-length list file type."""
 
@@ -30,7 +27,7 @@ class ListIO(SymmetricMethod):
     def move(self, t: Transfer, writing: bool) -> None:
         ftype = _list_type(t)
         try:
-            set_view(t, MPI.BYTE, ftype, **_OFF)  # collective
+            set_view(t, MPI.BYTE, ftype, romio_ds_read="disable", romio_ds_write="disable")  # collective
             (t.fh.Write_at if writing else t.fh.Read_at)(0, t.memory)
         finally:
             ftype.Free()
@@ -41,7 +38,7 @@ def _list_type(t: Transfer) -> MPI.Datatype:
     if t.piece.size == 0:
         return MPI.BYTE.Create_contiguous(0).Commit()
     regions = runs(t.piece, t.order, t.array.itemsize, memory=False)
-    return MPI.BYTE.Create_hindexed(regions.length, regions.file).Commit()
+    return MPI.BYTE.Create_hindexed(regions.length.tolist(), regions.file.tolist()).Commit()
 
 
 register(ListIO())

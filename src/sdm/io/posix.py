@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from ._support import byte_view, set_view, transfer_runs
+from ._support import byte_view, memory_runs, set_view
 from .base import SymmetricMethod, Transfer, register
 
 __all__ = ["PosixIO"]
@@ -24,14 +24,15 @@ class PosixIO(SymmetricMethod):
     collective = False
 
     def move(self, t: Transfer, writing: bool) -> None:
-        set_view(t, MPI.BYTE, MPI.BYTE)  # collective: every rank, even with nothing to move
+        # collective: every rank, even with nothing to move (skipped when the byte view is set)
+        base = set_view(t, MPI.BYTE, MPI.BYTE, key="bytes", extent=1, elements=1)
         if t.piece.size == 0:
             return
-        seg = transfer_runs(t)
-        mv = memoryview(byte_view(t.array))
+        seg, memory = memory_runs(t)
+        mv = byte_view(t.array).data
         call = t.fh.Write_at if writing else t.fh.Read_at
-        for f, m, n in zip(seg.file.tolist(), seg.memory.tolist(), seg.length.tolist()):  # the point: a call each
-            call(f, mv[m:m + n])
+        for f, m, n in zip(seg.file.tolist(), memory.tolist(), seg.length.tolist()):  # the point: a call each
+            call(base + f, mv[m:m + n])
 
 
 register(PosixIO())

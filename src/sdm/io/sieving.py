@@ -31,6 +31,7 @@ Hints (strings, as for MPI): ``sdm_sieve_buffer_size`` (default 4 MiB),
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any, cast
 from math import gcd
 
 import numpy as np
@@ -39,7 +40,7 @@ from mpi4py import MPI
 from ..errors import HintError
 from ..layout.regions import Runs, count_regions, expand, file_strides, memory_positions, rank_stats, storage_dims
 from ._selection import as_index, selector
-from ._support import Deferred, byte_view, int_hint, read_fully, set_view, transfer_runs
+from ._support import Deferred, byte_view, int_hint, memory_runs, read_fully, set_view
 from .base import IOMethod, Transfer, register
 
 __all__ = ["SievingIO", "Windows", "windows", "slab_windows", "slabs_suit", "conflicts", "turns", "sieve_parameters",
@@ -198,8 +199,9 @@ class SievingIO(IOMethod):
         if any(w is None for w in everyone):  # a rank could not plan: nobody writes, it raises
             deferred.reraise()
             return
-        sync = bool(everyone[0][3])  # rank 0's consistency mode, so every rank makes the same calls
-        colour = turns(conflicts([w[:3] for w in everyone]))
+        planned = cast(list[tuple[Any, Any, Any, Any]], everyone)  # every rank planned
+        sync = bool(planned[0][3])  # rank 0's consistency mode, so every rank makes the same calls
+        colour = turns(conflicts([w[:3] for w in planned]))
         rank = t.comm.Get_rank() if t.comm is not None else 0
         last = int(colour.max())
         for turn in range(last + 1):
@@ -214,7 +216,8 @@ def _between_turns(t: Transfer, sync: bool) -> None:
     """Make one turn's writes visible to the next turn's reads (collective)."""
     if sync:
         t.fh.Sync()
-    t.comm.Barrier()
+    if t.comm is not None:
+        t.comm.Barrier()
     if sync:
         t.fh.Sync()
 
@@ -291,7 +294,7 @@ class _SlabPlan:
         first = self.win.first
         nrows = self.rows[first[1:] - 1] - self.rows[first[:-1]] + 1
         scratch = np.empty(int(nrows.max()) * row, dtype=np.uint8)
-        mv = memoryview(byte_view(t.array)) if self.direct else None
+        mv = byte_view(t.array).data if self.direct else None
         for w in range(self.win.count):
             a, b = int(first[w]), int(first[w + 1])
             if mv is not None and b - a == 1:
@@ -301,7 +304,7 @@ class _SlabPlan:
             top = int(self.rows[a])
             shape = list(p.shape)
             shape[self.slow] = int(nrows[w])
-            slab = np.ndarray(shape, dtype=t.array.dtype, buffer=scratch, order=t.order)
+            slab = np.ndarray(shape, dtype=t.array.dtype, buffer=scratch, order="F" if t.order == "F" else "C")
             start, stop = int(self.win.start[w]), int(self.win.end[w])
             span = scratch[start - top * row: stop - top * row]
             fsel, msel = self._selectors(a, b, top)
@@ -346,7 +349,7 @@ class _RegionPlan:
 
     def __init__(self, t: Transfer, buffer: int, gap: int, sync: bool) -> None:
         self.sync = sync
-        self.seg = seg = transfer_runs(t)
+        self.seg, self.memory = seg, memory = memory_runs(t)
         f, n = seg.file, seg.length
         if f.size:
             joins = f[:-1] + n[:-1] == f[1:]
@@ -357,7 +360,7 @@ class _RegionPlan:
         self.win = windows(regions.file, regions.length, regions.length, buffer, gap)
         # the windows' first parts are regions; find their first segments
         self.first = np.searchsorted(f, np.concatenate((self.win.start, [np.iinfo(np.int64).max])))
-        unit = int(np.gcd.reduce(np.concatenate((f, seg.memory, n)))) if f.size else 1
+        unit = int(np.gcd.reduce(np.concatenate((f, memory, n)))) if f.size else 1
         self.unit = gcd(unit, 1 << 20)
 
     def move(self, t: Transfer, writing: bool) -> None:
@@ -369,20 +372,20 @@ class _RegionPlan:
         mem = raw[: raw.size - raw.size % self.unit].view(word)
         spans = self.win.end - self.win.start
         scratch = np.empty(int(spans.max()), dtype=np.uint8)
-        mv = memoryview(raw)
+        mv = raw.data
         fh, seg = t.fh, self.seg
         for w in range(self.win.count):
             a, b = int(self.first[w]), int(self.first[w + 1])
             start, span, holes = int(self.win.start[w]), int(spans[w]), bool(self.win.rmw[w])
             if b - a == 1 and not holes:  # one segment fills the window: straight from/to memory
-                m = int(seg.memory[a])
+                m = int(self.memory[a])
                 (fh.Write_at if writing else fh.Read_at)(start, mv[m:m + span])
                 continue
             buf = scratch[:span]
             if not writing or holes:
                 read_fully(fh, start, buf)
             at_file = expand(seg.file[a:b] - start, seg.length[a:b], self.unit)
-            at_mem = expand(seg.memory[a:b], seg.length[a:b], self.unit)
+            at_mem = expand(self.memory[a:b], seg.length[a:b], self.unit)
             words = buf.view(word)
             if writing:
                 words[at_file] = mem[at_mem]

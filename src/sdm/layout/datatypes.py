@@ -9,7 +9,7 @@ Both enumerate elements in the same order: the storage order of the dataset.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence, cast
 
 import numpy as np
 from mpi4py import MPI
@@ -51,7 +51,7 @@ def file_type(piece: Piece, etype: MPI.Datatype, order: str) -> MPI.Datatype:
     elif piece.kind == "map":
         row = etype.Create_contiguous(int(np.prod(piece.shape[1:], dtype=np.int64)))
         rowbytes = row.Get_extent()[1]
-        rows = row.Create_hindexed_block(1, piece.indices[0] * rowbytes)
+        rows = row.Create_hindexed_block(1, cast(Sequence[int], piece.indices[0] * rowbytes))
         t = rows.Create_resized(0, piece.shape[0] * rowbytes)
         rows.Free()
         row.Free()
@@ -76,7 +76,7 @@ def memory_spec(array: np.ndarray, piece: Piece, etype: MPI.Datatype, order: str
         return [array, 0, etype], []
     if piece.kind == "map":  # rows of a C-contiguous local array, permuted to the sorted file order
         row = etype.Create_contiguous(int(np.prod(piece.shape[1:], dtype=np.int64)))
-        t = row.Create_hindexed_block(1, piece.memory_rows * array.strides[0]).Commit()
+        t = row.Create_hindexed_block(1, cast(Sequence[int], cast(np.ndarray, piece.memory_rows) * array.strides[0])).Commit()
         return [array, 1, t], [row, t]
     contiguous = array.flags.c_contiguous if order == "C" else array.flags.f_contiguous
     if contiguous and not piece.has_ghosts:

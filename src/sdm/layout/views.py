@@ -17,11 +17,19 @@ class ResolvedView:
     """A data view resolved for one dataset on this rank, with its MPI types.
 
     Map-array views share their types through the map (built once for every dataset
-    and step with the same rows); other views own theirs.
+    and step with the same rows); other views own theirs, and keep the memory types
+    of the local-array layouts they have seen (a few), so a write of every step builds
+    no datatype.  ``layout`` is a key of the view that is the same on every rank (given
+    by the group), with which an unchanged file view is not set again
+    (:func:`sdm.io._support.set_view`).
     """
 
-    def __init__(self, dist: Distribution, piece: Piece, dtype: np.dtype, order: str) -> None:
+    _MEMORY_LAYOUTS = 4  # memory types kept per view (local arrays of a run usually share one layout)
+
+    def __init__(self, dist: Distribution, piece: Piece, dtype: np.dtype, order: str, layout: object = None) -> None:
         self.dist, self.piece, self.dtype, self.order = dist, piece, dtype, order
+        self.layout = layout
+        self._memory: dict[tuple, tuple[int, MPI.Datatype, list[MPI.Datatype]]] = {}
         shared = dist.types if isinstance(dist, MapArray) else None
         key = ("file", dtype, piece.shape)  # the dtype itself: structured dtypes of one size share a .str
         if shared is not None and key in shared:
@@ -65,9 +73,21 @@ class ResolvedView:
                     t.Free()
                 self.dist.types[key] = spec
             return [arr, *spec[1:]], []
-        return memory_spec(arr, self.piece, self.etype, self.order)
+        layout = (arr.shape, arr.strides, arr.flags.c_contiguous, arr.flags.f_contiguous)
+        kept = self._memory.get(layout)
+        if kept is None:
+            spec, made = memory_spec(arr, self.piece, self.etype, self.order)
+            if len(self._memory) >= self._MEMORY_LAYOUTS:
+                return spec, made  # an unusual layout: built for this access only
+            kept = self._memory[layout] = (spec[1], spec[2], made)
+        return [arr, kept[0], kept[1]], []
 
     def free(self) -> None:
+        for _, _, made in self._memory.values():
+            for t in made:
+                if t != MPI.DATATYPE_NULL:
+                    t.Free()
+        self._memory.clear()
         if not self.owns_types:
             return
         for t in (self.ftype, self.etype):

@@ -32,7 +32,7 @@ from mpi4py import MPI
 from .._collective import Failure, agree, capture
 from ..errors import HintError, StorageError
 
-__all__ = ["SYNC_MODES", "sync_mode", "node_comm", "make_durable"]
+__all__ = ["SYNC_MODES", "sync_mode", "node_comm", "make_durable", "sync_unagreed"]
 
 #: Values of the ``sdm_sync`` hint, the default first.
 SYNC_MODES = ("node", "every_rank")
@@ -64,7 +64,7 @@ def node_comm(comm: MPI.Comm) -> MPI.Comm:
     if not _KEYVAL:
         _KEYVAL.append(MPI.Comm.Create_keyval(delete_fn=_free_node))
     node = comm.Get_attr(_KEYVAL[0])
-    if node is None:
+    if not isinstance(node, MPI.Comm):
         node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
         comm.Set_attr(_KEYVAL[0], node)
     return node
@@ -87,6 +87,33 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def sync_unagreed(comm: MPI.Comm, fh: MPI.File | None, path: str | Path, mode: str = "node") -> Failure | None:
+    """This rank's part of :func:`make_durable` without the exchange of errors.
+
+    For callers that fold the outcome into an exchange they make anyway (a write's
+    exchange of timings and checksums): the bytes are durable on every node once every
+    rank has passed that exchange with no failure.  ``mode="every_rank"`` makes the
+    collective ``MPI_File_sync`` (every rank must call); ``"node"`` is local.
+
+    Returns
+    -------
+    Failure or None
+        This rank's failure, to be agreed on by the caller.
+    """
+    if mode == "every_rank":
+        try:
+            _mpi_sync(fh)  # type: ignore[arg-type]
+        except MPI.Exception as exc:
+            from .files import mpi_errno
+
+            return Failure(StorageError(f"sync of {path} failed: {exc.Get_error_string()}", errno=mpi_errno(exc)),
+                           comm.Get_rank())
+        return None
+    if node_comm(comm).Get_rank() == 0:
+        return capture(_fsync, Path(path), rank=comm.Get_rank())[1]
+    return None
+
+
 def make_durable(comm: MPI.Comm, fh: MPI.File | None, path: str | Path, mode: str = "node") -> None:
     """Write the bytes written to *path* through MPI-IO back to storage (collective over *comm*).
 
@@ -105,18 +132,4 @@ def make_durable(comm: MPI.Comm, fh: MPI.File | None, path: str | Path, mode: st
     StorageError
         On every rank when the sync failed on any rank.
     """
-    if mode == "every_rank":
-        failure = None
-        try:
-            _mpi_sync(fh)  # type: ignore[arg-type]
-        except MPI.Exception as exc:
-            from .files import mpi_errno
-
-            failure = Failure(StorageError(f"sync of {path} failed: {exc.Get_error_string()}", errno=mpi_errno(exc)),
-                              comm.Get_rank())
-        agree(comm, failure)
-        return
-    failure = None
-    if node_comm(comm).Get_rank() == 0:
-        failure = capture(_fsync, Path(path), rank=comm.Get_rank())[1]
-    agree(comm, failure)  # every rank waits for every node's fsync
+    agree(comm, sync_unagreed(comm, fh, path, mode))  # every rank waits for every node's fsync

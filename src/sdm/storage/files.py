@@ -1,7 +1,9 @@
 """Collective opening and caching of MPI files.
 
 At levels 2 and 3 one file receives many writes; the cache keeps it open across them
-(the point of those levels is fewer opens).  Every rank makes the same sequence of
+(the point of those levels is fewer opens), together with the file view last set on it
+(:meth:`FileCache.views`), so that an access through the same view skips the collective
+``MPI_File_set_view`` (:func:`sdm.io._support.set_view`).  Every rank makes the same sequence of
 ``get``/``close`` calls, so the collective ``MPI.File.Open``/``Close`` always match.
 """
 
@@ -14,9 +16,9 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from .._collective import agree, capture
+from .._collective import Failure, agree, capture
 from ..errors import StorageError
-from .durability import make_durable
+from .durability import make_durable, sync_unagreed
 
 __all__ = ["FileCache", "extend_file", "copy_range", "mpi_errno"]
 
@@ -38,7 +40,7 @@ class FileCache:
         How :meth:`sync` makes bytes durable (:mod:`sdm.storage.durability`).
     """
 
-    def __init__(self, comm: MPI.Comm, *, writable: bool, capacity: int = 64, info: MPI.Info = MPI.INFO_NULL,
+    def __init__(self, comm: MPI.Intracomm, *, writable: bool, capacity: int = 64, info: MPI.Info = MPI.INFO_NULL,
                  sync_mode: str = "node") -> None:
         self.comm = comm
         self.writable = writable
@@ -46,6 +48,7 @@ class FileCache:
         self.info = info
         self.sync_mode = sync_mode
         self._open: OrderedDict[Path, MPI.File] = OrderedDict()
+        self._views: dict[Path, dict] = {}  # per cached file: the view last set on it
         self.opens = 0
 
     def get(self, path: Path, *, cache: bool = True) -> MPI.File:
@@ -66,20 +69,39 @@ class FileCache:
             _, made = capture(self._make_parent, path, rank=0)
         agree(self.comm, made)  # the directory exists for everyone before the open
         amode = (MPI.MODE_RDWR | MPI.MODE_CREATE) if self.writable else MPI.MODE_RDONLY
-        fh, failure = capture(self._open_file, path, amode, rank=rank)
+        opened, failure = capture(self._open_file, path, amode, rank=rank)
         try:
             agree(self.comm, failure)
         except StorageError:
-            if fh is not None:
-                fh.Close()
+            if opened is not None:
+                opened.Close()
             raise
+        assert opened is not None  # no rank failed
+        fh = opened
         self.opens += 1
         if cache:
             self._open[path] = fh
             while len(self._open) > self.capacity:
-                _, old = self._open.popitem(last=False)
+                gone, old = self._open.popitem(last=False)
+                self._views.pop(gone, None)
                 old.Close()
         return fh
+
+    def views(self, path: Path) -> dict:
+        """The view state of the cached file *path* (an empty, unshared dict for a file not cached).
+
+        The state changes only inside collective ``Set_view`` calls made by every rank,
+        so it is the same on every rank; :meth:`reset_views` forgets it everywhere
+        after a failed access (a ``Set_view`` may have failed on some ranks only).
+        """
+        if path not in self._open:
+            return {}
+        return self._views.setdefault(path, {})
+
+    def reset_views(self) -> None:
+        """Forget every file's view state (every rank, after an access failed)."""
+        for state in self._views.values():
+            state.clear()
 
     @staticmethod
     def _make_parent(path: Path) -> None:
@@ -111,6 +133,14 @@ class FileCache:
             return
         make_durable(self.comm, fh, path, self.sync_mode)
 
+    def sync_unagreed(self, path: Path, fh: MPI.File | None = None) -> Failure | None:
+        """This rank's part of :meth:`sync`; the caller agrees on the returned failure (see
+        :func:`sdm.storage.durability.sync_unagreed`)."""
+        fh = self._open.get(path, fh)
+        if fh is None:
+            return None
+        return sync_unagreed(self.comm, fh, path, self.sync_mode)
+
     def release(self, path: Path, fh: MPI.File) -> None:
         """Close *fh* unless it is cached (collective)."""
         if self._open.get(path) is not fh:
@@ -118,6 +148,7 @@ class FileCache:
 
     def close_all(self) -> None:
         """Close every cached file (collective)."""
+        self._views.clear()
         while self._open:
             _, fh = self._open.popitem(last=False)
             fh.Close()
@@ -138,8 +169,11 @@ def extend_file(path: Path, end: int) -> None:
     StorageError
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except FileNotFoundError:  # the first file of its directory
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
         try:
             if end > 0 and os.fstat(fd).st_size < end:
                 os.pwrite(fd, b"\0", end - 1)
