@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
 from mpi4py import MPI
 
 from . import _validate as check
 from . import config
-from ._collective import Failure, agree, capture, root_call
+from ._collective import Failure, agree, capture, root_call, root_call_resting
 from .catalog import DatasetSpec, RunRecord, redact_url
 from .catalog.values import encode, merge_attributes
 from .errors import (
@@ -42,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Session", "open"]
 
-T = TypeVar("T")
 
 _MODES = ("w", "r", "a")
 
@@ -158,8 +155,7 @@ class Session:
             return redact_url(url), str(data_root), rec, calibration, previous  # the password stays on rank 0
 
         try:
-            self.catalog_url, root_text, self.run, calibration, self.previous_state = _root_call_resting(
-                self.comm, setup)
+            self.catalog_url, root_text, self.run, calibration, self.previous_state = root_call_resting(self.comm, setup)
         except BaseException:
             self.comm.Free()
             raise
@@ -621,39 +617,6 @@ def _agree_arguments(comm: MPI.Comm, failure: Failure | None, args: dict[str, An
             + "; every rank must call sdm.open with the same application, mode, run, root, catalog and options"
         )
     return min(int(e["open files"]) for e in everyone)
-
-
-_REST_FIRST, _REST_MAX = 50e-6, 500e-6  # seconds between checks of a waiting rank: first, at most
-
-
-def _root_call_resting(comm: MPI.Comm, fn: Callable[[], T]) -> T:
-    """:func:`~sdm._collective.root_call` whose other ranks wait without spinning.
-
-    Rank 0's catalog work at open takes milliseconds; ranks blocked in a broadcast poll
-    the network at full speed meanwhile and, where ranks outnumber cores, take the CPU
-    from rank 0. Here the broadcast's length goes first in a non-blocking ``Ibcast`` that
-    the other ranks check with short sleeps (at most half a millisecond late); the
-    pickled result follows in a ``Bcast`` (the two parts of one broadcast).
-    """
-    length = np.zeros(1, dtype=np.int64)
-    if comm.Get_rank() == 0:
-        result, failure = capture(fn)
-        data = MPI.pickle.dumps((result, failure))
-        length[0] = len(data)
-        comm.Ibcast(length, root=0).Wait()
-        comm.Bcast([data, MPI.BYTE], root=0)
-    else:
-        request = comm.Ibcast(length, root=0)
-        rest = _REST_FIRST
-        while not request.Test():
-            time.sleep(rest)
-            rest = min(2 * rest, _REST_MAX)
-        buf = bytearray(int(length[0]))
-        comm.Bcast([buf, MPI.BYTE], root=0)
-        result, failure = MPI.pickle.loads(buf)
-    if failure is not None:
-        raise failure.exception(1)  # rank 0's message is the same for everyone
-    return result  # type: ignore[return-value]
 
 
 def _info(hints: dict[str, str] | None) -> MPI.Info:
