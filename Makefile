@@ -63,7 +63,7 @@ postgres:
 demo: venv
 	$(MPIEXEC) -n $(NP) $(PY) -m sdm.examples.astro3d --root demo-data --verify
 
-BENCHMARKS ?= astro3d ncio lbmpi predictor partition imports cequal
+BENCHMARKS ?= overhead astro3d ncio lbmpi predictor partition imports cequal
 
 bench: venv
 	@for b in $(BENCHMARKS); do \
