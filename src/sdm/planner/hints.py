@@ -13,7 +13,8 @@ frequency     expected accesses of each written step (reads per write), for pred
 mostly        ``"read"`` or ``"write"``: the other side is rare, so its accesses are not
               worth trials (the model's choice is kept)
 buffer_limit  bytes of extra memory a rank may spend on I/O buffers (excludes methods
-              whose buffers are larger: sieving, servers, collective)
+              whose buffers are larger: sieving, servers, collective, and datatype for ROMIO's
+              data-sieving buffers)
 methods       comma-separated methods ``auto`` may choose from (e.g. ``"collective,servers"``
               on a file system without POSIX coherence or file locks)
 trials        timed accesses per method when the predictions of several methods are
