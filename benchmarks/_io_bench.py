@@ -80,7 +80,9 @@ def provenance() -> dict[str, Any]:
     try:
         commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
                                 check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+        # results written by earlier benchmarks of the same run are not changes to what is measured
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--",
+                                ":(top)", ":(top,exclude)benchmarks/results"],
                                capture_output=True, text=True, check=True).stdout.strip()
         commit += "+dirty" if dirty else ""
     except (OSError, subprocess.CalledProcessError):
