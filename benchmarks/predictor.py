@@ -132,10 +132,15 @@ def other_points(out: Path) -> list[dict[str, Any]]:
     points = []
     ncio = out / "ncio.json"
     if ncio.exists():
-        for r in json.loads(ncio.read_text())["rows"]:
-            if r["method"] != "auto":
-                points.append({"source": "ncio", "point": f"{r['label']} {r['direction']} {r['method']}",
-                               "predicted": r["predicted"], "measured": r["median"]})
+        for config in json.loads(ncio.read_text())["configs"]:
+            if not config["calibrated"]:  # the predictor's figures are those of a calibrated model
+                continue
+            for r in config["summary"]:
+                for method, measured in r["median"].items():
+                    if method != "auto" and method in r["predicted"]:
+                        points.append({"source": f"ncio ({config['name']})",
+                                       "point": f"{r['label']} {r['direction']} {method}",
+                                       "predicted": r["predicted"][method], "measured": measured})
     lb = out / "lbmpi.json"
     if lb.exists():
         for r in json.loads(lb.read_text())["rows"]:
