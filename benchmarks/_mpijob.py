@@ -12,7 +12,8 @@ Used by ``benchmarks/crash.py`` and ``tests/integration/test_concurrency.py``.
   recycled pid is never hit).  :meth:`Job.cleanup` does this unconditionally.
 * Each job's ``TMPDIR`` is its own directory, so what mpiexec leaves there when it is killed
   goes with the job's clean-up; the topology files Hydra's processes write to ``/tmp``
-  itself are removed by :meth:`Job.remove_hydra_leftovers` after a whole-job kill.
+  itself, and the shared-memory segments (``/dev/shm/mpich_shm_*``) that killed ranks
+  cannot unlink, are removed by :meth:`Job.remove_leftovers` after the job.
 * Nothing here installs a signal handler.
 """
 
@@ -59,6 +60,23 @@ def worker_env() -> dict[str, str]:
 def _hydra_files() -> set[str]:
     """Hydra's hwloc topology files in the system temporary directory."""
     return set(glob.glob(os.path.join("/tmp", "hydra_hwloc_xmlfile_*")))
+
+
+def _shm_files() -> set[str]:
+    """MPICH's shared-memory segments; a rank killed with SIGKILL leaves its job's behind."""
+    return set(glob.glob(os.path.join("/dev/shm", "mpich_shm_*")))
+
+
+def _mapped(paths: set[str]) -> set[str]:
+    """Those of *paths* that a live process has mapped (another job's segments in use)."""
+    found: set[str] = set()
+    for maps in glob.glob("/proc/[0-9]*/maps"):
+        try:
+            text = Path(maps).read_text(errors="replace")
+        except OSError:  # the process ended meanwhile
+            continue
+        found.update(p for p in paths if p in text)
+    return found
 
 
 def _children() -> dict[int, list[int]]:
@@ -114,6 +132,7 @@ class Job:
         self.log = log
         self.marker = str(worker)
         self._hydra_before = _hydra_files()
+        self._shm_before = _shm_files()
         cmd = [mpiexec(), "-n", str(nprocs), sys.executable, str(worker), json.dumps(cfg)]
         self._out = open(log, "ab")
         env = worker_env()
@@ -217,14 +236,18 @@ class Job:
         self._out.close()
         return self.proc.returncode
 
-    def remove_hydra_leftovers(self) -> list[str]:
-        """Remove the topology files that Hydra's processes, killed with SIGKILL, left in the
-        system temporary directory (not in ``TMPDIR``) during this job; returns their paths.
+    def remove_leftovers(self) -> list[str]:
+        """Remove what this job's killed processes could not: the topology files Hydra wrote
+        to the system temporary directory (not ``TMPDIR``) and the MPICH shared-memory
+        segments in ``/dev/shm`` that appeared during the job and no live process maps.
+        Returns their paths.
 
         Only for a driver that runs one job at a time (files that appeared meanwhile are
         this job's); call it once the job has ended.
         """
-        gone = sorted(_hydra_files() - self._hydra_before)
+        hydra = _hydra_files() - self._hydra_before
+        shm = _shm_files() - self._shm_before
+        gone = sorted(hydra | (shm - _mapped(shm)))
         for path in gone:
             with contextlib.suppress(OSError):
                 os.unlink(path)

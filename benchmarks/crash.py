@@ -149,7 +149,7 @@ def run_trial(p: dict[str, Any], *, max_steps: int, max_rounds: int) -> dict[str
                     result["job_ended_by_itself"] = job.wait(EXIT_GRACE if p["kill"] != "job" else 0.5) is not None
         finally:
             job.cleanup()
-            job.remove_hydra_leftovers()  # the driver runs one job at a time
+            job.remove_leftovers()  # the driver runs one job at a time
         lines = job.progress()
         run = _run_id(lines)
         intents = check.Intents().read(lines, _names)
@@ -167,7 +167,7 @@ def run_trial(p: dict[str, Any], *, max_steps: int, max_rounds: int) -> dict[str
             status = cont.wait(CONTINUE_TIMEOUT)
         finally:
             cont.cleanup()
-            cont.remove_hydra_leftovers()
+            cont.remove_leftovers()
         clines = cont.progress()
         ok = status == 0 and "finished" in clines
         reopen: dict[str, Any] = dict(ok=ok, status=status, timed_out=status is None)
