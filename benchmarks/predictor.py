@@ -210,7 +210,7 @@ def plot(rows: list[dict], points: list[dict], path: Path) -> None:
     ax.legend(fontsize=8)
     ax.set_title("cost model: predicted vs measured")
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=64)  # small: results keep PNGs well under 150 KB
     plt.close(fig)
 
 
@@ -232,7 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     out = Path(a.out)
     points = other_points(out)
-    write_results(out, "predictor", {"meta": info, "model": model.to_json(), "rows": rows, "other_points": points},
+    # the other points stay in ncio.json and lbmpi.json (not copied here)
+    write_results(out, "predictor", {"meta": info, "model": model.to_json(), "rows": rows,
+                                     "other_points_from": sorted({p["source"] for p in points})},
                   markdown(rows, points, info), lambda path: plot(rows, points, path))
     return 0
 
