@@ -205,3 +205,29 @@ def test_steps_are_read_only_when_asked(filled) -> None:
                 assert db.steps == tuple(range(0, 2 * db.nsteps, 2))  # what _fill wrote
                 assert (da.nsteps, da.first_step, da.last_step) == (
                     db.nsteps, db.steps[0] if db.steps else None, db.steps[-1] if db.steps else None)
+
+
+def test_step_summaries_are_rebuilt_when_a_0004_catalog_is_upgraded(catalog_url: str) -> None:
+    """Revision 0005 fills each dataset's summary from the writes a 0004 catalog already holds."""
+    import sqlalchemy as sa
+
+    cat = Catalog(catalog_url)
+    _fill(cat, seed=11, nruns=12)
+    expected = {d.id: (d.nsteps, d.first_step, d.last_step) for r in cat.find(steps=True) for g in r.groups
+                for d in g.datasets}
+    with cat.engine.begin() as con:  # back to revision 0004: the summary columns did not exist
+        for column in ("nsteps", "first_step", "last_step", "nbytes_written"):
+            con.execute(sa.text(f"ALTER TABLE datasets DROP COLUMN {column}"))
+        con.execute(sa.text("UPDATE alembic_version SET version_num = '0004'"))
+        sums = dict(con.execute(sa.text("SELECT dataset_id, SUM(nbytes) FROM writes GROUP BY dataset_id")).all())
+    cat.close()
+    cat = Catalog(catalog_url)  # upgraded in place
+    try:
+        got = cat.find()
+        assert {d.id: (d.nsteps, d.first_step, d.last_step) for r in got for g in r.groups for d in g.datasets} == expected
+        assert any(n for n, _, _ in expected.values()) and any(not n for n, _, _ in expected.values())
+        runs, totals, _ = cat.list_runs("alpha", limit=100)
+        assert sum(t["bytes"] for t in totals.values()) == sum(
+            int(sums.get(d.id, 0)) for r in runs for g in r.groups for d in g.datasets)
+    finally:
+        cat.close()

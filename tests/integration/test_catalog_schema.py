@@ -45,7 +45,7 @@ def test_a_new_catalog_has_the_schema_the_migrations_make(catalog_url: str, requ
             engine.dispose()
         make_version_1(old_url)
         assert "runs" in describe(old_url) and "alembic_version" not in describe(old_url)
-        Catalog(old_url, create=False).close()  # stamped 0001, upgraded through 0002 ... 0004
+        Catalog(old_url, create=False).close()  # stamped 0001, upgraded through 0002 ... 0005
         migrated = describe(old_url)
     made = describe(catalog_url)
     assert migrated.pop("sdm_schema")  # the pre-Alembic version table stays in an upgraded catalog

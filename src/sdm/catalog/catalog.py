@@ -784,6 +784,8 @@ class Catalog:
                             )
                     else:
                         con.execute(S.writes.insert(), params)
+                        con.execute(_NEW_STEP, {"s_dataset": w["dataset_id"], "s_step": int(w["step"]),
+                                                "s_nbytes": int(w["nbytes"])})
         except SAIntegrityError as exc:
             text = str(exc.orig)
             if "uq_writes_dataset_step" in text or "writes.dataset_id, writes.step" in text:
@@ -889,6 +891,16 @@ class Catalog:
 
 _FILE_ID = sa.select(S.files.c.id).where(
     S.files.c.run_id == sa.bindparam("run_id"), S.files.c.path == sa.bindparam("path")
+)
+_STEP = sa.bindparam("s_step", type_=sa.BigInteger)
+#: A new step in the dataset's summary (an overwrite leaves it: a step of a dataset always has its size).
+_NEW_STEP = S.datasets.update().where(S.datasets.c.id == sa.bindparam("s_dataset")).values(
+    nsteps=S.datasets.c.nsteps + 1,
+    first_step=sa.case((sa.or_(S.datasets.c.first_step.is_(None), S.datasets.c.first_step > _STEP), _STEP),
+                       else_=S.datasets.c.first_step),
+    last_step=sa.case((sa.or_(S.datasets.c.last_step.is_(None), S.datasets.c.last_step < _STEP), _STEP),
+                      else_=S.datasets.c.last_step),
+    nbytes_written=S.datasets.c.nbytes_written + sa.bindparam("s_nbytes", type_=sa.BigInteger),
 )
 _UPDATE_WRITE = S.writes.update().where(
     S.writes.c.dataset_id == sa.bindparam("w_dataset"),

@@ -5,9 +5,10 @@ follows the size of the answer, not the number of writes in the catalog. Ids tra
 ``IN`` lists of at most :data:`CHUNK` entries, so no statement's parameter count grows
 with the answer either.
 
-Steps come two ways. A summary (count, first and last step of each dataset) is one
-``GROUP BY`` over the ``(dataset_id, step)`` index; the full list is read only when a
-caller asks for it (``steps=True``), since a long run holds one row per dataset and step.
+Steps come two ways. The summary (count, first and last step and bytes of each dataset)
+is kept on the dataset's row by the commit of each new step, so it costs nothing to
+read; the full list is read only when a caller asks for it (``steps=True``), since a
+long run holds one row per dataset and step.
 """
 
 from __future__ import annotations
@@ -65,24 +66,15 @@ def _attributes(con: Connection, run_ids: Sequence[int]) -> dict[tuple[str, int]
     return out
 
 
-def _steps(con: Connection, dataset_ids: Sequence[int], full: bool) -> dict[int, dict[str, Any]]:
-    """Per dataset: ``nsteps``, ``first_step``, ``last_step`` and, if *full*, ``steps``."""
+def _steps(con: Connection, dataset_ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+    """Every committed step of each dataset, ascending."""
     w = S.writes
-    out: dict[int, dict[str, Any]] = {}
-    if full:
-        lists: dict[int, list[int]] = defaultdict(list)
-        for part in chunks(dataset_ids):
-            for did, step in con.execute(sa.select(w.c.dataset_id, w.c.step).where(w.c.dataset_id.in_(part))
-                                         .order_by(w.c.dataset_id, w.c.step)):
-                lists[int(did)].append(int(step))
-        for did, steps in lists.items():
-            out[did] = {"steps": tuple(steps), "nsteps": len(steps), "first_step": steps[0], "last_step": steps[-1]}
-        return out
-    q = sa.select(w.c.dataset_id, sa.func.count(), sa.func.min(w.c.step), sa.func.max(w.c.step))
+    lists: dict[int, list[int]] = defaultdict(list)
     for part in chunks(dataset_ids):
-        for did, n, first, last in con.execute(q.where(w.c.dataset_id.in_(part)).group_by(w.c.dataset_id)):
-            out[int(did)] = {"steps": None, "nsteps": int(n), "first_step": int(first), "last_step": int(last)}
-    return out
+        for did, step in con.execute(sa.select(w.c.dataset_id, w.c.step).where(w.c.dataset_id.in_(part))
+                                     .order_by(w.c.dataset_id, w.c.step)):
+            lists[int(did)].append(int(step))
+    return {did: tuple(steps) for did, steps in lists.items()}
 
 
 def load_runs(
@@ -120,15 +112,15 @@ def load_runs(
         keep = set().union(*only.values()) if only else set()
         drows = [row for row in drows if row["id"] in keep]
         grows = [row for row in grows if any(drow["group_id"] == row["id"] for drow in drows)]
-    counts = _steps(con, [row["id"] for row in drows], steps)
-    empty = {"steps": () if steps else None, "nsteps": 0, "first_step": None, "last_step": None}
+    lists = _steps(con, [row["id"] for row in drows]) if steps else {}
     dsets: dict[int, list[DatasetRecord]] = defaultdict(list)
     for drow in sorted(drows, key=lambda x: (x["position"], x["id"])):
         dsets[drow["group_id"]].append(DatasetRecord(
             id=drow["id"], name=drow["name"], position=drow["position"], dtype=drow["dtype"],
             shape=tuple(json.loads(drow["shape"])), order=drow["storage_order"],
             distribution=json.loads(drow["distribution"]) if drow["distribution"] else None,
-            attributes=attrs.get(("d", drow["id"]), {}), **counts.get(drow["id"], empty),
+            attributes=attrs.get(("d", drow["id"]), {}), steps=lists.get(drow["id"], ()) if steps else None,
+            nsteps=int(drow["nsteps"]), first_step=drow["first_step"], last_step=drow["last_step"],
         ))
     groups: dict[int, list[GroupRecord]] = defaultdict(list)
     for grow in sorted(grows, key=lambda x: (x["position"], x["id"])):
@@ -149,16 +141,13 @@ def load_runs(
 
 
 def run_totals(con: Connection, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:
-    """Per run: ``datasets``, ``writes`` and ``bytes`` (committed), summed in SQL."""
-    g, d, w = S.groups, S.datasets, S.writes
-    q = (sa.select(g.c.run_id, sa.func.count(sa.distinct(d.c.id)), sa.func.count(w.c.id),
-                   sa.func.coalesce(sa.func.sum(w.c.nbytes), 0))
-         .select_from(g.join(d, d.c.group_id == g.c.id).outerjoin(w, w.c.dataset_id == d.c.id))
-         .group_by(g.c.run_id))
+    """Per run: ``datasets``, ``writes`` and committed ``bytes``, from the datasets' step summaries."""
+    g, d = S.groups, S.datasets
+    q = (sa.select(g.c.run_id, sa.func.count(d.c.id), sa.func.coalesce(sa.func.sum(d.c.nsteps), 0),
+                   sa.func.coalesce(sa.func.sum(d.c.nbytes_written), 0))
+         .select_from(g.join(d, d.c.group_id == g.c.id)).group_by(g.c.run_id))
     out = {int(i): {"datasets": 0, "writes": 0, "bytes": 0} for i in run_ids}
     for part in chunks(run_ids):
         for rid, nd, nw, nb in con.execute(q.where(g.c.run_id.in_(part))):
             out[int(rid)] = {"datasets": int(nd), "writes": int(nw), "bytes": int(nb)}
     return out
-
-

@@ -27,7 +27,7 @@ class DatasetRecord:
     last_step: int | None = None  #: the largest committed step
 
     def __post_init__(self) -> None:
-        if self.steps:  # a record made from its steps carries their summary
+        if self.steps and not self.nsteps:  # a record made from its steps alone carries their summary
             object.__setattr__(self, "nsteps", len(self.steps))
             object.__setattr__(self, "first_step", min(self.steps))
             object.__setattr__(self, "last_step", max(self.steps))

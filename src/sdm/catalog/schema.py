@@ -34,7 +34,10 @@ catalog created.
 The schema's versions are Alembic revisions (``sdm/catalog/migrations``): 0001 = the core
 tables; 0002 = imports, index histories, calibrations and ``writes.reason``; 0003 =
 ``index_histories.sources`` (identity of the input files and hash of the partitioning
-vector, so an unchanged mesh is not read again); 0004 = the durability columns above.
+vector, so an unchanged mesh is not read again); 0004 = the durability columns above;
+0005 = each dataset's step summary (``datasets.nsteps``, ``first_step``, ``last_step``,
+``nbytes_written``), kept by the transaction that commits a new step, so listings and
+searches read one row per dataset instead of one per write.
 Catalogs made before Alembic carry their version in the table ``sdm_schema``; they are
 stamped with the matching revision and upgraded in place on open.
 """
@@ -57,7 +60,7 @@ from sqlalchemy import (
 from sqlalchemy import Table
 
 #: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0004"
+SCHEMA_VERSION = "0005"
 
 #: Run states (``runs.state``).
 RUN_STATES = ("open", "closed", "interrupted")
@@ -124,6 +127,11 @@ datasets = Table(
     Column("shape", Text, nullable=False),  # JSON list of ints
     Column("storage_order", String(1), nullable=False),  # 'C' or 'F'
     Column("distribution", Text, nullable=True),  # JSON of the writer's data view
+    # the committed steps' summary, raised with each new step in its commit (0005)
+    Column("nsteps", BigInteger, nullable=False, server_default="0"),
+    Column("first_step", BigInteger, nullable=True),
+    Column("last_step", BigInteger, nullable=True),
+    Column("nbytes_written", BigInteger, nullable=False, server_default="0"),
     UniqueConstraint("group_id", "name", name="uq_datasets_group_name"),
 )
 
