@@ -23,7 +23,7 @@ Contenders, interleaved within each round (their order rotated from round to rou
     elements per rank (1-D ``Block``, level 3, checksum and sync on), a new step each
     round, from a barrier to the return on each rank.
 ``read1``
-    one SDM read of the dataset ``write1`` wrote in that round.
+    one SDM read of the dataset ``write1`` wrote in the round before.
 
 The time of rank 0 (the one that talks to the catalog, so the critical path) is split
 by wrapping SDM's functions for the duration of the job (the library is not
@@ -148,11 +148,13 @@ def worker(a: argparse.Namespace) -> None:
 
         def sdm_op(kind: str, step: int) -> None:
             if kind == "read1":
-                groups[1].read("a", step)
+                groups[1].read("a", step - 1)  # written in the round before (or before the rounds)
             else:
                 g = groups[int(kind[-1])]
                 g.write_step(step, {name: local + step for name in g.datasets})
 
+        for g in groups.values():
+            g.write_step(0, {name: local for name in g.datasets})
         try:
             for r in range(WARMUP + a.rounds):
                 order = names[r % len(names):] + names[:r % len(names)]
@@ -165,7 +167,7 @@ def worker(a: argparse.Namespace) -> None:
                             ops[kind]()
                         total = (time.perf_counter() - t0) / a.reps
                     else:
-                        sdm_op(kind, r)
+                        sdm_op(kind, r + 1)
                         total = time.perf_counter() - t0
                     after = clocks.snapshot()
                     if r >= WARMUP:
