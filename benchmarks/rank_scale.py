@@ -132,7 +132,7 @@ def worker(a: argparse.Namespace) -> None:
     P, rank = comm.Get_size(), comm.Get_rank()
     load_before = os.getloadavg()[0]
     n = a.per_rank
-    ops = bare_ops(comm, {"allgather": (3, 9, 73), "bcast": (1, 4, 13), "allreduce": (9, 73)})
+    ops = bare_ops(comm, {"allgather": (3, 9, 73), "bcast": (1, 4, 13), "allreduce": (4, 10, 73)})
     names = list(ops) + list(SDM_OPS)
     samples: dict[str, list[list[float]]] = {k: [] for k in names}  # per round: total then categories
     with scratch(comm, None, "sdm-ranks-", a.dir) as d:
@@ -177,7 +177,7 @@ def worker(a: argparse.Namespace) -> None:
         methods = sorted({w.method for _, _, w in s.catalog.writes(s.run_id)}) if rank == 0 and s.catalog else []
         s.close()
         info = meta(comm, Path(d), load_before, per_rank_bytes=n * 8, method=a.method, reps=a.reps,
-                    rounds=a.rounds, methods_chosen=methods)
+                    rounds=a.rounds, methods_chosen=methods, closing=closing_kind())
     everyone = comm.gather(samples, root=0)
     if rank == 0:
         out: dict[str, Any] = {"meta": info, "ops": {}}
@@ -207,68 +207,99 @@ def split(entry: dict[str, list[float]]) -> dict[str, list[float]]:
     return {"total": tot, "collective": net, "catalog": cat, "io": io, "other": other}
 
 
-def messages(datasets: int, kind: str = "write") -> list[tuple[str, int]]:
+def closing_kind() -> str:
+    """How the SDM measured closes an access: ``allreduce`` (``_collective.reduce_exchange``) or ``allgather``."""
+    import sdm._collective
+
+    return "allreduce" if hasattr(sdm._collective, "reduce_exchange") else "allgather"
+
+
+def messages(datasets: int, kind: str = "write", closing: str = "allreduce") -> list[tuple[str, int]]:
     """SDM's collective messages of one access without failures: ``(collective, int64 words per rank)``.
 
     A write: the opening allgather (flag, kind, call hash, stats hash, plan length and a
     68-word plan field), the reservation's broadcast (flag and 3 words per dataset),
-    the closing allgather (flag, seconds and checksum share per dataset) and the
-    commit's one-word broadcast.  A read: the opening allgather and a closing one of
-    flag, seconds and share.
+    the closing exchange (an allgather of flag, seconds and checksum share per dataset,
+    or an allreduce of those and a header word) and the commit's one-word broadcast.  A
+    read: the opening allgather and the closing exchange of one dataset.
     """
+    close = ("allreduce", 2 + 2 * datasets) if closing == "allreduce" else ("allgather", 1 + 2 * datasets)
     if kind == "read":
-        return [("allgather", 73), ("allgather", 3)]
-    return [("allgather", 73), ("bcast", 1 + 3 * datasets), ("allgather", 1 + 2 * datasets), ("bcast", 1)]
+        return [("allgather", 73), close]
+    return [("allgather", 73), ("bcast", 1 + 3 * datasets), close, ("bcast", 1)]
 
 
-def fit(points: list[tuple[int, int, float]]) -> tuple[float, float]:
-    """Least squares of ``t = a*log2(P) + b*(P-1)*bytes`` over ``(P, bytes, t)``; returns ``(a, b)``."""
+def fit(points: list[tuple[int, int, float]], cores: int) -> tuple[float, float, float]:
+    """Least squares of ``t = a*log2(P) + b*(P-1)*bytes + o*max(0, P-cores)`` over ``(P, bytes, t)``.
+
+    ``a`` and ``b`` are the network's latency per step and time per byte; ``o`` the
+    oversubscription's cost per rank beyond the cores (ranks polling for the CPU).
+    Returns ``(a, b, o)`` (non-negative).
+    """
     import numpy as np
 
-    rows = [(math.log2(p), (p - 1) * m) for p, m, _ in points if p > 1]
-    t = [x for p, _, x in points if p > 1]
-    if len(rows) < 2:
-        return 0.0, 0.0
-    (a, b), *_ = np.linalg.lstsq(np.array(rows), np.array(t), rcond=None)
-    return float(a), float(b)
+    rows = np.array([(math.log2(p), (p - 1) * m, max(0, p - cores)) for p, m, _ in points if p > 1], dtype=float)
+    t = np.array([x for p, _, x in points if p > 1], dtype=float)
+    coef = np.zeros(3)
+    keep = [j for j in range(3) if rows.size and rows[:, j].any()]
+    while keep:  # least squares; a term that comes out negative is dropped and the rest fitted again
+        got, *_ = np.linalg.lstsq(rows[:, keep], t, rcond=None)
+        if (got >= 0).all():
+            coef[keep] = got
+            break
+        keep = [j for j, g in zip(keep, got) if g >= 0]
+    return float(coef[0]), float(coef[1]), float(coef[2])
 
 
 def model(parts: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    """Fit the collective and catalog models on the measurements of every P; the model against the measurement."""
+    """Fit the collective and catalog models; the model against the measurement at every P.
+
+    Collectives: each message costs SDM's own software time ``sigma`` (its Python around
+    the MPI call, from the 1-rank job, where MPI's share is nil) plus the machine's
+    ``a*log2(P) + b*(P-1)*bytes`` fitted on the bare collectives' medians.  The catalog:
+    ``c + d*D`` on rank 0, fitted on the jobs with no more ranks than cores (where no
+    polling rank takes rank 0's core).
+    """
     import numpy as np
 
+    cores = next(iter(parts.values()))["meta"]["cores"]
+    closing = next(iter(parts.values()))["meta"].get("closing", "allgather")
     med = {p: {k: median(v["slowest"]) for k, v in part["ops"].items()} for p, part in parts.items()}
     consts: dict[str, Any] = {}
     for coll in ("allgather", "bcast", "allreduce"):
         pts = [(p, int(k[len(coll):]) * 8, t) for p, m in med.items() for k, t in m.items()
                if k.startswith(coll) and k[len(coll):].isdigit()]
-        consts[coll] = fit(pts)
-    consts["barrier"] = fit([(p, 0, m["barrier"]) for p, m in med.items()])
-    # the catalog: c + d*D on rank 0, from the 1- and 4-dataset dumps at every P
-    cat = [(D, x) for part in parts.values() for D, w in ((1, "write1"), (4, "write4"))
-           for x in split(part["ops"][w])["catalog"]]
-    A = np.array([(1.0, D) for D, _ in cat])
-    (c, dd), *_ = np.linalg.lstsq(A, np.array([x for _, x in cat]), rcond=None)
+        consts[coll] = fit(pts, cores)
+    consts["barrier"] = fit([(p, 0, m["barrier"]) for p, m in med.items()], cores)
+    low = [part for p, part in parts.items() if p <= cores]
+    cat = [(D, x) for part in low for D, w in ((1, "write1"), (4, "write4")) for x in split(part["ops"][w])["catalog"]]
+    (c, dd), *_ = np.linalg.lstsq(np.array([(1.0, D) for D, _ in cat]), np.array([x for _, x in cat]), rcond=None)
     consts["catalog"] = (float(c), float(dd))
+    one = parts.get(1) or parts[min(parts)]
+    sigma = {op: median(split(one["ops"][op])["collective"]) / len(messages(D, kind, closing))
+             for op, D, kind in (("write1", 1, "write"), ("write4", 4, "write"), ("read1", 1, "read"))}
+    consts["sigma"] = sigma
 
-    def predict(p: int, msgs: list[tuple[str, int]], measured: dict[str, float] | None = None) -> float:
-        if measured is not None:
-            return sum(measured[f"{k}{w}"] for k, w in msgs)
-        return sum(consts[k][0] * math.log2(p) + consts[k][1] * (p - 1) * w * 8 for k, w in msgs) if p > 1 else 0.0
+    def bare(p: int, coll: str, words: int) -> float:
+        sizes = [int(k[len(coll):]) for k in med[p] if k.startswith(coll) and k[len(coll):].isdigit()]
+        return med[p][f"{coll}{min(sizes, key=lambda w: abs(w - words))}"]
 
     table = []
     for p in sorted(parts):
         row: dict[str, Any] = {"P": p}
         for op, D, kind in (("write1", 1, "write"), ("write4", 4, "write"), ("read1", 1, "read")):
-            sp = split(parts[p]["ops"][op])
-            msgs = messages(D, kind)
-            row[op] = {k: stats(v) for k, v in sp.items()}
-            row[op]["model_collective"] = predict(p, msgs)
-            row[op]["bare_collective"] = predict(p, msgs, med[p])
+            msgs = messages(D, kind, closing)
+            row[op] = {k: stats(v) for k, v in split(parts[p]["ops"][op]).items()}
+            soft = sigma[op] * len(msgs)
+            row[op]["model_collective"] = soft + (sum(consts[k][0] * math.log2(p) + consts[k][1] * (p - 1) * w * 8
+                                                      + consts[k][2] * max(0, p - cores) for k, w in msgs)
+                                                  if p > 1 else 0.0)
+            row[op]["bare_collective"] = soft + sum(bare(p, k, w) for k, w in msgs)
             if kind == "write":
                 row[op]["model_catalog"] = consts["catalog"][0] + consts["catalog"][1] * D
         table.append(row)
-    return {"constants": consts, "table": table, "bare": {str(p): med[p] for p in sorted(med)}}
+    return {"constants": consts, "closing": closing, "cores": cores, "table": table,
+            "bare": {str(p): med[p] for p in sorted(med)}}
 
 
 # ----------------------------------------------------------------------------- report
@@ -286,19 +317,23 @@ def markdown(data: dict[str, Any]) -> str:
              "Times in ms: median (min-max) over the rounds. `collective`: rank 0 inside SDM's exchanges, the "
              "catalog time inside them (reservation, commit) taken out; `catalog`: rank 0 in `reserve` + `record_writes` (+ `lookup_write` for "
              "a read); `io`: MPI-IO and sync; `other`: the rest. `model`: the fitted model of docs/scale.md "
-             "(collectives: a*log2(P) + b*(P-1)*bytes per message, fitted on the bare collectives); `bare`: the sum "
-             "of the bare collectives measured at that P with the sizes of SDM's messages. Ranks beyond the "
+             "(collectives: a*log2(P) + b*(P-1)*bytes + o*max(0, P-cores) per message, fitted on the bare collectives); `bare`: the sum "
+             "of the bare collectives measured at that P with the sizes of SDM's messages (both plus SDM's software time "
+             "per message, sigma, measured at P=1). Ranks beyond the "
              "2 cores are oversubscribed (MPICH polls while waiting): latencies from P=4 on are the scheduler's.", ""]
     for name, series in data["series"].items():
-        m = series["meta"]
+        m, mod = series["meta"], series["model"]
         lines += [f"## Series `{name}`", "",
                   f"SDM {m['sdm_version']} ({m['git_commit']}), {m['mpi']}, {m['cores']} cores, {m['fs']}, "
                   f"{m['per_rank_bytes']} B per rank and dataset, {m['rounds']} rounds, method {m['method']} "
-                  f"(chose {', '.join(m['methods_chosen'])}), {m['date']}.", ""]
-        mod = series["model"]
+                  f"(chose {', '.join(m['methods_chosen'])}), closing exchange {mod['closing']}, {m['date']}; 1-min load "
+                  f"before/after each P: " + ", ".join(f"{p}: {a:.1f}/{b:.1f}" for p, (a, b) in series["loads"].items())
+                  + ".", ""]
         c = mod["constants"]
-        lines += ["Fitted: " + "; ".join(f"{k} a={v[0] * 1e6:.1f} us, b={v[1] * 1e9:.3f} ns/B"
-                                         for k, v in c.items() if k != "catalog")
+        lines += ["Fitted: " + "; ".join(f"{k} a={v[0] * 1e6:.1f} us, b={v[1] * 1e9:.3f} ns/B, o={v[2] * 1e6:.1f} us"
+                                         for k, v in c.items() if k not in ("catalog", "sigma"))
+                  + "; SDM's software time per message sigma " + ", ".join(f"{k} {v * 1e6:.0f} us"
+                                                                          for k, v in c["sigma"].items())
                   + f"; catalog c={c['catalog'][0] * 1e3:.3f} ms + d={c['catalog'][1] * 1e3:.3f} ms per dataset.", ""]
         for op in SDM_OPS:
             lines += [f"### {op}", "",
@@ -379,13 +414,32 @@ def run(a: argparse.Namespace) -> None:
     data = json.loads(path.read_text()) if path.exists() else {"series": {}}
     first = next(iter(parts.values()))["meta"]
     series = {"meta": {k: v for k, v in first.items() if k not in ("nprocs", "load_before", "load_after")},
+              # the slowest rank's samples of SDM's operations and every rank's means, rounded
               "loads": {str(p): [x["meta"]["load_before"], x["meta"]["load_after"]] for p, x in parts.items()},
               "model": model(parts),
               "samples": {str(p): {k: {f: [round(x, 6) for x in v] for f, v in e.items()}
                                    for k, e in x["ops"].items() if k in SDM_OPS} for p, x in parts.items()}}
     data["series"][a.series] = series
+    write(out_dir, data)
+
+
+def refit(out_dir: Path) -> None:
+    """Fit the model again on every stored series (its SDM samples and bare medians) and rewrite the report."""
+    path = out_dir / "rank_scale.json"
+    data = json.loads(path.read_text())
+    for series in data["series"].values():
+        bare = series["model"]["bare"]
+        parts = {int(p): {"meta": series["meta"],
+                          "ops": {**{k: {"slowest": [v]} for k, v in bare[p].items() if k not in SDM_OPS},
+                                  **series["samples"][p]}} for p in series["samples"]}
+        series["model"] = model(parts)
+    write(out_dir, data)
+
+
+def write(out_dir: Path, data: dict[str, Any]) -> None:
+    """``rank_scale.json``, ``.md`` and ``.png`` in *out_dir*; prints the Markdown."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, separators=(",", ":")))
+    (out_dir / "rank_scale.json").write_text(json.dumps(data, separators=(",", ":")))
     text = markdown(data)
     (out_dir / "rank_scale.md").write_text(text)
     plot(data, out_dir / "rank_scale.png")
@@ -403,11 +457,17 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=900, help="seconds per mpiexec job (900)")
     p.add_argument("--series", default="current", help="name of this run's series in the results (current)")
     p.add_argument("--out", type=Path, default=None, help="results directory (benchmarks/results)")
+    p.add_argument("--refit", action="store_true", help="fit the model again on the stored results, no measuring")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--part", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.worker:
         worker(a)
+        return
+    if a.refit:
+        from _io_bench import RESULTS
+
+        refit(a.out or RESULTS)
         return
     a.ranks = [int(x) for x in a.ranks.split(",")]
     run(a)
