@@ -59,6 +59,7 @@ CATEGORIES = ("collective", "catalog", "io", "nested")  # nested: catalog time i
 WRITES = ("write1", "write4")
 SDM_OPS = (*WRITES, "read1")
 WARMUP = 2
+KEPT = ("total", "collective", "catalog", "io")  # what the results keep of each round (rank 0's split)
 
 
 # ----------------------------------------------------------------------------- the MPI job
@@ -187,8 +188,6 @@ def worker(a: argparse.Namespace) -> None:
             if k in SDM_OPS:
                 for i, c in enumerate(("total", *CATEGORIES)):
                     entry[f"rank0_{c}"] = arr[0, :, i].tolist()
-                    if c in ("total", "io"):  # every rank's own work, for the oversubscription term
-                        entry[f"mean_{c}"] = arr[:, :, i].mean(axis=0).tolist()
             out["ops"][k] = entry
         Path(a.part).write_text(json.dumps(out))
 
@@ -201,8 +200,11 @@ def stats(values: Sequence[float]) -> list[float]:
 
 def split(entry: dict[str, list[float]]) -> dict[str, list[float]]:
     """Rank 0's time of each round split into collective (its own catalog time taken out), catalog, I/O, other."""
-    tot, col, cat, io, nested = (entry[f"rank0_{c}"] for c in ("total", *CATEGORIES))
-    net = [c - k for c, k in zip(col, nested)]
+    if "rank0_total" not in entry:  # stored: already split
+        tot, net, cat, io = (entry[k] for k in KEPT)
+    else:
+        tot, col, cat, io, nested = (entry[f"rank0_{c}"] for c in ("total", *CATEGORIES))
+        net = [c - k for c, k in zip(col, nested)]
     other = [t - n_ - k - i for t, n_, k, i in zip(tot, net, cat, io)]
     return {"total": tot, "collective": net, "catalog": cat, "io": io, "other": other}
 
@@ -264,7 +266,8 @@ def model(parts: dict[int, dict[str, Any]]) -> dict[str, Any]:
 
     cores = next(iter(parts.values()))["meta"]["cores"]
     closing = next(iter(parts.values()))["meta"].get("closing", "allgather")
-    med = {p: {k: median(v["slowest"]) for k, v in part["ops"].items()} for p, part in parts.items()}
+    med = {p: {k: median(v["slowest"] if "slowest" in v else v["total"]) for k, v in part["ops"].items()}
+           for p, part in parts.items()}
     consts: dict[str, Any] = {}
     for coll in ("allgather", "bcast", "allreduce"):
         pts = [(p, int(k[len(coll):]) * 8, t) for p, m in med.items() for k, t in m.items()
@@ -364,7 +367,7 @@ def plot(data: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.6), dpi=80)
+    fig, ax = plt.subplots(figsize=(5.5, 3.3), dpi=72)
     for i, (name, series) in enumerate(data["series"].items()):
         t = series["model"]["table"]
         P = [row["P"] for row in t]
@@ -429,9 +432,11 @@ def refit(out_dir: Path) -> None:
     data = json.loads(path.read_text())
     for series in data["series"].values():
         bare = series["model"]["bare"]
+        samples = {p: {k: {f: [x / 1e6 for x in v] for f, v in e.items()} for k, e in ops.items()}
+                   for p, ops in series["samples_us"].items()}
         parts = {int(p): {"meta": series["meta"],
                           "ops": {**{k: {"slowest": [v]} for k, v in bare[p].items() if k not in SDM_OPS},
-                                  **series["samples"][p]}} for p in series["samples"]}
+                                  **samples[p]}} for p in samples}
         series["model"] = model(parts)
     write(out_dir, data)
 
