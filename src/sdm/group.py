@@ -8,7 +8,7 @@ small ``Bcast`` of the space rank 0 reserved through the catalog (it may reserve
 once every rank has accepted the call, and every rank needs the offsets before it
 writes: the one exchange that cannot be folded into another) -> MPI-IO through the file
 view (kept on the open file: not set again while unchanged) with each rank's checksum
-share computed beside it -> sync -> **exchange 3**, one fixed-size ``Allgather`` of
+share computed beside it -> sync -> **exchange 3**, one fixed-size ``Allreduce`` of
 errors, timings and checksum shares -> rank 0 commits the dump's rows in one catalog
 transaction (the other ranks wait for its outcome in a one-word ``Bcast``, or, with
 ``async_commit``, not at all).  A read is exchange 1 carrying rank 0's plan (file,
@@ -32,7 +32,7 @@ from mpi4py import MPI
 
 from . import _validate as check
 from . import integrity
-from ._collective import agree, capture, digest, exchange, pack_float, root_call, root_vector, unpack_float
+from ._collective import agree, capture, digest, exchange, pack_float, reduce_exchange, root_call, root_vector, unpack_float
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
 from .catalog.values import merge_attributes
 from .dtypes import check_dtype, dtype_text, from_text
@@ -427,18 +427,15 @@ class Group:
                 failure = failure or f
             per = (time.perf_counter() - t0) / n
             seconds = [t + per for t in seconds]
-        # exchange 3: errors (I/O, sync, checksum), timings and checksum shares; a rank is
-        # past it only when every node's sync is done, so the commit below follows the sync
+        # exchange 3: errors (I/O, sync, checksum), the slowest rank's seconds and the sum of
+        # the checksum shares, in one reduction; a rank is past it only when every node's sync
+        # is done, so the commit below follows the sync
         try:
-            got = exchange(s.comm, failure, [*(pack_float(t) for t in seconds), *(_signed(p) for p in partials)])
+            slowest, sums = self._closing(failure, seconds, partials)
         except SDMError:
             s.files.reset_views()  # a view may have been set on some ranks only
             raise
-        slowest = unpack_float(got[:, :n]).max(axis=0)
-        checksums = [
-            integrity.to_hex(integrity.combine([int(x) & _MASK for x in got[:, n + i]])) if s.checksum else ""
-            for i in range(n)
-        ]
+        checksums = [integrity.to_hex(int(x)) if s.checksum else "" for x in sums]
         for a, decision, secs in zip(accesses, decisions, slowest):  # the same on every rank
             s.planner.observe(a, decision.method.name, float(secs))
         rows = self._rows(names, int(step), places, checksums, decisions, [float(x) for x in slowest], overwrite) \
@@ -450,6 +447,29 @@ class Group:
             root_vector(s.comm, 0, self._commit, rows)
         for name in names:
             self._steps[name].add(int(step))
+
+    def _closing(self, failure: Any, seconds: Sequence[float], shares: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The exchange that closes an access: every rank's failure, the slowest seconds, the checksums.
+
+        One ``Allreduce`` (:func:`sdm._collective.reduce_exchange`) of fixed size, whatever
+        the number of ranks: the largest of each of *seconds* and the sum modulo ``2**64``
+        of each of *shares*, which is :func:`sdm.integrity.combine` of every rank's shares
+        (the checksum is a sum of per-word terms, so the order of the ranks does not
+        matter).
+
+        Returns
+        -------
+        (numpy.ndarray, numpy.ndarray)
+            The slowest rank's seconds (float64) and the combined checksums (uint64), the
+            same on every rank.
+
+        Raises
+        ------
+        SDMError
+            The failure of the lowest failed rank, on every rank.
+        """
+        top, sums = reduce_exchange(self.session.comm, failure, [pack_float(max(t, 0.0)) for t in seconds], shares)
+        return unpack_float(top), sums
 
     def _spare_cores(self) -> bool:
         """Whether this node has a core for every rank and one more (collective the first time, where
@@ -741,12 +761,12 @@ class Group:
         if failure is None and verify_now:
             partial, failure = capture(self._verify_share, name, step, view, arr, algorithm, rank=s.rank)
         try:
-            shares = exchange(s.comm, failure, [pack_float(moved[0] if moved else 0.0), _signed(partial or 0)])
+            slowest, sums = self._closing(failure, [moved[0] if moved else 0.0], [partial or 0])
         except SDMError:
             s.files.reset_views()  # a view may have been set on some ranks only
             raise
-        s.planner.observe(access, decision.method.name, float(unpack_float(shares[:, 0]).max()))  # the same everywhere
-        if verify_now and integrity.to_hex(integrity.combine([int(x) & _MASK for x in shares[:, 1]])) != expected:
+        s.planner.observe(access, decision.method.name, float(slowest[0]))  # the same everywhere
+        if verify_now and integrity.to_hex(int(sums[0])) != expected:
             raise IntegrityError(
                 f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
                 f"{algorithm}:{expected}; the file was changed or damaged after the write"
