@@ -49,6 +49,12 @@ def test_readme_example_runs_and_is_found(tmp_path):
     i = np.arange(64)
     np.testing.assert_array_equal(T, 20 + np.add.outer(i, i))
     cat.close()
+    # the README's search example, pasted, on that catalog
+    env = _example(tmp_path, 2, "search.py")
+    out = subprocess.run([sys.executable, "search.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["1 fields/T 3 steps 0 to 20", "1 fields/q 3 steps 0 to 20", "(0, 10, 20)"]
 
 
 def test_readme_irregular_example_reuses_its_history(tmp_path):
