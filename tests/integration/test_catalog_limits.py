@@ -354,8 +354,9 @@ def test_find_and_latest_run_over_30000_runs(catalog_url: str, few_sqlite_parame
         found = cat.find(application="bulk")
         assert [r.id for r in found] == ids
         assert found[0].attributes == {"nx": 64, "i": 0}
-        assert [(g.name, [(d.name, d.steps) for d in g.datasets]) for g in found[0].groups] == [
-            ("g0", []), ("g1", []), ("g2", []), ("fields", [("rho", (0, 5))])]
+        assert [(g.name, [(d.name, d.steps, d.nsteps, d.first_step, d.last_step) for d in g.datasets])
+                for g in found[0].groups] == [("g0", []), ("g1", []), ("g2", []), ("fields", [("rho", None, 2, 0, 5)])]
+        assert cat.find(run=ids[0], steps=True)[0].groups[3].datasets[0].steps == (0, 5)
         assert all([g.name for g in r.groups] == ["g0", "g1", "g2"] for r in found[1:N_WITH_GROUPS])
         assert all(r.groups == () for r in found[N_WITH_GROUPS:])
         assert found[-1].attributes == {"nx": 32, "i": N_RUNS - 1}
@@ -369,7 +370,7 @@ def test_find_and_latest_run_over_30000_runs(catalog_url: str, few_sqlite_parame
         assert result.exit_code == 0, result.output[-2000:]
         runs = json.loads(result.stdout)["runs"]
         assert [r["id"] for r in runs] == ids[: N_RUNS - 600]
-        assert runs[0]["datasets"][0]["steps"] == [0, 5] and runs[0]["attributes"] == {"nx": 64, "i": 0}
+        assert (runs[0]["datasets"][0]["nsteps"], runs[0]["datasets"][0]["last_step"]) == (2, 5) and runs[0]["attributes"] == {"nx": 64, "i": 0}
     finally:
         cat.close()
 

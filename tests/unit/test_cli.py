@@ -130,12 +130,30 @@ def test_ls_runs_of_an_application(filled: dict) -> None:
 
     data = as_json("ls", "ASTRO3D", "--catalog", filled["url"])
     assert data["application"] == "ASTRO3D"
-    assert [(r["id"], r["nprocs"], r["datasets"], r["bytes"]) for r in data["runs"]] == [
-        (r1, 4, 2, filled["bytes1"]), (r2, 8, 1, 128)]
-    assert data["runs"][0]["attributes"] == {"res": 64, "model": "ideal"}
-    assert data["runs"][0]["problem_size"] == [64, 32]
-    assert (data["runs"][0]["state"], data["runs"][0]["dir"]) == ("closed", None)  # registered without a directory
-    assert data["runs"][1]["created_at"] == "2024-02-10T12:00:00+00:00"
+    assert (data["total"], data["offset"], data["limit"], data["more"]) == (2, 0, 20, 0)
+    assert [(r["id"], r["nprocs"], r["datasets"], r["writes"], r["bytes"]) for r in data["runs"]] == [
+        (r2, 8, 1, 1, 128), (r1, 4, 2, len(RHO_STEPS) + len(E_STEPS), filled["bytes1"])]  # newest first
+    assert data["runs"][1]["attributes"] == {"res": 64, "model": "ideal"}
+    assert data["runs"][1]["problem_size"] == [64, 32]
+    assert (data["runs"][1]["state"], data["runs"][1]["dir"]) == ("closed", None)  # registered without a directory
+    assert data["runs"][0]["created_at"] == "2024-02-10T12:00:00+00:00"
+
+
+def test_ls_pages(filled: dict) -> None:
+    r1, r2, _ = filled["runs"]
+    url = filled["url"]
+    first = as_json("ls", "ASTRO3D", "--limit", "1", "--catalog", url)
+    assert ([r["id"] for r in first["runs"]], first["total"], first["more"]) == ([r2], 2, 1)
+    second = as_json("ls", "ASTRO3D", "--limit", "1", "--offset", "1", "--catalog", url)
+    assert ([r["id"] for r in second["runs"]], second["total"], second["more"]) == ([r1], 2, 0)
+    past = as_json("ls", "ASTRO3D", "--offset", "5", "--catalog", url)
+    assert (past["runs"], past["total"], past["more"]) == ([], 2, 0)
+    out = ok("ls", "ASTRO3D", "-n", "1", "--catalog", url)
+    assert "runs 1-1 of 2; 1 more: sdm ls ASTRO3D --offset 1" in out
+    assert "runs 2-2 of 2" in ok("ls", "ASTRO3D", "--limit", "1", "--offset", "1", "--catalog", url)
+    assert "no runs past 5 of 2" in ok("ls", "ASTRO3D", "--offset", "5", "--catalog", url)
+    for bad in (["--limit", "0"], ["--offset", "-1"], ["--limit", "x"]):
+        assert run_cli("ls", "ASTRO3D", *bad, "--catalog", url).exit_code == 2
 
 
 def test_ls_unknown_application(filled: dict) -> None:
@@ -197,24 +215,35 @@ def test_find_conditions(filled: dict) -> None:
     r1, r2, r3 = filled["runs"]
     url = filled["url"]
     assert [r["id"] for r in as_json("find", "--catalog", url)["runs"]] == [r1, r2, r3]
-    data = as_json("find", "res>=100", "--catalog", url)
+    data = as_json("find", "res>=100", "--steps", "--catalog", url)
     assert [r["id"] for r in data["runs"]] == [r2]
     assert data["conditions"] == ["res>=100"]
     assert [(d["group"], d["name"], d["shape"], d["steps"]) for d in data["runs"][0]["datasets"]] == [
         ("diag", "spectrum", [16], [3])]
+    # without --steps: the summary only, read in SQL
+    (spectrum,) = as_json("find", "res>=100", "--catalog", url)["runs"][0]["datasets"]
+    assert (spectrum["nsteps"], spectrum["first_step"], spectrum["last_step"]) == (1, 3, 3)
+    assert "steps" not in spectrum and "steps_range" not in spectrum
     assert [r["id"] for r in as_json("find", "res<=128", "model!=mhd", "--catalog", url)["runs"]] == [r1]
     assert [r["id"] for r in as_json("find", "res>64", "--catalog", url)["runs"]] == [r2]
     assert [r["id"] for r in as_json("find", "ocean=true", "--catalog", url)["runs"]] == [r3]
     assert [r["id"] for r in as_json("find", "model=ideal", "--catalog", url)["runs"]] == [r1]
     assert as_json("find", "res=64", "--app", "climate", "--catalog", url)["runs"] == []
     # a group attribute selects that group's datasets only
-    (run,) = as_json("find", "kind=field", "--catalog", url)["runs"]
+    (run,) = as_json("find", "kind=field", "--steps", "--catalog", url)["runs"]
     assert [(d["name"], d["steps_range"]) for d in run["datasets"]] == [("rho", "0-48/6"), ("e[x]", "0-2,5")]
+    (run,) = as_json("find", "kind=field", "--catalog", url)["runs"]
+    assert [(d["name"], d["nsteps"], d["first_step"], d["last_step"]) for d in run["datasets"]] == [
+        ("rho", len(RHO_STEPS), 0, 48), ("e[x]", len(E_STEPS), 0, 5)]
 
-    out = ok("find", "res=64", "--catalog", url)
+    out = ok("find", "res=64", "--steps", "--catalog", url)
     rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
     assert rows[0][0] == str(r1) and rows[0][5:] == ["fields/rho", "<f8", "64x32", "0-48/6"]
     assert rows[1][0] == "" and rows[1][5:] == ["fields/e[x]", "<f4", "64x32", "0-2,5"]
+    out = ok("find", "res=64", "--catalog", url)
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
+    assert rows[0][5:] == ["fields/rho", "<f8", "64x32", f"0..48 ({len(RHO_STEPS)} steps)"]
+    assert rows[1][5:] == ["fields/e[x]", "<f4", "64x32", f"0..5 ({len(E_STEPS)} steps)"]
     assert "no matching runs" in ok("find", "res=1", "--catalog", url)
 
 
@@ -282,7 +311,7 @@ def test_python_dash_m_sdm(filled: dict) -> None:
     done = subprocess.run([sys.executable, "-m", "sdm", "ls", "ASTRO3D", "--json", "--catalog", filled["url"]],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert [r["id"] for r in json.loads(done.stdout)["runs"]] == list(filled["runs"][:2])
+    assert [r["id"] for r in json.loads(done.stdout)["runs"]] == list(filled["runs"][1::-1])  # newest first
     done = subprocess.run([sys.executable, "-m", "sdm", "show", "42", "--catalog", filled["url"]],
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1

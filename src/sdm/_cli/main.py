@@ -34,7 +34,7 @@ from ..errors import ApplicationNotFoundError, CatalogUnavailableError, SDMError
 if TYPE_CHECKING:  # the catalog (SQLAlchemy) loads when a command opens it, never for --help
     from ..catalog import Catalog, RunRecord
 
-__all__ = ["app", "main", "steps_text"]
+__all__ = ["app", "main", "steps_text", "steps_summary"]
 
 app = typer.Typer(
     name="sdm",
@@ -229,7 +229,7 @@ def _with_current_state(cat: Catalog, rec: RunRecord) -> RunRecord:
 
 
 def _dataset_json(group: str, d: Any) -> dict[str, Any]:
-    return {
+    out = {
         "group": group,
         "name": d.name,
         "dtype": d.dtype,
@@ -237,9 +237,26 @@ def _dataset_json(group: str, d: Any) -> dict[str, Any]:
         "order": d.order,
         "distribution": d.distribution,
         "attributes": d.attributes,
-        "steps": list(d.steps),
-        "steps_range": steps_text(d.steps),
+        "nsteps": d.nsteps,
+        "first_step": d.first_step,
+        "last_step": d.last_step,
     }
+    if d.steps is not None:  # read (sdm show, sdm find --steps)
+        out.update(steps=list(d.steps), steps_range=steps_text(d.steps))
+    return out
+
+
+def steps_summary(d: Any) -> str:
+    """A dataset's steps for a table: compact when they were read, else ``first-last (n steps)``."""
+    if d.steps is not None:
+        return steps_text(d.steps)
+    if not d.nsteps:
+        return "-"
+    if d.nsteps == 1:
+        return str(d.first_step)
+    if d.nsteps == d.last_step - d.first_step + 1:
+        return f"{d.first_step}-{d.last_step}"
+    return f"{d.first_step}..{d.last_step} ({d.nsteps} steps)"
 
 
 def _parse_date(text: str | None, *, end: bool) -> datetime | None:
@@ -280,13 +297,16 @@ def _main(
 @_handles_errors
 def ls(
     application: Annotated[str | None, typer.Argument(metavar="[APP]", help="List the runs of this application.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", min=1,
+                                       help="Runs per page (newest first).")] = 20,
+    offset: Annotated[int, typer.Option("--offset", metavar="K", min=0, help="Skip the K newest runs.")] = 0,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List applications (run counts, last run), or the runs of APP."""
+    """List applications (run counts, last run), or the runs of APP a page at a time, newest first."""
     with _open(catalog) as cat:
-        apps = cat.applications()
         if application is None:
+            apps = cat.applications()
             if as_json:
                 _emit_json({"applications": [{**a, "last_run": _iso(a["last_run"])} for a in apps]})
                 return
@@ -295,30 +315,32 @@ def ls(
                 _row(table, a["name"], a["runs"], _date(a["last_run"]))
             _console().print(table)
             return
-        if application not in {a["name"] for a in apps}:
+        try:
+            runs, totals, total = cat.list_runs(application, limit=limit, offset=offset)
+        except ApplicationNotFoundError:
             raise ApplicationNotFoundError(
                 f"no application {application!r} in catalog {cat.url!r}; `sdm ls` lists the applications"
-            )
-        runs = cat.find(application=application)
-        rows = []
-        for rec in (_with_current_state(cat, r) for r in runs):
-            ndatasets = sum(len(g.datasets) for g in rec.groups)
-            nbytes = sum(f.nbytes for f in cat.files(rec.id))
-            rows.append((rec, ndatasets, nbytes))
+            ) from None
+        runs = [_with_current_state(cat, r) for r in runs]
+    more = max(total - offset - len(runs), 0)
     if as_json:
-        _emit_json(
-            {
-                "application": application,
-                "runs": [{**_run_json(r), "datasets": n, "bytes": b} for r, n, b in rows],
-            }
-        )
+        _emit_json({
+            "application": application, "total": total, "offset": offset, "limit": limit, "more": more,
+            "runs": [{**_run_json(r), **totals[r.id]} for r in runs],
+        })
         return
     table = _table(f"runs of {application}", "id", "date", "state", "ranks", "problem size", "attributes", "datasets",
-                   "bytes")
-    for rec, n, b in rows:
+                   "writes", "bytes")
+    for rec in runs:
         size = "-" if rec.problem_size is None else json.dumps(rec.problem_size)
-        _row(table, rec.id, _date(rec.created_at), rec.state, rec.nprocs, size, _attrs(rec.attributes), n, _size(b))
-    _console().print(table)
+        t = totals[rec.id]
+        _row(table, rec.id, _date(rec.created_at), rec.state, rec.nprocs, size, _attrs(rec.attributes), t["datasets"],
+             t["writes"], _size(t["bytes"]))
+    con = _console()
+    con.print(table)
+    shown = f"runs {offset + 1}-{offset + len(runs)} of {total}" if runs else f"no runs past {offset} of {total}"
+    hint = f"; {more} more: sdm ls {application} --offset {offset + len(runs)}" if more else ""
+    con.print(Text(shown + hint, style="dim"))
 
 
 @app.command("show")
@@ -396,7 +418,7 @@ def show(
         for d in g.datasets:
             own = {k: v for k, v in d.attributes.items() if g.attributes.get(k, object()) != v}
             _row(datasets, g.name, d.name, d.dtype, _shape(d.shape), d.order, _dist(d.distribution),
-                 steps_text(d.steps), _attrs(own))
+                 steps_summary(d), _attrs(own))
     con.print(groups)
     con.print(datasets)
     ftable = _table("files", "path", "level", "writes", "size")
@@ -466,6 +488,8 @@ def find(
     since: Annotated[str | None, typer.Option("--since", metavar="DATE", help="Runs from this ISO date/time (UTC).")] = None,
     until: Annotated[str | None, typer.Option("--until", metavar="DATE", help="Runs up to this ISO date/time (UTC).")] = None,
     run: Annotated[int | None, typer.Option("--run", metavar="ID", help="Only this run.", min=1, max=RUN_ID_MAX)] = None,
+    steps: Annotated[bool, typer.Option("--steps", help="Read every step of the datasets found (else count, "
+                                        "first and last).")] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -475,7 +499,7 @@ def find(
     conds = [parse_condition(c) for c in conditions or ()]
     start, end = _parse_date(since, end=False), _parse_date(until, end=True)
     with _open(catalog) as cat:
-        runs = cat.find(application=application, run=run, since=start, until=end, conditions=conds)
+        runs = cat.find(application=application, run=run, since=start, until=end, conditions=conds, steps=steps)
     if as_json:
         _emit_json(
             {
@@ -499,7 +523,7 @@ def find(
             _row(table, *head, "-", "", "", "")
         for i, (g, d) in enumerate(items):
             cells = head if i == 0 else ("",) * len(head)
-            _row(table, *cells, f"{g.name}/{d.name}", d.dtype, _shape(d.shape), steps_text(d.steps))
+            _row(table, *cells, f"{g.name}/{d.name}", d.dtype, _shape(d.shape), steps_summary(d))
         table.add_section()
     con.print(table)
 

@@ -30,9 +30,12 @@ from ..errors import (
     StepExistsError,
 )
 from . import database as D
+from . import loading as L
+from . import queries as Q
 from . import schema as S
-from .records import DatasetRecord, DatasetSpec, FileRecord, GroupRecord, RunRecord, WriteRecord
+from .records import DatasetSpec, FileRecord, GroupRecord, RunRecord, WriteRecord
 from .urls import redact_url, scrub
+from .loading import utc as _utc
 from .values import Condition, conditions_from, decode, encode_all, loaded_numpy
 
 __all__ = ["Catalog", "normalize_url", "redact_url", "DatasetSpec"]
@@ -47,11 +50,6 @@ def _inserted_id(result: Any) -> int:
     key = result.inserted_primary_key
     assert key is not None, "an INSERT of one row returns its key"
     return int(key[0])
-
-
-def _utc(value: datetime) -> datetime:
-    """SQLite hands back naive datetimes; SDM stores UTC everywhere."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 def normalize_url(url: str) -> str:
@@ -332,8 +330,13 @@ class Catalog:
             con.execute(r.update().where(r.c.id == int(run_id), r.c.state == "open")
                         .values(state="interrupted", writers=0))
 
-    def run(self, run_id: int, *, application: str | None = None) -> RunRecord:
+    def run(self, run_id: int, *, application: str | None = None, steps: bool = True) -> RunRecord:
         """Return a run with its groups and datasets (and their steps).
+
+        Parameters
+        ----------
+        steps : bool
+            Read every dataset's steps (default); ``False`` reads only their summary.
 
         Raises
         ------
@@ -341,7 +344,7 @@ class Catalog:
             No such run (or it belongs to another application).
         """
         rid = _run_id(run_id)
-        runs = [] if rid is None else self._runs(sa.select(S.runs.c.id).where(S.runs.c.id == rid))
+        runs = [] if rid is None else self._load([rid], steps=steps)
         if not runs or (application is not None and runs[0].application != application):
             of = f" of application {application!r}" if application else ""
             raise RunNotFoundError(f"no run {run_id}{of} in catalog {self.url!r}")
@@ -350,8 +353,8 @@ class Catalog:
     def latest_run(self, application: str, attributes: dict[str, Any] | None = None) -> RunRecord:
         """Return the newest run of *application* whose attributes match.
 
-        Runs are examined newest first, a page at a time, so the cost does not grow with
-        the number of older runs (and no query's parameters grow with the catalog).
+        The database finds it (newest first, one row); the record is what :meth:`find`
+        returns for that run: with conditions, only the datasets that match them.
 
         Raises
         ------
@@ -360,24 +363,17 @@ class Catalog:
             An attribute key or value is refused (see :mod:`sdm.catalog.values`).
         """
         conds = self._conditions(attributes, ())
-        with self._reading("look up the latest run"):
-            with self.engine.connect() as con:
-                self._app_id(con, application, create=False)
-        ids = self._id_query(application=application, conds=conds)
-        ids = ids.order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc())
-        offset = 0
-        while True:
-            page = self._runs(ids.limit(_LATEST_PAGE).offset(offset))  # oldest first within the page
-            if not page:
-                break
-            matched = _filter_runs(page, conds)
-            if matched:
-                return matched[-1]
-            offset += _LATEST_PAGE
-        raise RunNotFoundError(
-            f"no run of {application!r} has attributes {attributes or {}}; "
-            "`sdm ls` lists the runs and `sdm show RUN` their attributes"
-        )
+        with self._reading("look up the latest run"), self.engine.connect() as con:
+            self._app_id(con, application, create=False)
+            q = self._id_query(con, application=application, conds=conds)
+            rid = con.execute(q.order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc()).limit(1)).scalar()
+            found = [] if rid is None else self._matching(con, [int(rid)], conds, steps=False)
+        if not found:
+            raise RunNotFoundError(
+                f"no run of {application!r} has attributes {attributes or {}}; "
+                "`sdm ls` lists the runs and `sdm show RUN` their attributes"
+            )
+        return found[0]
 
     def find(
         self,
@@ -388,15 +384,17 @@ class Catalog:
         until: datetime | None = None,
         attributes: dict[str, Any] | None = None,
         conditions: Iterable[Condition] = (),
+        steps: bool = False,
     ) -> list[RunRecord]:
         """Find runs (oldest first) and, in each, the datasets that match.
 
         A dataset's attributes are its run's, overridden by its group's, overridden by
-        its own; a dataset matches when those satisfy every condition.  Runs with no matching dataset are
-        returned when the run itself matches every condition.
+        its own; a dataset matches when those satisfy every condition.  Runs with no
+        matching dataset are returned when the run itself matches every condition.
 
-        Any number of runs may match: candidate runs are selected by a subquery, never
-        by a list of ids, so no query's parameter count grows with the catalog.
+        The conditions are evaluated by the database over its attribute indexes (see
+        :mod:`sdm.catalog.queries`), and only the runs found are read, so the time
+        follows the size of the answer, not of the catalog.
 
         Parameters
         ----------
@@ -412,6 +410,9 @@ class Catalog:
             ``64``); NaN and integers outside int64 are refused, not silently unmatched.
         conditions : iterable of Condition
             Extra parsed conditions (what ``sdm find`` passes).
+        steps : bool
+            Also read every dataset's list of steps (``DatasetRecord.steps``). By default
+            only their count, first and last step are read and ``steps`` is ``None``.
 
         Raises
         ------
@@ -428,8 +429,42 @@ class Catalog:
                 raise InvalidArgumentError(f"{name} must be a datetime, got {type(when).__name__}")
         if application is not None and not isinstance(application, str):
             raise InvalidArgumentError(f"application must be a name (str), got {type(application).__name__}")
-        q = self._id_query(application=application, run=run, since=since, until=until, conds=conds)
-        return _filter_runs(self._runs(q), conds)
+        with self._reading("find runs"), self.engine.connect() as con:
+            q = self._id_query(con, application=application, run=run, since=since, until=until, conds=conds)
+            ids = [int(i) for i in con.execute(q).scalars()]
+            return self._matching(con, ids, conds, steps=steps)
+
+    def list_runs(self, application: str, *, limit: int | None = None, offset: int = 0
+                  ) -> tuple[list[RunRecord], dict[int, dict[str, int]], int]:
+        """One page of an application's runs, newest first, for listings.
+
+        Returns
+        -------
+        runs : list of RunRecord
+            The page (newest first), with step summaries (``steps`` not read).
+        totals : dict
+            Per run id: ``datasets``, ``writes`` and committed ``bytes``, summed in SQL.
+        total : int
+            How many runs the application has.
+
+        Raises
+        ------
+        ApplicationNotFoundError
+        InvalidArgumentError
+            *limit* below 1 or *offset* below 0.
+        """
+        for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+                raise InvalidArgumentError(f"{name} must be an integer >= {low}, got {value!r}")
+        r = S.runs
+        with self._reading("list runs"), self.engine.connect() as con:
+            app_id = self._app_id(con, application, create=False)
+            total = con.execute(sa.select(sa.func.count()).select_from(r).where(r.c.application_id == app_id)).scalar_one()
+            q = (sa.select(r.c.id).where(r.c.application_id == app_id)
+                 .order_by(r.c.created_at.desc(), r.c.id.desc()).offset(offset))
+            ids = [int(i) for i in con.execute(q if limit is None else q.limit(limit)).scalars()]
+            runs = L.load_runs(con, ids)[::-1]
+            return runs, L.run_totals(con, ids), int(total)
 
     @staticmethod
     def _conditions(attributes: Any, conditions: Iterable[Condition]) -> list[Condition]:
@@ -445,6 +480,7 @@ class Catalog:
 
     @staticmethod
     def _id_query(
+        con: Connection,
         *,
         application: str | None = None,
         run: int | None = None,
@@ -452,7 +488,7 @@ class Catalog:
         until: datetime | None = None,
         conds: Sequence[Condition] = (),
     ) -> sa.Select:
-        """``SELECT runs.id`` of the candidate runs (values are compared later in Python)."""
+        """``SELECT runs.id`` of the runs :meth:`find` returns, conditions included."""
         q = sa.select(S.runs.c.id).select_from(
             S.runs.join(S.applications, S.applications.c.id == S.runs.c.application_id)
         )
@@ -465,12 +501,25 @@ class Catalog:
             q = q.where(S.runs.c.created_at >= _utc(since))
         if until is not None:
             q = q.where(S.runs.c.created_at <= _utc(until))
-        for c in conds:  # prefilter in SQL: the run holds a row that may satisfy the condition
-            q = q.where(
-                sa.exists().where(S.attributes.c.run_id == S.runs.c.id, S.attributes.c.key == c.key,
-                                  *_prefilter(c))
-            )
-        return q
+        return q.where(*Q.matching_run_filter(S.runs.c.id, conds, con.dialect.name))
+
+    def _matching(self, con: Connection, run_ids: list[int], conds: Sequence[Condition], *, steps: bool
+                  ) -> list[RunRecord]:
+        """Records of runs found by :meth:`_id_query`, narrowed to the datasets that match *conds*."""
+        if not conds:
+            return L.load_runs(con, run_ids, steps=steps)
+        g, d = S.groups, S.datasets
+        q = (sa.select(g.c.run_id, d.c.id).select_from(d.join(g, g.c.id == d.c.group_id))
+             .where(Q.dataset_matches(g.c.run_id, g.c.id, d.c.id, conds, con.dialect.name)))
+        only: dict[int, set[int]] = defaultdict(set)
+        for part in L.chunks(run_ids):
+            for rid, did in con.execute(q.where(g.c.run_id.in_(part))):
+                only[int(rid)].add(int(did))
+        return L.load_runs(con, run_ids, only=only, steps=steps)
+
+    def _load(self, run_ids: list[int], **kw: Any) -> list[RunRecord]:
+        with self._reading("load runs"), self.engine.connect() as con:
+            return L.load_runs(con, run_ids, **kw)
 
     @contextmanager
     def _reading(self, what: str) -> Iterator[None]:
@@ -480,105 +529,7 @@ class Catalog:
         except SQLAlchemyError as exc:
             raise CatalogError(f"catalog {self.url!r} failed to {what}: {_short(exc)}") from None
 
-    def _runs(self, id_query: sa.Select) -> list[RunRecord]:
-        """Load full run records (groups, datasets, steps, attributes) of the runs *id_query* selects.
-
-        *id_query* selects run ids; it is joined in as a derived table by every query
-        here, so any number of runs is loaded with a fixed number of bound parameters.
-        """
-        r, a, g, d, w = S.runs, S.applications, S.groups, S.datasets, S.writes
-        ids = id_query.subquery("sel")
-        with self._reading("load runs"), self.engine.connect() as con:
-            rows = con.execute(
-                sa.select(r, a.c.name.label("app"))
-                .select_from(r.join(a, a.c.id == r.c.application_id).join(ids, ids.c.id == r.c.id))
-                .order_by(r.c.created_at, r.c.id)
-            ).mappings().all()
-            if not rows:
-                return []
-            attrs = self._attributes(con, ids)
-            grows = con.execute(
-                sa.select(g)
-                .select_from(g.join(ids, ids.c.id == g.c.run_id))
-                .order_by(g.c.position, g.c.id)
-            ).mappings().all()
-            drows = con.execute(
-                sa.select(d)
-                .select_from(d.join(g, g.c.id == d.c.group_id).join(ids, ids.c.id == g.c.run_id))
-                .order_by(d.c.position, d.c.id)
-            ).mappings().all() if grows else []
-            steps: dict[int, list[int]] = defaultdict(list)
-            if drows:
-                for did, step in con.execute(
-                    sa.select(w.c.dataset_id, w.c.step)
-                    .select_from(
-                        w.join(d, d.c.id == w.c.dataset_id)
-                        .join(g, g.c.id == d.c.group_id)
-                        .join(ids, ids.c.id == g.c.run_id)
-                    )
-                    .order_by(w.c.step)
-                ):
-                    steps[did].append(int(step))
-        dsets: dict[int, list[DatasetRecord]] = defaultdict(list)
-        for drow in drows:
-            dsets[drow["group_id"]].append(
-                DatasetRecord(
-                    id=drow["id"],
-                    name=drow["name"],
-                    position=drow["position"],
-                    dtype=drow["dtype"],
-                    shape=tuple(json.loads(drow["shape"])),
-                    order=drow["storage_order"],
-                    distribution=json.loads(drow["distribution"]) if drow["distribution"] else None,
-                    attributes=attrs.get(("d", drow["id"]), {}),
-                    steps=tuple(steps.get(drow["id"], ())),
-                )
-            )
-        groups: dict[int, list[GroupRecord]] = defaultdict(list)
-        for grow in grows:
-            groups[grow["run_id"]].append(
-                GroupRecord(
-                    id=grow["id"],
-                    run_id=grow["run_id"],
-                    name=grow["name"],
-                    level=grow["level"],
-                    datasets=tuple(dsets.get(grow["id"], ())),
-                    attributes=attrs.get(("g", grow["id"]), {}),
-                )
-            )
-        return [
-            RunRecord(
-                id=row["id"],
-                application=row["app"],
-                created_at=_utc(row["created_at"]),
-                nprocs=row["nprocs"],
-                problem_size=json.loads(row["problem_size"]) if row["problem_size"] else None,
-                root=row["root"],
-                dir=row["dir"],
-                state=row["state"],
-                attributes=attrs.get(("r", row["id"]), {}),
-                groups=tuple(groups.get(row["id"], ())),
-            )
-            for row in rows
-        ]
-
     # -------------------------------------------------------------- attributes
-    @staticmethod
-    def _attributes(con, ids) -> dict[tuple[str, int], dict[str, Any]]:
-        """Attributes of the runs in the derived table *ids* (and of their groups and datasets)."""
-        t = S.attributes
-        out: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
-        q = sa.select(t).select_from(t.join(ids, ids.c.id == t.c.run_id)).order_by(t.c.id)
-        for row in con.execute(q).mappings():
-            if row["dataset_id"] is not None:
-                owner = ("d", row["dataset_id"])
-            elif row["group_id"] is not None:
-                owner = ("g", row["group_id"])
-            else:
-                owner = ("r", row["run_id"])
-            out[owner][row["key"]] = decode(row["value_type"], row["value_num"], row["value_str"])
-        return out
-
     @staticmethod
     def _put_attributes(con, run_id: int, group_id: int | None, dataset_ids: list[int | None], encoded) -> None:
         t = S.attributes
@@ -683,17 +634,19 @@ class Catalog:
         return group
 
     def group(self, run_id: int, name: str) -> GroupRecord:
-        """Return a group of a run with its datasets and steps.
+        """Return a group of a run with its datasets and steps (nothing else of the run is read).
 
         Raises
         ------
-        GroupNotFoundError
+        RunNotFoundError, GroupNotFoundError
         """
-        rec = self.run(run_id)
-        for g in rec.groups:
-            if g.name == name:
-                return g
-        names = [g.name for g in rec.groups]
+        rid = _run_id(run_id)
+        found = [] if rid is None else self._load([rid], group=name, steps=True)
+        if not found:
+            raise RunNotFoundError(f"no run {run_id} in catalog {self.url!r}")
+        if found[0].groups:
+            return found[0].groups[0]
+        names = [g.name for g in self.run(run_id, steps=False).groups]
         raise GroupNotFoundError(f"run {run_id} has no group {name!r}; its groups are {names}")
 
     def set_distribution(self, dataset_ids: Sequence[int], distribution: dict[str, Any]) -> None:
@@ -959,7 +912,6 @@ def _insert_new(con: Connection, table: sa.Table, row: dict[str, Any]) -> sa.Ins
     return sqlite.insert(table).values(**row).on_conflict_do_nothing()
 
 
-_LATEST_PAGE = 256  # runs examined per query by latest_run, newest first
 _CHUNK = 500  # ids per IN (...) list where a list of ids is given by the caller
 
 _ID_MAX = 2**63 - 1
@@ -981,60 +933,6 @@ def _run_id(value: Any) -> int | None:
     return value if -_ID_MAX - 1 <= value <= _ID_MAX else None
 
 
-def _prefilter(c: Condition) -> list[Any]:
-    """SQL predicates on one attribute row that every row satisfying *c* also satisfies.
-
-    A necessary condition only (the exact comparison is :meth:`Condition.matches`, in
-    Python): a dataset's effective value is one of its run's rows with that key, so a run
-    with no row passing these predicates cannot match. The type must agree (numbers with
-    numbers, bools with bools, text with text); numbers compare on ``value_num``, which is
-    ``float(value)``; as rounding to float never reverses an order, ``x < v`` implies
-    ``float(x) <= float(v)``, hence the non-strict comparisons. Text is only compared for
-    equality, since the database's collation may order text differently from Python.
-    """
-    t, v = S.attributes, c.value
-    eq = c.op in ("=", "==")
-    if isinstance(v, bool):
-        return [t.c.value_type == "bool"] + ([t.c.value_str == ("true" if v else "false")] if eq else [])
-    if isinstance(v, (int, float)):
-        preds: list[sa.ColumnElement[bool]] = [t.c.value_type.in_(("int", "float"))]
-        f = float(v)
-        if eq:
-            preds.append(t.c.value_num == f)
-        elif c.op in ("<", "<="):
-            preds.append(t.c.value_num <= f)
-        elif c.op in (">", ">="):
-            preds.append(t.c.value_num >= f)
-        return preds
-    return [t.c.value_type == "str"] + ([t.c.value_str == v] if eq else [])
-
-
-def _matches_all(attrs: dict[str, Any], conds: list[Condition]) -> bool:
-    return all(c.key in attrs and c.matches(attrs[c.key]) for c in conds)
-
-
-def _filter_runs(runs: list[RunRecord], conds: list[Condition]) -> list[RunRecord]:
-    """Keep runs whose own attributes match, or that hold datasets that match (those only)."""
-    if not conds:
-        return runs
-    result = []
-    for rec in runs:
-        if not rec.groups:  # nothing to narrow down
-            if _matches_all(rec.attributes, conds):
-                result.append(rec)
-            continue
-        groups = []
-        for g in rec.groups:
-            ds = tuple(
-                d for d in g.datasets if _matches_all({**rec.attributes, **g.attributes, **d.attributes}, conds)
-            )
-            if ds:
-                groups.append(_replace(g, datasets=ds))
-        if groups or _matches_all(rec.attributes, conds):
-            result.append(_replace(rec, groups=tuple(groups)))
-    return result
-
-
 def _write_record(row) -> WriteRecord:
     return WriteRecord(
         dataset_id=row["dataset_id"],
@@ -1051,12 +949,6 @@ def _write_record(row) -> WriteRecord:
         reason=row["reason"],
         version=int(row["version"]),
     )
-
-
-def _replace(obj, **changes):
-    from dataclasses import replace
-
-    return replace(obj, **changes)
 
 
 def _jsonable(obj: Any) -> Any:

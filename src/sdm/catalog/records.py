@@ -19,7 +19,18 @@ class DatasetRecord:
     order: str
     distribution: dict[str, Any] | None = None
     attributes: dict[str, Any] = field(default_factory=dict)
-    steps: tuple[int, ...] = ()
+    #: Every committed step, ascending; ``None`` when the query did not read them
+    #: (``Catalog.find`` reads them with ``steps=True``): the summary below is always there.
+    steps: tuple[int, ...] | None = ()
+    nsteps: int = 0  #: number of committed steps
+    first_step: int | None = None  #: the smallest committed step (None: no step yet)
+    last_step: int | None = None  #: the largest committed step
+
+    def __post_init__(self) -> None:
+        if self.steps:  # a record made from its steps carries their summary
+            object.__setattr__(self, "nsteps", len(self.steps))
+            object.__setattr__(self, "first_step", min(self.steps))
+            object.__setattr__(self, "last_step", max(self.steps))
 
     @property
     def nbytes(self) -> int:

@@ -1,0 +1,164 @@
+"""Run records read from the catalog: what a listing or a search returns.
+
+Everything here reads the runs it is given, never the catalog around them, so its cost
+follows the size of the answer, not the number of writes in the catalog. Ids travel in
+``IN`` lists of at most :data:`CHUNK` entries, so no statement's parameter count grows
+with the answer either.
+
+Steps come two ways. A summary (count, first and last step of each dataset) is one
+``GROUP BY`` over the ``(dataset_id, step)`` index; the full list is read only when a
+caller asks for it (``steps=True``), since a long run holds one row per dataset and step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Any, Iterator, Mapping, Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from . import schema as S
+from .records import DatasetRecord, GroupRecord, RunRecord
+from .values import decode
+
+__all__ = ["CHUNK", "chunks", "load_runs", "run_totals"]
+
+#: Ids per ``IN (...)`` list.
+CHUNK = 500
+
+
+def chunks(ids: Sequence[int]) -> Iterator[list[int]]:
+    """*ids* in lists of at most :data:`CHUNK`."""
+    for start in range(0, len(ids), CHUNK):
+        yield [int(i) for i in ids[start:start + CHUNK]]
+
+
+def utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; SDM stores UTC everywhere."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _rows(con: Connection, query: sa.Select, column: Any, ids: Sequence[int]) -> list[Any]:
+    """Rows of *query* with ``column IN ids``, chunk by chunk."""
+    out: list[Any] = []
+    for part in chunks(ids):
+        out.extend(con.execute(query.where(column.in_(part))).mappings().all())
+    return out
+
+
+def _attributes(con: Connection, run_ids: Sequence[int]) -> dict[tuple[str, int], dict[str, Any]]:
+    """Attributes of the runs, keyed by owner (``("r", run)``, ``("g", group)``, ``("d", dataset)``)."""
+    t = S.attributes
+    out: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
+    rows = _rows(con, sa.select(t), t.c.run_id, run_ids)
+    for row in sorted(rows, key=lambda r: r["id"]):  # the newest row of an owner and key wins
+        if row["dataset_id"] is not None:
+            owner = ("d", row["dataset_id"])
+        elif row["group_id"] is not None:
+            owner = ("g", row["group_id"])
+        else:
+            owner = ("r", row["run_id"])
+        out[owner][row["key"]] = decode(row["value_type"], row["value_num"], row["value_str"])
+    return out
+
+
+def _steps(con: Connection, dataset_ids: Sequence[int], full: bool) -> dict[int, dict[str, Any]]:
+    """Per dataset: ``nsteps``, ``first_step``, ``last_step`` and, if *full*, ``steps``."""
+    w = S.writes
+    out: dict[int, dict[str, Any]] = {}
+    if full:
+        lists: dict[int, list[int]] = defaultdict(list)
+        for part in chunks(dataset_ids):
+            for did, step in con.execute(sa.select(w.c.dataset_id, w.c.step).where(w.c.dataset_id.in_(part))
+                                         .order_by(w.c.dataset_id, w.c.step)):
+                lists[int(did)].append(int(step))
+        for did, steps in lists.items():
+            out[did] = {"steps": tuple(steps), "nsteps": len(steps), "first_step": steps[0], "last_step": steps[-1]}
+        return out
+    q = sa.select(w.c.dataset_id, sa.func.count(), sa.func.min(w.c.step), sa.func.max(w.c.step))
+    for part in chunks(dataset_ids):
+        for did, n, first, last in con.execute(q.where(w.c.dataset_id.in_(part)).group_by(w.c.dataset_id)):
+            out[int(did)] = {"steps": None, "nsteps": int(n), "first_step": int(first), "last_step": int(last)}
+    return out
+
+
+def load_runs(
+    con: Connection,
+    run_ids: Sequence[int],
+    *,
+    only: Mapping[int, set[int]] | None = None,
+    steps: bool = False,
+    group: str | None = None,
+) -> list[RunRecord]:
+    """Records of the runs *run_ids* (oldest first), with groups, datasets and attributes.
+
+    Parameters
+    ----------
+    only : mapping, optional
+        ``{run id: dataset ids}``: keep only these datasets (and the groups holding them);
+        runs absent from the mapping keep no group. ``None`` keeps everything.
+    steps : bool
+        Read every dataset's list of steps (``DatasetRecord.steps``); otherwise only the
+        summary (``nsteps``, ``first_step``, ``last_step``) and ``steps`` is ``None``.
+    group : str, optional
+        Read only the group of this name.
+    """
+    r, a, g, d = S.runs, S.applications, S.groups, S.datasets
+    rows = _rows(con, sa.select(r, a.c.name.label("app")).select_from(r.join(a, a.c.id == r.c.application_id)),
+                 r.c.id, run_ids)
+    if not rows:
+        return []
+    ids = [row["id"] for row in rows]
+    attrs = _attributes(con, ids)
+    gq = sa.select(g) if group is None else sa.select(g).where(g.c.name == group)
+    grows = _rows(con, gq, g.c.run_id, ids)
+    drows = _rows(con, sa.select(d), d.c.group_id, [row["id"] for row in grows]) if grows else []
+    if only is not None:
+        keep = set().union(*only.values()) if only else set()
+        drows = [row for row in drows if row["id"] in keep]
+        grows = [row for row in grows if any(drow["group_id"] == row["id"] for drow in drows)]
+    counts = _steps(con, [row["id"] for row in drows], steps)
+    empty = {"steps": () if steps else None, "nsteps": 0, "first_step": None, "last_step": None}
+    dsets: dict[int, list[DatasetRecord]] = defaultdict(list)
+    for drow in sorted(drows, key=lambda x: (x["position"], x["id"])):
+        dsets[drow["group_id"]].append(DatasetRecord(
+            id=drow["id"], name=drow["name"], position=drow["position"], dtype=drow["dtype"],
+            shape=tuple(json.loads(drow["shape"])), order=drow["storage_order"],
+            distribution=json.loads(drow["distribution"]) if drow["distribution"] else None,
+            attributes=attrs.get(("d", drow["id"]), {}), **counts.get(drow["id"], empty),
+        ))
+    groups: dict[int, list[GroupRecord]] = defaultdict(list)
+    for grow in sorted(grows, key=lambda x: (x["position"], x["id"])):
+        groups[grow["run_id"]].append(GroupRecord(
+            id=grow["id"], run_id=grow["run_id"], name=grow["name"], level=grow["level"],
+            datasets=tuple(dsets.get(grow["id"], ())), attributes=attrs.get(("g", grow["id"]), {}),
+        ))
+    runs = [
+        RunRecord(
+            id=row["id"], application=row["app"], created_at=utc(row["created_at"]), nprocs=row["nprocs"],
+            problem_size=json.loads(row["problem_size"]) if row["problem_size"] else None, root=row["root"],
+            dir=row["dir"], state=row["state"], attributes=attrs.get(("r", row["id"]), {}),
+            groups=tuple(groups.get(row["id"], ())),
+        )
+        for row in rows
+    ]
+    return sorted(runs, key=lambda rec: (rec.created_at, rec.id))
+
+
+def run_totals(con: Connection, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+    """Per run: ``datasets``, ``writes`` and ``bytes`` (committed), summed in SQL."""
+    g, d, w = S.groups, S.datasets, S.writes
+    q = (sa.select(g.c.run_id, sa.func.count(sa.distinct(d.c.id)), sa.func.count(w.c.id),
+                   sa.func.coalesce(sa.func.sum(w.c.nbytes), 0))
+         .select_from(g.join(d, d.c.group_id == g.c.id).outerjoin(w, w.c.dataset_id == d.c.id))
+         .group_by(g.c.run_id))
+    out = {int(i): {"datasets": 0, "writes": 0, "bytes": 0} for i in run_ids}
+    for part in chunks(run_ids):
+        for rid, nd, nw, nb in con.execute(q.where(g.c.run_id.in_(part))):
+            out[int(rid)] = {"datasets": int(nd), "writes": int(nw), "bytes": int(nb)}
+    return out
+
+
