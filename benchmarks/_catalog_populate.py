@@ -288,6 +288,11 @@ def _chunks(items: Any, size: int) -> Iterator[list[tuple[Any, ...]]]:
 
 
 # ----------------------------------------------------------------------------- engines
+def _quoted(cols: tuple[str, ...]) -> str:
+    """A column list with every name quoted (``offset`` is a keyword)."""
+    return ", ".join(f'"{c}"' for c in cols)
+
+
 def _sqlite_stamp(when: datetime) -> str:
     """The text SQLAlchemy stores on SQLite for a (UTC) datetime."""
     return when.strftime("%Y-%m-%d %H:%M:%S.%f")
@@ -305,7 +310,7 @@ def _fill_sqlite(path: Path, rows: _Rows, progress: Callable[[str, int], None] |
         con.execute("PRAGMA cache_size=-262144")  # 256 MiB
         for table, make in _sources(rows):
             cols = COLUMNS[table]
-            sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+            sql = f"INSERT INTO {table} ({_quoted(cols)}) VALUES ({', '.join('?' * len(cols))})"
             done = 0
             for batch in _chunks(make(), CHUNK):
                 con.execute("BEGIN")
@@ -327,7 +332,7 @@ def _fill_postgresql(engine: Any, rows: _Rows, progress: Callable[[str, int], No
             for table, make in _sources(rows):
                 cols = COLUMNS[table]
                 done = 0
-                with cur.copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as copy:
+                with cur.copy(f"COPY {table} ({_quoted(cols)}) FROM STDIN") as copy:
                     for batch in _chunks(make(), CHUNK):
                         for row in batch:
                             copy.write_row(row)

@@ -334,7 +334,9 @@ def check(target: Target) -> dict[str, Any]:
     out: dict[str, Any] = {key: _find(target.url, key) for key in QUERIES}
     out["open"] = _open(target.url)
     listing = json.loads(_json_output(["ls", APP, "--catalog", target.url, "--json"]))
-    out["ls_runs"] = len(listing["runs"])
+    out["ls_runs"] = len(listing["runs"])  # the first page, where `sdm ls` pages
+    out["ls_total"] = listing.get("total", len(listing["runs"]))
+    out["ls_limit"] = listing.get("limit")
     shown = json.loads(_json_output(["show", str(SHOW_RUN), "--catalog", target.url, "--json"]))
     out["show_datasets"] = sum(len(g["datasets"]) for g in shown["groups"])
     return out

@@ -66,7 +66,8 @@ def test_searches_find_exactly_the_runs_of_the_documented_shape(report):
     assert 1 <= len(found["find_range"]) <= 5  # about 1% of 250 runs
     assert found["find_two"] == _ids(lambda i: i % 5 == 2 and i % 3 == 1)
     assert found["open"] == max(case07)  # the newest matching run
-    assert found["ls_runs"] == 250  # or the first page, should `sdm ls` get one
+    assert found["ls_total"] == 250
+    assert found["ls_runs"] == min(250, found["ls_limit"] or 250)  # the first page
     assert found["show_datasets"] == 10
 
 
