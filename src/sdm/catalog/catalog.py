@@ -365,8 +365,8 @@ class Catalog:
         conds = self._conditions(attributes, ())
         with self._reading("look up the latest run"), self.engine.connect() as con:
             self._app_id(con, application, create=False)
-            q = self._id_query(con, application=application, conds=conds)
-            rid = con.execute(q.order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc()).limit(1)).scalar()
+            q, params = self._id_query(con, application=application, conds=conds)
+            rid = con.execute(q.order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc()).limit(1), params).scalar()
             found = [] if rid is None else self._matching(con, [int(rid)], conds, steps=False)
         if not found:
             raise RunNotFoundError(
@@ -430,8 +430,8 @@ class Catalog:
         if application is not None and not isinstance(application, str):
             raise InvalidArgumentError(f"application must be a name (str), got {type(application).__name__}")
         with self._reading("find runs"), self.engine.connect() as con:
-            q = self._id_query(con, application=application, run=run, since=since, until=until, conds=conds)
-            ids = [int(i) for i in con.execute(q).scalars()]
+            q, params = self._id_query(con, application=application, run=run, since=since, until=until, conds=conds)
+            ids = [int(i) for i in con.execute(q, params).scalars()]
             return self._matching(con, ids, conds, steps=steps)
 
     def list_runs(self, application: str, *, limit: int | None = None, offset: int = 0
@@ -487,33 +487,29 @@ class Catalog:
         since: datetime | None = None,
         until: datetime | None = None,
         conds: Sequence[Condition] = (),
-    ) -> sa.Select:
-        """``SELECT runs.id`` of the runs :meth:`find` returns, conditions included."""
-        q = sa.select(S.runs.c.id).select_from(
-            S.runs.join(S.applications, S.applications.c.id == S.runs.c.application_id)
-        )
-        if application is not None:
-            q = q.where(S.applications.c.name == application)
+    ) -> tuple[sa.Select, dict[str, Any]]:
+        """``SELECT runs.id`` of the runs :meth:`find` returns, and its parameters."""
+        shapes, params = Q.compile_conditions(conds)
         if run is not None:
             rid = _run_id(run)
-            q = q.where(S.runs.c.id == rid if rid is not None else sa.false())
-        if since is not None:
-            q = q.where(S.runs.c.created_at >= _utc(since))
-        if until is not None:
-            q = q.where(S.runs.c.created_at <= _utc(until))
-        return q.where(*Q.matching_run_filter(S.runs.c.id, conds, con.dialect.name))
+            params["run"] = rid if rid is not None else 0  # no run has id 0
+        filters = {"application": application, "since": None if since is None else _utc(since),
+                   "until": None if until is None else _utc(until)}
+        params.update((k, v) for k, v in filters.items() if v is not None)
+        q = Q.run_ids_query(con.dialect.name, shapes, application is not None, run is not None, since is not None,
+                            until is not None)
+        return q, params
 
     def _matching(self, con: Connection, run_ids: list[int], conds: Sequence[Condition], *, steps: bool
                   ) -> list[RunRecord]:
         """Records of runs found by :meth:`_id_query`, narrowed to the datasets that match *conds*."""
         if not conds:
             return L.load_runs(con, run_ids, steps=steps)
-        g, d = S.groups, S.datasets
-        q = (sa.select(g.c.run_id, d.c.id).select_from(d.join(g, g.c.id == d.c.group_id))
-             .where(Q.dataset_matches(g.c.run_id, g.c.id, d.c.id, conds, con.dialect.name)))
+        shapes, params = Q.compile_conditions(conds)
+        q = Q.datasets_query(con.dialect.name, shapes)
         only: dict[int, set[int]] = defaultdict(set)
         for part in L.chunks(run_ids):
-            for rid, did in con.execute(q.where(g.c.run_id.in_(part))):
+            for rid, did in con.execute(q, {**params, "run_ids": part}):
                 only[int(rid)].add(int(did))
         return L.load_runs(con, run_ids, only=only, steps=steps)
 

@@ -21,11 +21,18 @@ the candidate runs come from an index range, not from a scan of the catalog: a r
 only match if, for every condition, one of its rows with that key satisfies it. The
 override rule is then checked for those candidates only, with correlated ``EXISTS`` on
 the ``(run_id, group_id, dataset_id)`` index.
+
+Statements are built once per *shape* (the dialect, which filters are given, and for
+each condition its kind of value, operator and which exact comparisons apply) and
+cached; keys, values and bounds travel as bound parameters. Building the expression
+costs far more than running it on an indexed catalog, and a cached statement also hits
+SQLAlchemy's compiled-statement cache.
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any, Sequence
 
 import sqlalchemy as sa
@@ -34,155 +41,184 @@ from sqlalchemy.sql.elements import ColumnElement
 from . import schema as S
 from .values import INT_MAX, INT_MIN, Condition
 
-__all__ = ["value_predicate", "index_predicate", "run_matches", "dataset_matches", "candidate_runs"]
+__all__ = ["compile_conditions", "run_ids_query", "datasets_query"]
 
 _Pred = ColumnElement[bool]
+#: What one condition needs in SQL, without its values: (kind, op, int rows, float rows, index op).
+Shape = tuple[str, str, Any, Any, str | None]
+_EQ = ("=", "==")
 
 
 def _compare(expr: Any, op: str, bound: Any) -> _Pred:
-    if op in ("=", "=="):
+    if op in _EQ:
         return expr == bound
     return {"!=": expr != bound, "<": expr < bound, "<=": expr <= bound, ">": expr > bound,
             ">=": expr >= bound}[op]
 
 
-def _constant(value: bool) -> _Pred:
-    return sa.true() if value else sa.false()
+def _beyond(op: str, above: bool) -> bool:
+    """Truth of ``x <op> v`` for every x when v lies above (or below) every candidate x."""
+    return {"<": above, "<=": above, ">": not above, ">=": not above, "=": False, "==": False, "!=": True}[op]
 
 
-def _int_rows(t: sa.Table | Any, op: str, v: int | float) -> _Pred:
-    """Rows of type ``int`` whose value satisfies ``x <op> v`` exactly (*v* int or float)."""
-    x = sa.cast(sa.case((t.c.value_type == "int", t.c.value_str)), sa.BigInteger)
+def _int_rows(op: str, v: int | float) -> tuple[Any, int | None]:
+    """How ``int`` rows compare with *v* exactly: ``(True|False, None)`` or ``(op, integer bound)``."""
     if isinstance(v, float):
-        if math.isinf(v):  # every integer is below +inf and above -inf
-            below = v > 0
-            return _constant({"<": below, "<=": below, ">": not below, ">=": not below, "=": False,
-                              "==": False, "!=": True}[op])
+        if math.isinf(v):  # every integer lies below +inf and above -inf
+            return _beyond(op, v > 0), None
         lo, hi = math.floor(v), math.ceil(v)
-        if op in ("=", "=="):
-            if lo != hi:
-                return sa.false()
-            op, v = "=", lo
-        elif op == "!=":
-            if lo != hi:
-                return sa.true()
+        if op in _EQ or op == "!=":
+            if lo != hi:  # no integer equals a fraction
+                return op == "!=", None
             v = lo
         else:  # x < v <=> x < ceil(v); x <= v <=> x <= floor(v); x > v <=> x > floor(v); x >= v <=> x >= ceil(v)
             v = hi if op in ("<", ">=") else lo
     if not INT_MIN <= v <= INT_MAX:  # no stored integer lies beyond the int64 range
-        above = v > INT_MAX
-        return _constant({"<": above, "<=": above, ">": not above, ">=": not above, "=": False,
-                          "==": False, "!=": True}[op])
-    return _compare(x, op, int(v))
+        return _beyond(op, v > INT_MAX), None
+    return ("=" if op in _EQ else op), int(v)
 
 
-def _float_rows(t: sa.Table | Any, op: str, v: int | float) -> _Pred:
-    """Rows of type ``float`` whose value satisfies ``x <op> v`` exactly (*v* int or float)."""
+def _float_rows(op: str, v: int | float) -> tuple[Any, float | None]:
+    """How ``float`` rows compare with *v* exactly: ``(True|False, None)`` or ``(op, float bound)``."""
     if isinstance(v, float) or float(v) == v:
-        return _compare(t.c.value_num, op, float(v))
+        return ("=" if op in _EQ else op), float(v)
     f = float(v)  # the integer lies strictly between two adjacent doubles lo < v < hi
     lo, hi = (math.nextafter(f, -math.inf), f) if f > v else (f, math.nextafter(f, math.inf))
-    if op in ("=", "=="):
-        return sa.false()
-    if op == "!=":
-        return sa.true()
-    return t.c.value_num <= lo if op in ("<", "<=") else t.c.value_num >= hi
+    if op in _EQ or op == "!=":
+        return op == "!=", None
+    return ("<=", lo) if op in ("<", "<=") else (">=", hi)
 
 
-def _text(column: Any, op: str, dialect: str) -> Any:
-    """*column* for an ordering comparison in code point order (equality needs no collation)."""
-    return column.collate("C") if dialect == "postgresql" and op not in ("=", "==", "!=") else column
-
-
-def value_predicate(t: sa.Table | Any, c: Condition, dialect: str) -> _Pred:
-    """Attribute rows of *t* (any level) with key ``c.key`` whose value satisfies *c* exactly."""
-    v, op = c.value, c.op
-    if isinstance(v, bool):
-        typed = _compare(_text(t.c.value_str, op, dialect), op, "true" if v else "false")
-        return sa.and_(t.c.key == c.key, t.c.value_type == "bool", typed)
-    if isinstance(v, (int, float)):
-        exact = sa.or_(sa.and_(t.c.value_type == "int", _int_rows(t, op, v)),
-                       sa.and_(t.c.value_type == "float", _float_rows(t, op, v)))
-        return sa.and_(t.c.key == c.key, *index_predicate(t, c), exact)
-    return sa.and_(t.c.key == c.key, t.c.value_type == "str", _compare(_text(t.c.value_str, op, dialect), op, v))
-
-
-def index_predicate(t: sa.Table | Any, c: Condition) -> list[_Pred]:
-    """A necessary, index-friendly form of a numeric condition on ``value_num``.
+def _index_op(op: str) -> str | None:
+    """A necessary, index-friendly form of a numeric comparison on ``value_num``.
 
     ``value_num`` holds ``float(value)``; rounding to float never reverses an order, so
     ``x < v`` implies ``float(x) <= float(v)``: the comparisons are made non-strict.
     """
-    v = c.value
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return []
-    f = float(v)
-    if c.op in ("=", "=="):
-        return [t.c.value_num == f]
-    if c.op in ("<", "<="):
-        return [t.c.value_num <= f]
-    if c.op in (">", ">="):
-        return [t.c.value_num >= f]
-    return []
+    return {"=": "=", "==": "=", "<": "<=", "<=": "<=", ">": ">=", ">=": ">="}.get(op)
 
 
-def _owner_row(run_id: Any, key: str, *, group_id: Any = None, dataset_id: Any = None) -> tuple[Any, list[_Pred]]:
-    """A fresh alias of ``attributes`` and the predicates naming one owner's row of *key*."""
+def compile_conditions(conds: Sequence[Condition]) -> tuple[tuple[Shape, ...], dict[str, Any]]:
+    """The shapes of *conds* (what the cached statements depend on) and their bound values."""
+    shapes: list[Shape] = []
+    params: dict[str, Any] = {}
+    for i, c in enumerate(conds):
+        v, op = c.value, ("=" if c.op in _EQ else c.op)
+        params[f"key{i}"] = c.key
+        if isinstance(v, bool):
+            shapes.append(("bool", op, None, None, None))
+            params[f"text{i}"] = "true" if v else "false"
+        elif isinstance(v, (int, float)):
+            int_op, params[f"int{i}"] = _int_rows(op, v)
+            float_op, params[f"float{i}"] = _float_rows(op, v)
+            index = _index_op(op)
+            params[f"num{i}"] = float(v)
+            shapes.append(("num", op, int_op, float_op, index))
+        else:
+            shapes.append(("str", op, None, None, None))
+            params[f"text{i}"] = v
+    return tuple(shapes), params
+
+
+def _text(column: Any, op: str, dialect: str) -> Any:
+    """*column* for an ordering comparison in code point order (equality needs no collation)."""
+    return column.collate("C") if dialect == "postgresql" and op not in ("=", "!=") else column
+
+
+def _typed(op_or_truth: Any, expr: Any, bound: Any) -> _Pred:
+    if isinstance(op_or_truth, bool):
+        return sa.true() if op_or_truth else sa.false()
+    return _compare(expr, op_or_truth, bound)
+
+
+def _value_predicate(t: Any, i: int, shape: Shape, dialect: str) -> _Pred:
+    """Attribute rows of *t* (any level) with condition *i*'s key whose value satisfies it exactly."""
+    kind, op, int_op, float_op, index = shape
+    key = t.c.key == sa.bindparam(f"key{i}", type_=sa.String)
+    if kind in ("bool", "str"):
+        value = _compare(_text(t.c.value_str, op, dialect), op, sa.bindparam(f"text{i}", type_=sa.Text))
+        return sa.and_(key, t.c.value_type == kind, value)
+    as_int = sa.cast(sa.case((t.c.value_type == "int", t.c.value_str)), sa.BigInteger)
+    exact = sa.or_(
+        sa.and_(t.c.value_type == "int", _typed(int_op, as_int, sa.bindparam(f"int{i}", type_=sa.BigInteger))),
+        sa.and_(t.c.value_type == "float", _typed(float_op, t.c.value_num, sa.bindparam(f"float{i}", type_=sa.Float))),
+    )
+    num = [] if index is None else [_compare(t.c.value_num, index, sa.bindparam(f"num{i}", type_=sa.Float))]
+    return sa.and_(key, *num, exact)
+
+
+def _has(run_id: Any, i: int, shape: Shape, dialect: str, *, satisfied: bool, group_id: Any = None,
+         dataset_id: Any = None) -> _Pred:
+    """``EXISTS`` a row of condition *i*'s key on one owner (run, group or dataset), satisfying it or not."""
     a = S.attributes.alias()
-    where = [a.c.run_id == run_id, a.c.key == key]
+    where = [a.c.run_id == run_id]
     if dataset_id is not None:
         where.append(a.c.dataset_id == dataset_id)
     else:
         where.append(a.c.dataset_id.is_(None))
         where.append(a.c.group_id == group_id if group_id is not None else a.c.group_id.is_(None))
-    return a, where
+    where.append(_value_predicate(a, i, shape, dialect) if satisfied
+                 else a.c.key == sa.bindparam(f"key{i}", type_=sa.String))
+    return sa.exists().where(*where).correlate_except(a)  # the owner's columns come from the enclosing query
 
 
-def _has(run_id: Any, c: Condition, dialect: str, *, satisfied: bool, **owner: Any) -> _Pred:
-    a, where = _owner_row(run_id, c.key, **owner)
-    if satisfied:
-        where.append(value_predicate(a, c, dialect))
-    return sa.exists().where(*where)
-
-
-def run_matches(run_id: Any, conds: Sequence[Condition], dialect: str) -> _Pred:
+def _run_matches(run_id: Any, shapes: Sequence[Shape], dialect: str) -> _Pred:
     """The run's own attributes (run level) satisfy every condition."""
-    return sa.and_(sa.true(), *(_has(run_id, c, dialect, satisfied=True) for c in conds))
+    return sa.and_(sa.true(), *(_has(run_id, i, s, dialect, satisfied=True) for i, s in enumerate(shapes)))
 
 
-def dataset_matches(run_id: Any, group_id: Any, dataset_id: Any, conds: Sequence[Condition], dialect: str) -> _Pred:
+def _dataset_matches(run_id: Any, group_id: Any, dataset_id: Any, shapes: Sequence[Shape], dialect: str) -> _Pred:
     """The dataset's effective attributes (dataset over group over run) satisfy every condition."""
     preds = []
-    for c in conds:
+    for i, s in enumerate(shapes):
         ds, grp = {"dataset_id": dataset_id}, {"group_id": group_id}
         preds.append(sa.or_(
-            _has(run_id, c, dialect, satisfied=True, **ds),
-            sa.and_(~_has(run_id, c, dialect, satisfied=False, **ds), sa.or_(
-                _has(run_id, c, dialect, satisfied=True, **grp),
-                sa.and_(~_has(run_id, c, dialect, satisfied=False, **grp), _has(run_id, c, dialect, satisfied=True)),
+            _has(run_id, i, s, dialect, satisfied=True, **ds),
+            sa.and_(~_has(run_id, i, s, dialect, satisfied=False, **ds), sa.or_(
+                _has(run_id, i, s, dialect, satisfied=True, **grp),
+                sa.and_(~_has(run_id, i, s, dialect, satisfied=False, **grp),
+                        _has(run_id, i, s, dialect, satisfied=True)),
             )),
         ))
     return sa.and_(sa.true(), *preds)
 
 
-def candidate_runs(run_id: Any, conds: Sequence[Condition], dialect: str) -> list[_Pred]:
-    """Index-answered predicates: for every condition, the run holds a row (any level) satisfying it."""
-    out = []
-    for c in conds:
-        a = S.attributes.alias()
-        out.append(run_id.in_(sa.select(a.c.run_id).where(value_predicate(a, c, dialect))))
-    return out
-
-
-def matching_run_filter(run_id: Any, conds: Sequence[Condition], dialect: str) -> list[_Pred]:
-    """Predicates on ``runs`` selecting the runs that :meth:`Catalog.find` returns.
+@lru_cache(maxsize=256)
+def run_ids_query(dialect: str, shapes: tuple[Shape, ...], application: bool = False, run: bool = False,
+                  since: bool = False, until: bool = False) -> sa.Select:
+    """``SELECT runs.id`` of the runs :meth:`Catalog.find` returns.
 
     A run is returned when its own attributes satisfy every condition, or when it holds
-    a dataset whose effective attributes do.
+    a dataset whose effective attributes do. Bound parameters: those of
+    :func:`compile_conditions`, and ``application``, ``run``, ``since``, ``until`` for
+    the filters flagged.
     """
-    if not conds:
-        return []
+    r, a = S.runs, S.applications
+    q = sa.select(r.c.id).select_from(r.join(a, a.c.id == r.c.application_id))
+    if application:
+        q = q.where(a.c.name == sa.bindparam("application", type_=sa.String))
+    if run:
+        q = q.where(r.c.id == sa.bindparam("run", type_=sa.BigInteger))
+    if since:
+        q = q.where(r.c.created_at >= sa.bindparam("since", type_=r.c.created_at.type))
+    if until:
+        q = q.where(r.c.created_at <= sa.bindparam("until", type_=r.c.created_at.type))
+    if not shapes:
+        return q
+    for i, s in enumerate(shapes):  # index-answered: the run holds a row (any level) satisfying each condition
+        t = S.attributes.alias()
+        q = q.where(r.c.id.in_(sa.select(t.c.run_id).where(_value_predicate(t, i, s, dialect))))
     g, d = S.groups.alias("mg"), S.datasets.alias("md")
-    has_dataset = sa.exists().where(g.c.run_id == run_id, d.c.group_id == g.c.id,
-                                    dataset_matches(run_id, g.c.id, d.c.id, conds, dialect))
-    return [*candidate_runs(run_id, conds, dialect), sa.or_(run_matches(run_id, conds, dialect), has_dataset)]
+    has_dataset = sa.exists().where(g.c.run_id == r.c.id, d.c.group_id == g.c.id,
+                                    _dataset_matches(g.c.run_id, g.c.id, d.c.id, shapes, dialect)
+                                    ).correlate_except(g, d)
+    return q.where(sa.or_(_run_matches(r.c.id, shapes, dialect), has_dataset))
+
+
+@lru_cache(maxsize=256)
+def datasets_query(dialect: str, shapes: tuple[Shape, ...]) -> sa.Select:
+    """``(run id, dataset id)`` of the datasets that match, in the runs bound as ``run_ids`` (a list)."""
+    g, d = S.groups, S.datasets
+    return (sa.select(g.c.run_id, d.c.id).select_from(d.join(g, g.c.id == d.c.group_id))
+            .where(g.c.run_id.in_(sa.bindparam("run_ids", expanding=True)),
+                   _dataset_matches(g.c.run_id, g.c.id, d.c.id, shapes, dialect)))
