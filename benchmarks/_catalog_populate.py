@@ -52,6 +52,13 @@ steps per dataset (10, 100, 1000 for 10^5, 10^6, 10^7).
   and ``units = "normalized"``; dataset ``fields/p``: ``units = "Pa"`` (12 + 3 + 1 = 16).
   The keys the benchmark searches (``case``, ``re``, ``mesh``, ``nx``) are never
   overridden, so a run matches exactly when its run-level value does.
+* **One probe run** more, id :data:`PROBE_RUN` (1001), of its own application
+  :data:`PROBE_APP`, made like the others (run index 1000) but with :data:`PROBE_STEPS`
+  (10) steps per dataset at every catalog size: what the benchmark shows and commits to,
+  so those measure the catalog's size and not the run's. ``writes`` counts the other
+  runs' rows; the probe adds 100.
+* Each dataset's step summary (``nsteps``, ``first_step``, ``last_step``,
+  ``nbytes_written``: schema 0005) is filled as the commits of those writes keep it.
 
 Random parts (checksums, jitter, methods, nprocs, noise) come from ``numpy.random`` seeded
 with ``seed``; the attributes, ids and steps above do not depend on it.
@@ -71,6 +78,9 @@ import numpy as np
 
 APPS = ("astro3d", "heat", "lbm", "fem")
 RUNS = 1000
+PROBE_APP = "probe"  # one more run, of its own application, whose size never changes
+PROBE_RUN = RUNS + 1
+PROBE_STEPS = 10
 GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("fields", "<f8", ("rho", "u", "v", "w", "p")),
     ("analysis", "<f4", ("vort", "ke", "enst", "div", "q")),
@@ -83,9 +93,9 @@ START = datetime(2022, 1, 1, tzinfo=timezone.utc)
 RUN_SPACING = timedelta(days=3 * 365) / RUNS
 METHODS = ("collective", "datatype", "list", "sieving", "posix")
 CHUNK = 200_000  # rows per transaction (SQLite) / per COPY flush
-SHAPE_VERSION = 1  # bump when the shape above changes (cache keys include it)
+SHAPE_VERSION = 2  # bump when the shape above changes (cache keys include it)
 
-__all__ = ["APPS", "RUNS", "populate", "run_attributes", "steps_per_dataset", "shape_key", "SHAPE_VERSION"]
+__all__ = ["APPS", "RUNS", "PROBE_APP", "PROBE_RUN", "PROBE_STEPS", "populate", "run_attributes", "steps_per_dataset", "shape_key", "SHAPE_VERSION"]
 
 
 def steps_per_dataset(writes: int) -> int:
@@ -157,12 +167,25 @@ class _Rows:
         self.root = root
         self.stamp = stamp  # datetime -> the engine's text for it
         rng = self.rng
+        self.count = RUNS + 1  # the probe run last
         self.created = [START + RUN_SPACING * i + timedelta(seconds=float(s))
-                        for i, s in enumerate(rng.uniform(0, 600, RUNS))]
-        self.nprocs = rng.choice([16, 32, 64, 128, 256], RUNS).tolist()
-        self.methods = rng.integers(0, len(METHODS), (RUNS, len(GROUPS))).tolist()
-        self.dirs = [f"{APPS[i % 4]}/run-{i + 1:06d}-{self.created[i].strftime('%Y%m%dT%H%M%SZ')}-"
-                     f"{rng.bytes(6).hex()}" for i in range(RUNS)]
+                        for i, s in enumerate(rng.uniform(0, 600, self.count))]
+        self.nprocs = rng.choice([16, 32, 64, 128, 256], self.count).tolist()
+        self.methods = rng.integers(0, len(METHODS), (self.count, len(GROUPS))).tolist()
+        self.dirs = [f"{self.app(i)}/run-{i + 1:06d}-{self.created[i].strftime('%Y%m%dT%H%M%SZ')}-"
+                     f"{rng.bytes(6).hex()}" for i in range(self.count)]
+
+    @staticmethod
+    def app_index(i: int) -> int:
+        """Index of run *i*'s application in ``(*APPS, PROBE_APP)``."""
+        return len(APPS) if i == RUNS else i % len(APPS)
+
+    def app(self, i: int) -> str:
+        return (*APPS, PROBE_APP)[self.app_index(i)]
+
+    def steps_of(self, i: int) -> int:
+        """Steps of every dataset of run *i* (the probe run's never change)."""
+        return PROBE_STEPS if i == RUNS else self.steps
 
     @staticmethod
     def group_id(i: int, g: int) -> int:
@@ -178,41 +201,42 @@ class _Rows:
         return int(np.dtype(dtype).itemsize) * nx ** ndim
 
     def applications(self) -> list[tuple[Any, ...]]:
-        return [(a + 1, name, self.stamp(START - timedelta(days=1))) for a, name in enumerate(APPS)]
+        return [(a + 1, name, self.stamp(START - timedelta(days=1))) for a, name in enumerate((*APPS, PROBE_APP))]
 
     def runs(self) -> list[tuple[Any, ...]]:
         out = []
-        for i in range(RUNS):
+        for i in range(self.count):
             nx = run_attributes(i)["nx"]
-            out.append((i + 1, i % 4 + 1, self.stamp(self.created[i]), self.nprocs[i], json.dumps([nx, nx, nx]),
+            out.append((i + 1, self.app_index(i) + 1, self.stamp(self.created[i]), self.nprocs[i], json.dumps([nx, nx, nx]),
                         self.root, self.dirs[i], "closed", 0))
         return out
 
     def groups(self) -> list[tuple[Any, ...]]:
-        return [(self.group_id(i, g), i + 1, name, LEVEL, g) for i in range(RUNS) for g, (name, _, _) in
+        return [(self.group_id(i, g), i + 1, name, LEVEL, g) for i in range(self.count) for g, (name, _, _) in
                 enumerate(GROUPS)]
 
     def datasets(self) -> list[tuple[Any, ...]]:
         out = []
-        for i in range(RUNS):
-            nx = run_attributes(i)["nx"]
+        for i in range(self.count):
+            nx, steps = run_attributes(i)["nx"], self.steps_of(i)
             for g, (_, dtype, names) in enumerate(GROUPS):
                 shape = json.dumps([nx] * (3 - g))
                 dist = json.dumps({"kind": "block", "grid": None, "ghosts": 1 if g == 0 else 0})
-                out += [(self.dataset_id(i, g, j), self.group_id(i, g), name, j, dtype, shape, "C", dist)
+                summary = (steps, 0, STEP_EVERY * (steps - 1), steps * self.nbytes(i, g))  # what commits keep
+                out += [(self.dataset_id(i, g, j), self.group_id(i, g), name, j, dtype, shape, "C", dist, *summary)
                         for j, name in enumerate(names)]
         return out
 
     def files(self) -> list[tuple[Any, ...]]:
         return [(self.group_id(i, g), i + 1, f"{self.dirs[i]}/{name}.sdm", LEVEL, self.stamp(self.created[i]),
-                 self.steps * len(names) * self.nbytes(i, g))
-                for i in range(RUNS) for g, (name, _, names) in enumerate(GROUPS)]
+                 self.steps_of(i) * len(names) * self.nbytes(i, g))
+                for i in range(self.count) for g, (name, _, names) in enumerate(GROUPS)]
 
     def attributes(self) -> list[tuple[Any, ...]]:
         from sdm.catalog.values import encode
 
         out = []
-        for i in range(RUNS):
+        for i in range(self.count):
             out += [(i + 1, None, None, key, *encode(key, value)) for key, value in run_attributes(i).items()]
             for g, j, key, value in _lower_attributes(i):
                 out.append((i + 1, self.group_id(i, g), None if j is None else self.dataset_id(i, g, j), key,
@@ -221,9 +245,9 @@ class _Rows:
 
     def writes(self) -> Iterator[tuple[Any, ...]]:
         """The write rows, run by run (``steps * 10`` per run)."""
-        rng, steps = self.rng, self.steps
-        for i in range(RUNS):
-            nprocs = self.nprocs[i]
+        rng = self.rng
+        for i in range(self.count):
+            nprocs, steps = self.nprocs[i], self.steps_of(i)
             times = [self.stamp(self.created[i] + timedelta(minutes=k + 1)) for k in range(steps)]
             for g, (_, _, names) in enumerate(GROUPS):
                 nbytes = self.nbytes(i, g)
@@ -247,7 +271,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "applications": ("id", "name", "created_at"),
     "runs": ("id", "application_id", "created_at", "nprocs", "problem_size", "root", "dir", "state", "writers"),
     "groups": ("id", "run_id", "name", "level", "position"),
-    "datasets": ("id", "group_id", "name", "position", "dtype", "shape", "storage_order", "distribution"),
+    "datasets": ("id", "group_id", "name", "position", "dtype", "shape", "storage_order", "distribution", "nsteps",
+                 "first_step", "last_step", "nbytes_written"),
     "files": ("id", "run_id", "path", "level", "created_at", "alloc_end"),
     "attributes": ("run_id", "group_id", "dataset_id", "key", "value_type", "value_num", "value_str"),
     "writes": ("dataset_id", "step", "file_id", "offset", "nbytes", "checksum", "checksum_algo", "method",
@@ -407,8 +432,9 @@ def populate(url: str, writes: int, *, seed: int = 0, root: str | None = None,
         counts = cat.counts()
     finally:
         cat.close()
-    if counts["writes"] != writes or counts["runs"] != RUNS:
-        raise RuntimeError(f"populate made {counts} instead of {writes} writes in {RUNS} runs")
+    probe = PROBE_STEPS * DATASETS_PER_RUN
+    if counts["writes"] != writes + probe or counts["runs"] != RUNS + 1:
+        raise RuntimeError(f"populate made {counts} instead of {writes} + {probe} writes in {RUNS} + 1 runs")
     return {"seconds": time.perf_counter() - started, "rows": counts, "steps": steps, "unfilled": unfilled,
             "seed": seed}
 

@@ -18,10 +18,10 @@ open by attrs      ``sdm.open(APP, "r", catalog=URL, attributes={"case": "case-0
                    (one rank; the newest matching run)
 sdm ls APP         the CLI command, in-process (typer's ``CliRunner``: no interpreter start)
                    and as a subprocess (``sdm ls APP --catalog URL``, output to a pipe)
-sdm show RUN       the same two ways, for run 500
+sdm show RUN       the same two ways, for the probe run (10 datasets x 10 steps in every catalog)
 sdm --version      the subprocess's fixed cost (interpreter, imports), for scale
 commit             what rank 0 does per write: ``Catalog.reserve`` + ``Catalog.record_writes``
-                   of a new step of an existing dataset (run 2, ``fields/rho``), per write
+                   of a new step of an existing dataset (the probe run's ``fields/rho``), per write
 =================  =========================================================================
 
 Every operation runs once untimed on every catalog first (imports, compiled statements,
@@ -67,8 +67,8 @@ sys.path.insert(0, str(HERE))
 import _catalog_populate as P  # noqa: E402
 
 APP = P.APPS[0]
-SHOW_RUN = 500
-COMMIT_RUN = 2  # a run of another application than APP and SHOW_RUN's: the commits touch nothing measured
+SHOW_RUN = P.PROBE_RUN  # the same size (10 datasets x 10 steps) in every catalog
+COMMIT_RUN = P.PROBE_RUN  # its dataset fields/rho; the commits touch nothing the searches measure
 COMMIT_STEP0 = 10**9
 QUERIES: dict[str, dict[str, Any]] = {
     "find_eq": {"case": "case-07"},
@@ -291,7 +291,10 @@ class Committer:
         return times
 
     def undo(self) -> int:
-        """Delete the steps committed here and restore the file's high-water mark; returns the rows deleted."""
+        """Delete the steps committed here, restore the file's high-water mark and the dataset's step
+        summary; returns the rows deleted."""
+        import sqlalchemy as sa
+
         from sdm.catalog import Catalog
         from sdm.catalog import schema as S
 
@@ -302,6 +305,14 @@ class Committer:
                                                            S.writes.c.step >= COMMIT_STEP0)).rowcount
                 con.execute(S.files.update().where(S.files.c.run_id == COMMIT_RUN, S.files.c.path == self.path)
                             .values(alloc_end=self.target.commit_state["alloc_end"]))
+                w, d = S.writes, S.datasets
+                mine = w.c.dataset_id == self.dataset_id
+                con.execute(d.update().where(d.c.id == self.dataset_id).values(  # the step summary, as it was
+                    nsteps=sa.select(sa.func.count()).where(mine).scalar_subquery(),
+                    first_step=sa.select(sa.func.min(w.c.step)).where(mine).scalar_subquery(),
+                    last_step=sa.select(sa.func.max(w.c.step)).where(mine).scalar_subquery(),
+                    nbytes_written=sa.select(sa.func.coalesce(sa.func.sum(w.c.nbytes), 0)).where(mine)
+                    .scalar_subquery()))
             if cat.engine.dialect.name == "sqlite":
                 with cat.engine.connect() as con:
                     con.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")

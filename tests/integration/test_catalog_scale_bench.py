@@ -80,7 +80,13 @@ def test_commits_are_undone_in_the_cached_catalog(report):
         count, top = con.execute("SELECT count(*), max(step) FROM writes").fetchone()
         used = con.execute("SELECT count(*) FROM files f WHERE alloc_end != "
                            "(SELECT max(offset + nbytes) FROM writes w WHERE w.file_id = f.id)").fetchone()[0]
+        stale = con.execute(
+            "SELECT count(*) FROM datasets d WHERE nsteps != (SELECT count(*) FROM writes w WHERE w.dataset_id = d.id) "
+            "OR last_step != (SELECT max(step) FROM writes w WHERE w.dataset_id = d.id) "
+            "OR nbytes_written != (SELECT sum(nbytes) FROM writes w WHERE w.dataset_id = d.id)").fetchone()[0]
     finally:
         con.close()
-    assert count == WRITES and top == 0  # one step (0) per dataset at 10^4 writes
+    # one step (0) per dataset at 10^4 writes, and the probe run's 10 datasets x 10 steps (0-90)
+    assert count == WRITES + 100 and top == 90
     assert used == 0  # every file's high-water mark is the end of its last write again
+    assert stale == 0  # and every dataset's step summary what its writes say

@@ -366,8 +366,16 @@ class Catalog:
         with self._reading("look up the latest run"), self.engine.connect() as con:
             self._app_id(con, application, create=False)
             q, params = self._id_query(con, application=application, conds=conds)
-            rid = con.execute(q.order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc()).limit(1), params).scalar()
-            found = [] if rid is None else self._matching(con, [int(rid)], conds, steps=False)
+            newest_first = q.order_by(None).order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc())
+            found: list[RunRecord] = []
+            offset = 0
+            while not found:  # candidates newest first, a chunk at a time, until one matches
+                page = [int(i) for i in con.execute(newest_first.limit(L.CHUNK).offset(offset), params).scalars()]
+                if not page:
+                    break
+                ids, only = self._narrow(con, page, conds)
+                found = L.load_runs(con, ids[:1], only=only) if ids else []  # ids[0]: the newest that matches
+                offset += L.CHUNK
         if not found:
             raise RunNotFoundError(
                 f"no run of {application!r} has attributes {attributes or {}}; "
@@ -431,8 +439,8 @@ class Catalog:
             raise InvalidArgumentError(f"application must be a name (str), got {type(application).__name__}")
         with self._reading("find runs"), self.engine.connect() as con:
             q, params = self._id_query(con, application=application, run=run, since=since, until=until, conds=conds)
-            ids = [int(i) for i in con.execute(q, params).scalars()]
-            return self._matching(con, ids, conds, steps=steps)
+            ids, only = self._narrow(con, [int(i) for i in con.execute(q, params).scalars()], conds)
+            return L.load_runs(con, ids, only=only, steps=steps)
 
     def list_runs(self, application: str, *, limit: int | None = None, offset: int = 0
                   ) -> tuple[list[RunRecord], dict[int, dict[str, int]], int]:
@@ -488,7 +496,7 @@ class Catalog:
         until: datetime | None = None,
         conds: Sequence[Condition] = (),
     ) -> tuple[sa.Select, dict[str, Any]]:
-        """``SELECT runs.id`` of the runs :meth:`find` returns, and its parameters."""
+        """``SELECT runs.id`` (oldest first) of the candidate runs of a search, and its parameters."""
         shapes, params = Q.compile_conditions(conds)
         if run is not None:
             rid = _run_id(run)
@@ -496,22 +504,29 @@ class Catalog:
         filters = {"application": application, "since": None if since is None else _utc(since),
                    "until": None if until is None else _utc(until)}
         params.update((k, v) for k, v in filters.items() if v is not None)
-        q = Q.run_ids_query(con.dialect.name, shapes, application is not None, run is not None, since is not None,
-                            until is not None)
+        q = Q.candidates_query(con.dialect.name, shapes, application is not None, run is not None, since is not None,
+                               until is not None)
         return q, params
 
-    def _matching(self, con: Connection, run_ids: list[int], conds: Sequence[Condition], *, steps: bool
-                  ) -> list[RunRecord]:
-        """Records of runs found by :meth:`_id_query`, narrowed to the datasets that match *conds*."""
+    def _narrow(self, con: Connection, run_ids: list[int], conds: Sequence[Condition]
+                ) -> tuple[list[int], dict[int, set[int]] | None]:
+        """Which candidate runs match *conds* (in the order given), and the datasets that do in each.
+
+        A run matches when its own attributes satisfy every condition or when one of its
+        datasets' effective attributes do; only those datasets are kept (``None``: no
+        condition, every dataset).
+        """
         if not conds:
-            return L.load_runs(con, run_ids, steps=steps)
+            return run_ids, None
         shapes, params = Q.compile_conditions(conds)
-        q = Q.datasets_query(con.dialect.name, shapes)
+        by_run, by_dataset = Q.run_level_query(con.dialect.name, shapes), Q.datasets_query(con.dialect.name, shapes)
         only: dict[int, set[int]] = defaultdict(set)
         for part in L.chunks(run_ids):
-            for rid, did in con.execute(q, {**params, "run_ids": part}):
+            for rid in con.execute(by_run, {**params, "run_ids": part}).scalars():
+                only[int(rid)]  # the run itself matches: kept even with no dataset that does
+            for rid, did in con.execute(by_dataset, {**params, "run_ids": part}):
                 only[int(rid)].add(int(did))
-        return L.load_runs(con, run_ids, only=only, steps=steps)
+        return [i for i in run_ids if i in only], only
 
     def _load(self, run_ids: list[int], **kw: Any) -> list[RunRecord]:
         with self._reading("load runs"), self.engine.connect() as con:

@@ -41,7 +41,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from . import schema as S
 from .values import INT_MAX, INT_MIN, Condition
 
-__all__ = ["compile_conditions", "run_ids_query", "datasets_query"]
+__all__ = ["compile_conditions", "candidates_query", "run_level_query", "datasets_query"]
 
 _Pred = ColumnElement[bool]
 #: What one condition needs in SQL, without its values: (kind, op, int rows, float rows, index op).
@@ -184,14 +184,17 @@ def _dataset_matches(run_id: Any, group_id: Any, dataset_id: Any, shapes: Sequen
 
 
 @lru_cache(maxsize=256)
-def run_ids_query(dialect: str, shapes: tuple[Shape, ...], application: bool = False, run: bool = False,
-                  since: bool = False, until: bool = False) -> sa.Select:
-    """``SELECT runs.id`` of the runs :meth:`Catalog.find` returns.
+def candidates_query(dialect: str, shapes: tuple[Shape, ...], application: bool = False, run: bool = False,
+                     since: bool = False, until: bool = False) -> sa.Select:
+    """``SELECT runs.id`` (oldest first) of the runs that may match: the filters, and for every
+    condition a row of the run (any level) satisfying it, which the attribute indexes answer.
 
-    A run is returned when its own attributes satisfy every condition, or when it holds
-    a dataset whose effective attributes do. Bound parameters: those of
-    :func:`compile_conditions`, and ``application``, ``run``, ``since``, ``until`` for
-    the filters flagged.
+    Every run :meth:`Catalog.find` returns is among them; :func:`run_level_query` and
+    :func:`datasets_query` then apply the override rule to these runs only. (One statement
+    with correlated ``EXISTS`` over the datasets of every candidate would do both at once,
+    but PostgreSQL plans it as a scan of every dataset per candidate run.) Bound
+    parameters: those of :func:`compile_conditions`, and ``application``, ``run``,
+    ``since``, ``until`` for the filters flagged.
     """
     r, a = S.runs, S.applications
     q = sa.select(r.c.id).select_from(r.join(a, a.c.id == r.c.application_id))
@@ -203,16 +206,18 @@ def run_ids_query(dialect: str, shapes: tuple[Shape, ...], application: bool = F
         q = q.where(r.c.created_at >= sa.bindparam("since", type_=r.c.created_at.type))
     if until:
         q = q.where(r.c.created_at <= sa.bindparam("until", type_=r.c.created_at.type))
-    if not shapes:
-        return q
-    for i, s in enumerate(shapes):  # index-answered: the run holds a row (any level) satisfying each condition
+    for i, s in enumerate(shapes):
         t = S.attributes.alias()
         q = q.where(r.c.id.in_(sa.select(t.c.run_id).where(_value_predicate(t, i, s, dialect))))
-    g, d = S.groups.alias("mg"), S.datasets.alias("md")
-    has_dataset = sa.exists().where(g.c.run_id == r.c.id, d.c.group_id == g.c.id,
-                                    _dataset_matches(g.c.run_id, g.c.id, d.c.id, shapes, dialect)
-                                    ).correlate_except(g, d)
-    return q.where(sa.or_(_run_matches(r.c.id, shapes, dialect), has_dataset))
+    return q.order_by(r.c.created_at, r.c.id)
+
+
+@lru_cache(maxsize=256)
+def run_level_query(dialect: str, shapes: tuple[Shape, ...]) -> sa.Select:
+    """``SELECT runs.id`` of the runs bound as ``run_ids`` (a list) whose own attributes satisfy every condition."""
+    r = S.runs
+    return sa.select(r.c.id).where(r.c.id.in_(sa.bindparam("run_ids", expanding=True)),
+                                   _run_matches(r.c.id, shapes, dialect))
 
 
 @lru_cache(maxsize=256)
