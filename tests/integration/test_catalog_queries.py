@@ -231,3 +231,39 @@ def test_step_summaries_are_rebuilt_when_a_0004_catalog_is_upgraded(catalog_url:
             int(sums.get(d.id, 0)) for r in runs for g in r.groups for d in g.datasets)
     finally:
         cat.close()
+
+
+@ENGINES
+def test_list_runs_pages_newest_first_with_totals(filled) -> None:
+    cat, ids, everything = filled
+    alpha = [r for r in everything if r.application == "alpha"]
+    newest_first = sorted(alpha, key=lambda r: (r.created_at, r.id), reverse=True)
+    seen = []
+    for offset in range(0, len(alpha) + 5, 7):
+        page, totals, total = cat.list_runs("alpha", limit=7, offset=offset)
+        assert total == len(alpha)
+        seen += [r.id for r in page]
+        for r in page:
+            datasets = [d for g in r.groups for d in g.datasets]
+            assert totals[r.id] == {"datasets": len(datasets), "writes": sum(d.nsteps for d in datasets),
+                                    "bytes": 32 * sum(d.nsteps for d in datasets)}  # _fill writes 32 bytes a step
+    assert seen == [r.id for r in newest_first]
+    assert [r.id for r in cat.list_runs("alpha")[0]] == seen  # no limit: every run
+
+
+@ENGINES
+def test_list_runs_refuses_bad_pages(filled) -> None:
+    from sdm.errors import ApplicationNotFoundError, InvalidArgumentError
+
+    cat, _, everything = filled
+    for kwargs, message in (({"limit": 0}, "limit must be an integer >= 1, got 0"),
+                            ({"limit": True}, "limit must be an integer >= 1, got True"),
+                            ({"limit": "5"}, "limit must be an integer >= 1, got '5'"),
+                            ({"offset": -1}, "offset must be an integer >= 0, got -1"),
+                            ({"offset": 1.5}, "offset must be an integer >= 0, got 1.5")):
+        with pytest.raises(InvalidArgumentError) as info:
+            cat.list_runs("alpha", **kwargs)
+        assert str(info.value) == message
+    with pytest.raises(ApplicationNotFoundError, match="no application 'gamma'"):
+        cat.list_runs("gamma")
+    assert [r.id for r in cat.find()] == [r.id for r in everything]  # nothing changed
