@@ -183,7 +183,8 @@ def stacked_bars(path: Path, rows: Sequence[dict[str, Any]], parts: Sequence[tup
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from _plots import save_png
+    save_png(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -199,7 +199,8 @@ def plot(rows: list[dict[str, Any]], meta: dict[str, Any], path: Path) -> None:
     ax.set_title(f"ASTRO3D {meta['n']}^3, {meta['mbytes']:.0f} MB, {meta['nprocs']} ranks, {meta['fs']}")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from _plots import save_png
+    save_png(fig, path, dpi=120)
     plt.close(fig)
 
 

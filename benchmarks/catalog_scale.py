@@ -527,7 +527,8 @@ def plot(data: dict[str, Any], path: Path) -> None:
     ax.grid(True, which="major", lw=0.3)
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=72)
+    from _plots import save_png
+    save_png(fig, path, dpi=72)
     plt.close(fig)
 
 

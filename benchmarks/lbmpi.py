@@ -155,7 +155,8 @@ def plot(rows: list[dict], meta: dict, path: Path) -> None:
     ax.set_title(f"LBMPI {meta['grid']} x 4 fields, {meta['steps']} dumps, {meta['nprocs']} ranks")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    from _plots import save_png
+    save_png(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -210,7 +210,8 @@ def plot(rows: list[dict], points: list[dict], path: Path) -> None:
     ax.legend(fontsize=8)
     ax.set_title("cost model: predicted vs measured")
     fig.tight_layout()
-    fig.savefig(path, dpi=64)  # small: results keep PNGs well under 150 KB
+    from _plots import save_png
+    save_png(fig, path, dpi=64)  # small: results keep PNGs well under 150 KB
     plt.close(fig)
 
 

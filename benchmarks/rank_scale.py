@@ -386,7 +386,8 @@ def plot(data: dict[str, Any], path: Path) -> None:
     ax.legend(fontsize=6)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
+    from _plots import save_png
+    save_png(fig, path)
     plt.close(fig)
 
 
