@@ -488,13 +488,13 @@ def markdown(data: dict[str, Any]) -> str:
         "(`benchmarks/_catalog_populate.py`). Queries on application "
         f"`{APP}` ({s['runs'] // len(s['applications'])} runs): `case = case-07`, `re >= 10900` (~1% of its "
         "runs), `mesh = channel and nx = 128`; open = the newest run with `case = case-07`; `sdm show "
-        f"{SHOW_RUN}`; commit = `Catalog.reserve` + `Catalog.record_writes` of a new step (median per write of "
+        f"{SHOW_RUN}` (the probe run: 10 datasets x {P.PROBE_STEPS} steps at every size, so what grows is the "
+        "catalog, not the run); commit = `Catalog.reserve` + `Catalog.record_writes` of a new step of the probe "
+        "run (median per write of "
         f"{data['settings']['commits']} writes per repeat). In-process CLI = typer's CliRunner in this "
         "process; subprocess = `sdm ...` with its output to a pipe (`sdm --version` shows the fixed start cost). "
         f"`sdm ls` has a `--limit` option: {'yes (default first page)' if data['ls_limit'] else 'no (all runs)'}. "
-        f"Independent of size: the largest size's median within x{FLAT_RATIO} of the smallest size's. "
-        "The catalog grows by steps per dataset, so the run `sdm show` reads grows with it (100 writes at 1e5, "
-        "10 000 at 1e7): what it does per step of the run shows as growth.",
+        f"Independent of size: the largest size's median within x{FLAT_RATIO} of the smallest size's.",
     ]
     if "postgresql" in results and results["postgresql"]:
         lines += ["", "PostgreSQL: a throwaway local server (tests/integration/pgserver.py) with durability "
