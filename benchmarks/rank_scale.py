@@ -434,8 +434,8 @@ def refit(out_dir: Path) -> None:
     data = json.loads(path.read_text())
     for series in data["series"].values():
         bare = series["model"]["bare"]
-        samples = {p: {k: {f: [x / 1e6 for x in v] for f, v in e.items()} for k, e in ops.items()}
-                   for p, ops in series["samples_us"].items()}
+        samples = {p: {k: {f: list(v) for f, v in e.items()} for k, e in ops.items()}  # seconds
+                   for p, ops in series["samples"].items()}
         parts = {int(p): {"meta": series["meta"],
                           "ops": {**{k: {"slowest": [v]} for k, v in bare[p].items() if k not in SDM_OPS},
                                   **samples[p]}} for p in samples}
@@ -443,10 +443,21 @@ def refit(out_dir: Path) -> None:
     write(out_dir, data)
 
 
+def _rounded(obj: Any, digits: int = 4) -> Any:
+    """*obj* with every float cut to *digits* significant digits (the results stay small)."""
+    if isinstance(obj, float):
+        return float(f"{obj:.{digits}g}")
+    if isinstance(obj, dict):
+        return {k: _rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rounded(v, digits) for v in obj]
+    return obj
+
+
 def write(out_dir: Path, data: dict[str, Any]) -> None:
     """``rank_scale.json``, ``.md`` and ``.png`` in *out_dir*; prints the Markdown."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "rank_scale.json").write_text(json.dumps(data, separators=(",", ":")))
+    (out_dir / "rank_scale.json").write_text(json.dumps(_rounded(data), separators=(",", ":")))
     text = markdown(data)
     (out_dir / "rank_scale.md").write_text(text)
     plot(data, out_dir / "rank_scale.png")
