@@ -30,7 +30,7 @@ help:
 	@echo "make venv      create .venv (Python >= 3.11) and pip install -e '.[test,bench]'"
 	@echo "make demo      run the astro3d example on NP=$(NP) ranks into demo-data/"
 	@echo "make test      mypy src, unit + integration tests (real PostgreSQL), then tests/mpi on $(MPI_NPS) ranks"
-	@echo "make bench     run every benchmark (BENCHMARKS=...) on NP=$(NP) ranks; results in benchmarks/results"
+	@echo "make bench     run every benchmark (BENCHMARKS=... on NP=$(NP) ranks, SERIAL_BENCHMARKS=...); results in benchmarks/results"
 	@echo "make postgres  make sure the PostgreSQL server binaries for the tests are installed"
 	@echo "make clean     remove .venv, test results, demo data and build leftovers"
 
@@ -64,11 +64,17 @@ demo: venv
 	$(MPIEXEC) -n $(NP) $(PY) -m sdm.examples.astro3d --root demo-data --verify
 
 BENCHMARKS ?= overhead astro3d ncio lbmpi predictor partition imports cequal
+# started with plain Python: they start their own MPI jobs, or need none
+SERIAL_BENCHMARKS ?= catalog_scale rank_scale
 
 bench: venv
 	@for b in $(BENCHMARKS); do \
 	  echo "======== benchmarks/$$b.py"; \
 	  $(MPIEXEC) -n $(NP) $(PY) benchmarks/$$b.py || exit 1; \
+	done
+	@for b in $(SERIAL_BENCHMARKS); do \
+	  echo "======== benchmarks/$$b.py"; \
+	  PYTHONPATH=src $(PY) benchmarks/$$b.py || exit 1; \
 	done
 
 # ---------------------------------------------------------------------------- tests
