@@ -41,6 +41,7 @@ from .errors import (
     DatasetNotFoundError,
     DistributionError,
     IntegrityError,
+    InternalError,
     InvalidArgumentError,
     InvalidNameError,
     SDMError,
@@ -160,7 +161,9 @@ class Group:
         self.name = record.name
         self.level = record.level
         self._datasets: dict[str, DatasetRecord] = {d.name: d for d in record.datasets}
-        self._steps: dict[str, set[int]] = {d.name: set(d.steps) for d in record.datasets}
+        if any(d.steps is None for d in record.datasets):  # Catalog.group reads every step
+            raise InternalError(f"group {record.name!r} was read without its steps; this is a bug, please report it")
+        self._steps: dict[str, set[int]] = {d.name: set(d.steps or ()) for d in record.datasets}
         self._nbytes: dict[str, int] = {d.name: d.nbytes for d in record.datasets}
         self._views: dict[str, ResolvedView] = {}
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
