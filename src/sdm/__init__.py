@@ -67,7 +67,9 @@ def find(catalog: str | None = None, application: str | None = None, **kwargs: A
         Catalog URL (default ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT``).
     application : str, optional
     **kwargs
-        ``run``, ``since``, ``until``, ``attributes`` as for :meth:`Catalog.find`.
+        ``run``, ``since``, ``until``, ``attributes``, ``conditions``, ``steps`` as for
+        :meth:`Catalog.find` (``steps=True`` reads every step; else each dataset carries
+        ``nsteps``, ``first_step`` and ``last_step``).
 
     Returns
     -------
