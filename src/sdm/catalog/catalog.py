@@ -7,7 +7,6 @@ they need by broadcast.  Every method is one short transaction.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -520,12 +519,12 @@ class Catalog:
             return run_ids, None
         shapes, params = Q.compile_conditions(conds)
         by_run, by_dataset = Q.run_level_query(con.dialect.name, shapes), Q.datasets_query(con.dialect.name, shapes)
-        only: dict[int, set[int]] = defaultdict(set)
+        only: dict[int, set[int]] = {}
         for part in L.chunks(run_ids):
             for rid in con.execute(by_run, {**params, "run_ids": part}).scalars():
-                only[int(rid)]  # the run itself matches: kept even with no dataset that does
+                only.setdefault(int(rid), set())  # the run itself matches: kept even with no dataset that does
             for rid, did in con.execute(by_dataset, {**params, "run_ids": part}):
-                only[int(rid)].add(int(did))
+                only.setdefault(int(rid), set()).add(int(did))
         return [i for i in run_ids if i in only], only
 
     def _load(self, run_ids: list[int], **kw: Any) -> list[RunRecord]:

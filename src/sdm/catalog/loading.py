@@ -111,7 +111,8 @@ def load_runs(
     if only is not None:
         keep = set().union(*only.values()) if only else set()
         drows = [row for row in drows if row["id"] in keep]
-        grows = [row for row in grows if any(drow["group_id"] == row["id"] for drow in drows)]
+        holding = {row["group_id"] for row in drows}
+        grows = [row for row in grows if row["id"] in holding]
     lists = _steps(con, [row["id"] for row in drows]) if steps else {}
     dsets: dict[int, list[DatasetRecord]] = defaultdict(list)
     for drow in sorted(drows, key=lambda x: (x["position"], x["id"])):
