@@ -196,6 +196,29 @@ class Group:
         self.dataset(name)
         return sorted(self._steps[name])
 
+    @property
+    def kind(self) -> str:
+        """``"state"`` (written every step) or ``"topology"`` (written once or rarely); see :mod:`sdm.segments`."""
+        return self.record.kind
+
+    @property
+    def steps_per_file(self) -> int | None:
+        """Levels 2 and 3: steps per data file (None: one file)."""
+        return self.record.steps_per_file
+
+    def step_at(self, name: str, step: int) -> int | None:
+        """The last step of *name* written at or before *step* (None: none), e.g. the topology in effect
+        at a state step."""
+        _check_step(step)
+        earlier = [s for s in self.steps(name) if s <= step]
+        return earlier[-1] if earlier else None
+
+    def _truncated(self, after_step: int) -> None:
+        """Every rank, after ``Session.truncate`` committed: forget the erased steps."""
+        self.record = replace(self.record, truncated_after=after_step)
+        for steps in self._steps.values():
+            steps.difference_update([s for s in steps if s > after_step])
+
     def set_attributes(
         self, attributes: dict[str, Any] | None = None, *, datasets: Sequence[str] | None = None, **kw: Any
     ) -> None:
@@ -548,7 +571,7 @@ class Group:
         out = []
         for i, name in enumerate(names):
             version = int(got[n + i])
-            rel = str(relative_path(s.run_dir, self.level, self.name, name, step, version))
+            rel = self._relative(name, step, version)
             old = int(got[2 * n + i])
             out.append((rel, int(got[i]), version, None if old < 0 else old))
         return out
@@ -557,6 +580,11 @@ class Group:
         """This rank's share of the checksum (*algorithm*) of the elements it owns."""
         rec = self.dataset(name)
         return integrity.piece_share(view.piece, arr, rec.order, algorithm)
+
+    def _relative(self, name: str, step: int, version: int) -> str:
+        """The data file (relative to the root) of one version of a step of *name* (every rank alike)."""
+        return str(relative_path(self.session.run_dir, self.level, self.name, name, step, version,
+                                 self.record.steps_per_file))
 
     def _absolute(self, rel: str) -> Path:
         """Absolute path of a catalog-relative path, checked once to stay under the root."""
@@ -569,8 +597,14 @@ class Group:
         """Rank 0: the version each dataset's write replaces (None: a new step), or why it cannot be written."""
         s = self.session
         replaced: list[int | None] = []
+        cut = self.record.truncated_after
         for name in names:
             rec = self.dataset(name)
+            if cut is not None and step <= cut and step not in self._steps[name]:
+                raise InvalidArgumentError(
+                    f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) comes before the group's "
+                    f"truncation after step {cut}: new steps must be > {cut}"
+                )
             # steps this session has not seen need no lookup: the commit still refuses duplicates
             known = step in self._steps[name] or s.mode == "a" or overwrite
             existing = s.catalog_call("lookup_write", rec.id, step) if known else None
@@ -598,7 +632,7 @@ class Group:
             todo = [i for i, p in enumerate(places) if p is None]
             if not todo:
                 break
-            rels = [str(relative_path(s.run_dir, self.level, self.name, names[i], step, versions[i])) for i in todo]
+            rels = [self._relative(names[i], step, versions[i]) for i in todo]
             offsets = s.catalog_call("reserve", s.run_id, [
                 (rel, self.level, self._nbytes[names[i]], not appends(self.level)) for rel, i in zip(rels, todo)
             ])

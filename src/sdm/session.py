@@ -19,7 +19,7 @@ from mpi4py import MPI
 from . import _validate as check
 from . import config
 from ._collective import Failure, agree, capture, root_call, root_call_resting
-from .catalog import DatasetSpec, RunRecord, redact_url
+from .catalog import DatasetSpec, RunRecord, Truncation, redact_url
 from .catalog.values import encode, merge_attributes
 from .errors import (
     CatalogError,
@@ -33,7 +33,8 @@ from .group import Dataset, Group
 from .layout import Distribution
 from .layout.agreement import agree_view, by_value
 from .planner import Planner, choose_method
-from .storage import FileCache, check_level, check_name, durability, runs
+from .segments import check_kind, release_space
+from .storage import FileCache, check_level, check_name, check_steps_per_file, durability, runs
 
 if TYPE_CHECKING:
     from .catalog.catalog import Catalog
@@ -281,6 +282,8 @@ class Session:
         level: int = 3,
         view: Distribution | None = None,
         attributes: dict[str, Any] | None = None,
+        kind: str = "state",
+        steps_per_file: int | None = None,
     ) -> Group:
         """Define a data group (the paper's ``SDM_make_datalist``), collectively.
 
@@ -302,6 +305,12 @@ class Session:
             Data view for every dataset (default: :class:`sdm.Block` over all ranks).
         attributes : dict, optional
             Typed attributes of the group and its datasets.
+        kind : {"state", "topology"}
+            ``"state"``: written every step (default); ``"topology"``: written once or
+            rarely, e.g. a mesh (see :mod:`sdm.segments`).
+        steps_per_file : int, optional
+            Levels 2 and 3: start a new data file every *steps_per_file* steps (its name
+            says which steps it holds); default one file.
 
         Returns
         -------
@@ -316,6 +325,8 @@ class Session:
         def specs() -> list[DatasetSpec]:
             check_name(name, "group")
             check_level(level)
+            check_kind(kind)
+            check_steps_per_file(steps_per_file, int(level))
             for key, value in check.mapping(attributes, "attributes").items():
                 encode(key, value)  # refused now, before the group is defined
             if view is not None and not isinstance(view, Distribution):
@@ -332,10 +343,12 @@ class Session:
         # before anything is recorded: ranks that give different views (or a view and none)
         # would make different collective calls
         agree_view(self.comm, view, f"make_group {name!r}")
-        _same(agree(self.comm, failure, (name, level, local) if failure is None else None), "make_group")
+        _same(agree(self.comm, failure, (name, level, kind, steps_per_file, local) if failure is None else None),
+              "make_group")
         if view is not None:  # a view that does not fit is refused before the group is defined
             self._check_view(view, local)  # type: ignore[arg-type]
-        record = root_call(self.comm, self.catalog_call, "define_group", self.run_id, name, level, local)
+        record = root_call(self.comm, self.catalog_call, "define_group", self.run_id, name, level, local, kind=kind,
+                           steps_per_file=None if steps_per_file is None else int(steps_per_file))
         group = Group(self, record)
         self._groups[name] = group
         if attributes:
@@ -364,6 +377,56 @@ class Session:
         """Names of the run's groups."""
         rec = root_call(self.comm, self.catalog_call, "run", self.run_id)
         return [g.name for g in rec.groups]
+
+    # --------------------------------------------------------------- segments
+    def truncate(self, after_step: int, groups: Sequence[str] | None = None) -> Truncation:
+        """Erase every step after *after_step* of the run's groups (collective; PDS segments).
+
+        One catalog transaction erases the rows of the steps ``> after_step`` (of every
+        group, or of those named), sets the datasets' step summaries to what remains and
+        marks the groups, whose new steps must then be ``> after_step``; after its
+        commit, files left without data are deleted and freed file tails cut (a crash
+        in between leaves unreferenced bytes for ``sdm gc``). A simulation restarted
+        from *after_step* then writes ``after_step + 1`` ... as if the erased steps had
+        never been written. Refused while another session writes the run.
+
+        Parameters
+        ----------
+        after_step : int
+            The last step kept (``>= 0``).
+        groups : sequence of str, optional
+            The groups to truncate (default: every group of the run).
+
+        Returns
+        -------
+        Truncation
+            What was erased (the same on every rank).
+
+        Raises
+        ------
+        ReadOnlyError, InvalidArgumentError, GroupNotFoundError, RunStateError, CatalogError
+        """
+        self._check_writable("truncate")
+
+        def checked() -> tuple[int, list[str] | None]:
+            step = check.integer(after_step, "after_step")
+            return step, None if groups is None else [check_name(n, "group") for n in check.names(groups, "groups")]
+
+        args, failure = capture(checked, rank=self.rank)
+        _same(agree(self.comm, failure, args), "truncate")
+        assert args is not None
+        self.files.close_all()  # no rank keeps a handle on a file about to be deleted or cut
+
+        def erase() -> Truncation:
+            done = self.catalog_call("truncate", self.run_id, args[0], args[1], writers=1)
+            # the run's meta-file records the committed truncation here (see sdm.segments)
+            return release_space(self.root, done)
+
+        done: Truncation = root_call(self.comm, erase)
+        for name in done.groups:
+            if name in self._groups:
+                self._groups[name]._truncated(done.after_step)
+        return done
 
     # ------------------------------------------------------------------ import
     def import_array(

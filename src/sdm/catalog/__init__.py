@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .records import DatasetRecord, DatasetSpec, FileRecord, GroupRecord, RunRecord, WriteRecord
+from .records import DatasetRecord, DatasetSpec, FileRecord, GroupRecord, RunRecord, Truncation, WriteRecord
 from .urls import redact_url
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ __all__ = [
     "FileRecord",
     "GroupRecord",
     "RunRecord",
+    "Truncation",
     "WriteRecord",
     "Condition",
     "parse_condition",

@@ -32,7 +32,7 @@ from . import database as D
 from . import loading as L
 from . import queries as Q
 from . import schema as S
-from .records import DatasetSpec, FileRecord, GroupRecord, RunRecord, WriteRecord
+from .records import DatasetSpec, FileRecord, GroupRecord, RunRecord, Truncation, WriteRecord
 from .urls import redact_url, scrub
 from .loading import utc as _utc
 from .values import Condition, conditions_from, decode, encode_all, loaded_numpy
@@ -604,13 +604,22 @@ class Catalog:
             ) from None
 
     # ------------------------------------------------------------------ groups
-    def define_group(self, run_id: int, name: str, level: int, specs: Sequence[DatasetSpec]) -> GroupRecord:
+    def define_group(self, run_id: int, name: str, level: int, specs: Sequence[DatasetSpec], *,
+                     kind: str = "state", steps_per_file: int | None = None) -> GroupRecord:
         """Create a group with its datasets, or return it if it exists identically.
+
+        Parameters
+        ----------
+        kind : {"state", "topology"}
+            What the group holds (checked by the caller, :func:`sdm.segments.check_kind`).
+        steps_per_file : int, optional
+            Levels 2 and 3: steps per data file (None: one file).
 
         Raises
         ------
         GroupExistsError
-            A group of that name exists with other datasets or another level.
+            A group of that name exists with other datasets, another level, kind or
+            number of steps per file.
         """
         with self._tx() as con:
             row = con.execute(
@@ -621,7 +630,8 @@ class Catalog:
                     sa.select(sa.func.count()).select_from(S.groups).where(S.groups.c.run_id == run_id)
                 ).scalar_one()
                 gid = con.execute(
-                    S.groups.insert().values(run_id=run_id, name=name, level=int(level), position=pos)
+                    S.groups.insert().values(run_id=run_id, name=name, level=int(level), position=pos, kind=kind,
+                                             steps_per_file=steps_per_file)
                 ).inserted_primary_key[0]
                 for i, spec in enumerate(specs):
                     con.execute(
@@ -636,10 +646,12 @@ class Catalog:
                     )
         group = self.group(run_id, name)
         existing = [DatasetSpec(d.name, d.dtype, d.shape, d.order) for d in group.datasets]
-        if row is not None and (existing != list(specs) or group.level != int(level)):
+        if row is not None and (existing != list(specs) or group.level != int(level) or group.kind != kind
+                                or group.steps_per_file != steps_per_file):
             raise GroupExistsError(
-                f"group {name!r} already exists in run {run_id} with level {group.level} and "
-                f"datasets {existing}; reopen it with the same definition or use another name"
+                f"group {name!r} already exists in run {run_id} with level {group.level}, kind {group.kind!r}, "
+                f"steps_per_file {group.steps_per_file} and datasets {existing}; reopen it with the same definition "
+                "or use another name"
             )
         return group
 
@@ -807,6 +819,60 @@ class Catalog:
                 raise StepExistsError(f"{which} is already recorded; pass overwrite=True to replace it") from None
             raise CatalogError(f"catalog {self.url!r} refused the write record: {_short(exc)}") from None
         self._file_ids.update(new_ids)
+
+    def truncate(self, run_id: int, after_step: int, groups: Sequence[str] | None = None, *,
+                 writers: int = 0) -> Truncation:
+        """Erase every step after *after_step* of a run's groups (all, or those named), in one transaction.
+
+        The rows, the datasets' step summaries, each group's truncation point (new steps
+        must come after it) and the files' space (see :mod:`sdm.catalog.truncation`).
+        The files themselves are the caller's to change, after this commit
+        (:func:`sdm.segments.release_space`).
+
+        Parameters
+        ----------
+        run_id : int
+        after_step : int
+            The last step kept (``>= 0``).
+        groups : sequence of str, optional
+            The groups to truncate (default: every group of the run).
+        writers : int
+            Writing sessions the caller holds on the run itself (``Session.truncate``: 1).
+
+        Returns
+        -------
+        Truncation
+            What was erased.
+
+        Raises
+        ------
+        InvalidArgumentError
+            *after_step* is not an integer ``>= 0``, or *groups* not a list of names.
+        RunNotFoundError, GroupNotFoundError
+        RunStateError
+            Another session is writing the run.
+        """
+        from .truncation import truncate
+
+        try:
+            step = _run_id(after_step)  # an int64 (numpy integers too)
+        except InvalidArgumentError:
+            step = None
+        if step is None or step < 0:
+            raise InvalidArgumentError(f"after_step must be an integer >= 0, got {after_step!r}")
+        if groups is not None and (isinstance(groups, str) or not all(isinstance(n, str) for n in groups)):
+            raise InvalidArgumentError(f"groups must be a list of group names, got {groups!r}")
+        rid = _run_id(run_id)
+        if rid is None:
+            raise RunNotFoundError(f"no run {run_id} in catalog {self.url!r}")
+        try:
+            with self._tx() as con:
+                done = truncate(con, rid, step, groups, writers, self.url)
+        except SQLAlchemyError as exc:
+            raise CatalogError(f"catalog {self.url!r} failed to truncate run {run_id}: {_short(exc)}") from None
+        for path in done.removed_files:
+            self._file_ids.pop((rid, path), None)
+        return done
 
     def drop_file(self, run_id: int, path: str) -> None:
         """Forget a data file that no committed write refers to (after ``sdm gc`` removed it)."""

@@ -52,6 +52,9 @@ class GroupRecord:
     level: int
     datasets: tuple[DatasetRecord, ...]
     attributes: dict[str, Any] = field(default_factory=dict)
+    kind: str = "state"  #: ``"state"`` (written every step) or ``"topology"`` (written once or rarely)
+    steps_per_file: int | None = None  #: levels 2, 3: the data file rolls over every n steps (None: one file)
+    truncated_after: int | None = None  #: the step of the group's last truncation (None: never truncated)
 
     def dataset(self, name: str) -> DatasetRecord | None:
         """Return the dataset called *name*, or ``None``."""
@@ -104,6 +107,27 @@ class FileRecord:
     level: int
     nwrites: int
     nbytes: int
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """What a truncation erased (:meth:`sdm.catalog.Catalog.truncate`, ``Session.truncate``).
+
+    ``writes`` lists the erased ``(group, dataset, step)`` rows, ``nbytes`` their bytes.
+    The catalog commit decides; the file space follows it: ``removed_files`` lost their
+    last write (deleted after the commit) and ``cut_files`` are ``(path, end)`` whose
+    bytes from ``end`` on are no longer referenced (cut after the commit). ``left``
+    names the space that could not be released then (``sdm gc`` reclaims it).
+    """
+
+    run_id: int
+    after_step: int
+    groups: tuple[str, ...]
+    writes: tuple[tuple[str, str, int], ...] = ()
+    nbytes: int = 0
+    removed_files: tuple[str, ...] = ()
+    cut_files: tuple[tuple[str, int], ...] = ()
+    left: tuple[str, ...] = ()
 
 
 class DatasetSpec:

@@ -37,7 +37,11 @@ tables; 0002 = imports, index histories, calibrations and ``writes.reason``; 000
 vector, so an unchanged mesh is not read again); 0004 = the durability columns above;
 0005 = each dataset's step summary (``datasets.nsteps``, ``first_step``, ``last_step``,
 ``nbytes_written``), kept by the transaction that commits a new step, so listings and
-searches read one row per dataset instead of one per write.
+searches read one row per dataset instead of one per write; 0006 = segments:
+``groups.kind`` (``state``: written every step, the default; ``topology``: written once or
+rarely, e.g. a mesh), ``groups.steps_per_file`` (levels 2 and 3: the data file rolls over
+every n steps) and ``groups.truncated_after`` (the step of the group's last truncation:
+new steps must come after it).
 Catalogs made before Alembic carry their version in the table ``sdm_schema``; they are
 stamped with the matching revision and upgraded in place on open.
 """
@@ -60,7 +64,7 @@ from sqlalchemy import (
 from sqlalchemy import Table
 
 #: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0005"
+SCHEMA_VERSION = "0006"
 
 #: Run states (``runs.state``).
 RUN_STATES = ("open", "closed", "interrupted")
@@ -113,6 +117,9 @@ groups = Table(
     Column("name", String(255), nullable=False),
     Column("level", Integer, nullable=False),
     Column("position", Integer, nullable=False),
+    Column("kind", String(16), nullable=False, server_default="state"),  # state | topology (0006)
+    Column("steps_per_file", BigInteger, nullable=True),  # levels 2, 3: steps per data file (0006)
+    Column("truncated_after", BigInteger, nullable=True),  # last truncation: new steps come after it (0006)
     UniqueConstraint("run_id", "name", name="uq_groups_run_name"),
 )
 

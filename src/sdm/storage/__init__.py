@@ -14,11 +14,11 @@ if TYPE_CHECKING:
     from .durability import make_durable, sync_mode
     from .files import FileCache, copy_range, extend_file
     from .naming import check_name, component, inside
-    from .organization import LEVELS, appends, check_level, relative_path
+    from .organization import LEVELS, appends, check_level, check_steps_per_file, relative_path
 
 __all__ = [
     "durability", "runs", "make_durable", "sync_mode", "FileCache", "copy_range", "extend_file", "check_name", "component",
-    "inside", "LEVELS", "appends", "check_level", "relative_path",
+    "inside", "LEVELS", "appends", "check_level", "check_steps_per_file", "relative_path",
 ]
 
 # name -> submodule that defines it
@@ -27,6 +27,7 @@ _LAZY = {
     "FileCache": "files", "copy_range": "files", "extend_file": "files",
     "check_name": "naming", "component": "naming", "inside": "naming",
     "LEVELS": "organization", "appends": "organization", "check_level": "organization", "relative_path": "organization",
+    "check_steps_per_file": "organization",
 }
 
 
