@@ -1,0 +1,68 @@
+"""The run's meta-file as sessions write it: order of records, refused changes, what rebuild makes of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sdm
+from sdm.catalog.metafile import META, read_meta
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_records_follow_the_catalog_and_refusals_are_aborted(comm, mpi_tmp):
+    url = f"sqlite:///{mpi_tmp}/catalog.db"
+    with sdm.open("meta", root=mpi_tmp, catalog=url, attributes={"n": 4}) as s:
+        g = s.make_group("g", ["a"], dtype="<f8", shape=(comm.size * 3,), level=2)
+        with pytest.raises(sdm.GroupExistsError):  # recorded first, then refused: an abort record follows
+            s.make_group("g", ["a", "b"], dtype="<f8", shape=(comm.size * 3,), level=2)
+        for step in (0, 1):
+            g.write("a", step, np.full(3, step + 0.5 * comm.rank))
+        run_dir = Path(s.root) / s.run_dir
+        rid = s.run_id
+    with sdm.open("meta", "a", root=mpi_tmp, catalog=url, run=rid) as s:
+        s.group("g").write("a", 2, np.full(3, 2.0))
+    failed = None
+    if comm.rank == 0:
+        try:
+            check(run_dir, url, rid, mpi_tmp)
+        except BaseException as exc:  # every rank fails, none waits
+            failed = repr(exc)
+    assert comm.bcast(failed) is None
+
+
+def check(run_dir: Path, url: str, rid: int, mpi_tmp: Path) -> None:
+    """Rank 0: the records against the catalog, and the catalog rebuild makes of them."""
+    log = read_meta(run_dir)
+    kinds = [r["t"] for r in log.records]
+    assert kinds == ["run", "group", "group", "abort", "writes", "writes", "close", "open", "writes", "close"]
+    assert log.records[3]["ref"] == log.records[2]["id"]
+    assert [r["v"] for r in log.records] == [1] * len(kinds)
+    assert (run_dir / META).read_bytes() == (run_dir / (META + ".bak")).read_bytes()
+    cat = sdm.catalog.Catalog(url)
+    rows = {w.step: w for _, _, w in cat.writes(rid)}
+    from sdm import maintenance
+
+    assert maintenance.verify_run(cat, rid).ok  # the meta-files are not unreferenced data
+    maintenance.gc_run(cat, rid)
+    assert read_meta(run_dir).records == log.records  # and gc leaves them
+    cat.close()
+    recorded = [w for r in log.records if r["t"] == "writes" for w in r["writes"]]
+    assert [(w["step"], w["offset"], w["checksum"]) for w in recorded] == \
+        [(k, rows[k].offset, rows[k].checksum) for k in (0, 1, 2)]
+    assert [r["written_at"] for r in log.records if r["t"] == "writes"] == \
+        [rows[k].written_at.isoformat() for k in (0, 1, 2)]
+    from sdm.catalog.rebuild import rebuild
+
+    url2 = f"sqlite:///{mpi_tmp}/rebuilt.db"
+    assert rebuild(mpi_tmp, url2).added == [rid]
+    cat = sdm.catalog.Catalog(url2)
+    again = cat.run(rid)
+    cat.close()
+    assert [(g.name, [d.name for d in g.datasets]) for g in again.groups] == [("g", ["a"])]
+    assert list(again.groups[0].datasets[0].steps or ()) == [0, 1, 2] and again.state == "closed"
+    assert json.loads(json.dumps(again.attributes)) == {"n": 4}
