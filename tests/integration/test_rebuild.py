@@ -86,7 +86,7 @@ def answers(url: str, run_ids: list[int]) -> dict[str, object]:
     return out
 
 
-def counts(url: str) -> dict[str, int]:
+def row_counts(url: str) -> dict[str, int]:
     cat = Catalog(url)
     try:
         return cat.counts()
@@ -114,7 +114,7 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
         out = mpi(ranks, "write", str(data), url)
         run_ids = [int(x) for x in out.split("RUNS", 1)[1].split()[:2]]
         original = answers(url, run_ids)
-        counts = counts(url)
+        counts = row_counts(url)
         # the meta-file's writes are the catalog's, byte for byte: every value read with numpy
         for rid in run_ids:
             for w in original[f"show {rid}"]["writes"]:  # type: ignore[index]
@@ -128,7 +128,7 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
         r = cli("rebuild", str(data), "--catalog", url, "--json")
         assert r.exit_code == 0, r.output
         assert json.loads(r.output) == {"added": [], "present": run_ids, "writes": 0, "notes": []}
-        assert counts(url) == counts
+        assert row_counts(url) == counts
 
     # the catalog is lost: rebuild from the data alone
     with fresh_catalog(request, tmp_path, engine, "rebuilt") as url2:
@@ -137,12 +137,12 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
         report = json.loads(r.output)
         assert report["added"] == run_ids and report["present"] == [] and report["notes"] == []
         assert answers(url2, run_ids) == original
-        assert counts(url2) == counts
+        assert row_counts(url2) == counts
         assert "READ OK 22" in mpi(3, "read", str(data), url2)
         # one run directory at a time, twice: no duplicates
         one = data / original[f"show {run_ids[0]}"]["run"]["dir"]  # type: ignore[index]
         assert rebuild(one, url2).present == [run_ids[0]]
-        assert counts(url2) == counts
+        assert row_counts(url2) == counts
 
     # the main meta-file damaged: its backup is used, with a note
     meta = data / original[f"show {run_ids[1]}"]["run"]["dir"] / META  # type: ignore[index]
@@ -168,7 +168,7 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
         with pytest.raises(IntegrityError) as err:
             rebuild(meta.parent, url4)
         assert str(err.value) == message
-        assert counts(url4)["runs"] == 0
+        assert row_counts(url4)["runs"] == 0
     meta.write_bytes(saved)
     backup.write_bytes(saved)
 
@@ -205,7 +205,7 @@ def test_a_taken_run_id_is_refused(tmp_path: Path) -> None:
         rebuild(tmp_path / "data", url)
     assert str(err.value) == (f"run id 1 of {d} is taken in catalog {url!r} by another run (application 'other', "
                               "directory None); rebuild into another catalog")
-    assert counts(url)["runs"] == 1
+    assert row_counts(url)["runs"] == 1
 
 
 def test_unknown_record_types(tmp_path: Path) -> None:
@@ -215,7 +215,7 @@ def test_unknown_record_types(tmp_path: Path) -> None:
         rebuild(tmp_path / "data", url)
     assert str(err.value) == (f"{d / META} line 2: record type 'ranked' is unknown to this SDM (format 1); "
                               "it was written by SDM 0.1.0: rebuild with that version or newer")
-    assert counts(url)["runs"] == 0
+    assert row_counts(url)["runs"] == 0
     # marked optional: skipped; the run is rebuilt from what this SDM knows, closed
     for p in (d / META, d / BACKUP):
         p.write_bytes(line_of(dict(RUN)) + line_of({"v": 1, "t": "ranked", "id": "s.2", "optional": True})
