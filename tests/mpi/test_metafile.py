@@ -33,6 +33,15 @@ def test_records_follow_the_catalog_and_refusals_are_aborted(comm, mpi_tmp):
         except BaseException as exc:  # every rank fails, none waits
             failed = repr(exc)
     assert comm.bcast(failed) is None
+    # the rebuilt catalog took the run directories' catalog id: the run can be continued from it
+    url2 = f"sqlite:///{mpi_tmp}/rebuilt.db"
+    with sdm.open("meta", "a", root=mpi_tmp, catalog=url2, run=rid) as s:
+        g = s.group("g")
+        g.write("a", 3, np.full(3, 3.0))
+        assert g.steps("a") == [0, 1, 2, 3]
+        np.testing.assert_array_equal(g.read("a", 1, verify=True), np.full(3, 1 + 0.5 * comm.rank))
+    if comm.rank == 0:
+        assert [r["t"] for r in read_meta(run_dir).records][-3:] == ["open", "writes", "close"]
 
 
 def check(run_dir: Path, url: str, rid: int, mpi_tmp: Path) -> None:
