@@ -157,6 +157,7 @@ def run_trial(p: dict[str, Any], *, max_steps: int, max_rounds: int) -> dict[str
         first = check.check(rows, intents, _expected)
         first["unreferenced_bytes"] = check.unreferenced_bytes(rows, _data_files(tmp / "data"))
         result["check"] = first
+        result["rebuild"] = _rebuilt(tmp, rows, intents)
         if run is None:
             result["reopen"] = dict(ok=None, reason="no run was created")
             return result
@@ -182,6 +183,29 @@ def run_trial(p: dict[str, Any], *, max_steps: int, max_rounds: int) -> dict[str
         return result
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _rebuilt(tmp: Path, rows: list[Any], intents: Any) -> dict[str, Any]:
+    """The catalog ``sdm rebuild`` makes from the killed run's data alone, checked like the original.
+
+    ``missing``: steps the original catalog holds and the rebuilt one does not (the meta-file
+    must know at least what the catalog knows); ``newer``: steps whose rebuilt row is another
+    version (a dump appended to the meta-file, not committed when the kill came).
+    """
+    from sdm.catalog.rebuild import rebuild
+
+    url = f"sqlite:///{tmp / 'rebuilt.db'}"
+    try:
+        rebuild(tmp / "data", url)
+    except Exception as exc:  # noqa: BLE001 - recorded, the trial counts as failed
+        return dict(ok=False, error=f"{type(exc).__name__}: {exc}")
+    again = check.load_rows(url)
+    out = check.check(again, intents, _expected)
+    steps = {(r.group, r.dataset, r.step): r for r in again}
+    missing = [f"{r.group}/{r.dataset} step {r.step}" for r in rows if (r.group, r.dataset, r.step) not in steps]
+    newer = sum(1 for r in rows if (k := steps.get((r.group, r.dataset, r.step))) is not None
+                and (k.path, k.offset) != (r.path, r.offset))
+    return dict(ok=True, rows=len(again), bad=out["bad"], lost=out["lost"], missing=missing, newer=newer)
 
 
 def _data_files(root: Path) -> list[Path]:
@@ -246,6 +270,9 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
             bad_rows_after_reopen=sum(len(t.get("reopen", {}).get("check", {}).get("bad", [])) for t in ts),
             lost_after_reopen=sum(len(t.get("reopen", {}).get("check", {}).get("lost", [])) for t in ts),
             unreferenced_bytes=sum(t.get("check", {}).get("unreferenced_bytes", 0) for t in ts),
+            rebuild_failures=sum(1 for t in ts if t.get("rebuild", {}).get("ok") is False),
+            bad_rows_after_rebuild=sum(len(t.get("rebuild", {}).get("bad", [])) for t in ts),
+            missing_after_rebuild=sum(len(t.get("rebuild", {}).get("missing", [])) for t in ts),
         )
 
     def by(key) -> dict[str, Any]:
@@ -262,15 +289,18 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
 def failed(summary: dict[str, Any]) -> bool:
     t = summary["total"]
     return bool(t["bad_rows"] or t["lost"] or t["overlapping_rows"] or t["reopen_failures"] or t["not_started"]
-                or t["bad_rows_after_reopen"] or t["lost_after_reopen"])
+                or t["bad_rows_after_reopen"] or t["lost_after_reopen"] or t["rebuild_failures"]
+                or t["bad_rows_after_rebuild"] or t["missing_after_rebuild"])
 
 
 def markdown(data: dict[str, Any]) -> str:
     m, s = data["meta"], data["summary"]
     cols = ("trials", "killed", "finished_before_kill", "rows", "bad_rows", "trials_with_bad_rows", "lost",
-            "overlapping_rows", "reopen_failures", "bad_rows_after_reopen")
+            "overlapping_rows", "reopen_failures", "bad_rows_after_reopen", "bad_rows_after_rebuild",
+            "missing_after_rebuild")
     head = ("trials", "killed", "ended before kill", "rows checked", "bad rows", "trials with bad rows", "lost commits",
-            "overlapping rows", "reopen failures", "bad rows after reopen")
+            "overlapping rows", "reopen failures", "bad rows after reopen", "bad rows after rebuild",
+            "rows missing after rebuild")
 
     def table(title: str, part: dict[str, Any]) -> list[str]:
         out = [f"### {title}", "", "| | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]

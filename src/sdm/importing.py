@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -146,8 +148,8 @@ def import_array(
     mode = "map" if resolved.dist.kind == "map" else ("contiguous" if resolved.dist == rows_view(len(shp), s.size) else resolved.dist.kind)
     root_call(
         s.comm,
-        lambda: records.record_import(
-            s.open_catalog(),
+        lambda: _record_import(
+            s,
             run_id=s.run_id,
             name=name,
             source=str(src),
@@ -161,8 +163,15 @@ def import_array(
             checksum_algo=integrity.ALGORITHM,
             seconds=max(t for t, _ in shares),
             nprocs=s.size,
+            imported_at=datetime.now(timezone.utc),
         ),
     )
     if native and not dt.isnative:
         arr = arr.astype(dt.newbyteorder("="))
     return arr
+
+
+def _record_import(s: "Session", **row: Any) -> int:
+    """Rank 0: the import's row in the catalog, recorded first in the run's meta-file (if the session keeps one)."""
+    call = partial(records.record_import, s.open_catalog())
+    return call(**row) if s.meta is None else s.meta.around("record_import", call, (), row)

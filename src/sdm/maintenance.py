@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from .catalog.metafile import BACKUP, META
 from .errors import RunStateError, SDMError, StorageError
 from .storage import runs
 from .storage.naming import inside
@@ -190,7 +191,7 @@ def _unreferenced(root: Path, rel_dir: str, referenced: dict[str, list[tuple[int
     on_disk = {}
     if run_path.is_dir():
         for p in sorted(run_path.rglob("*")):
-            if p.is_file() and p.name != runs.MARKER:
+            if p.is_file() and p.name not in (runs.MARKER, META, BACKUP):  # SDM's own files, never reclaimed
                 on_disk[str(Path(rel_dir) / p.relative_to(run_path))] = p.stat().st_size
     for rel in sorted(set(on_disk) | set(catalog_files)):
         size = on_disk.get(rel)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -20,6 +20,7 @@ from . import _validate as check
 from . import config
 from ._collective import Failure, agree, capture, root_call, root_call_resting
 from .catalog import DatasetSpec, RunRecord, Truncation, redact_url
+from .catalog.metafile import MetaFile
 from .catalog.values import encode, merge_attributes
 from .errors import (
     CatalogError,
@@ -116,6 +117,7 @@ class Session:
         self.async_commit = bool(async_commit)
         self._pending: Any = None  # rank 0, async_commit: the dump being committed in the background
         self._committer: Any = None  # rank 0, async_commit: the thread that commits
+        self.meta: MetaFile | None = None  # rank 0 of a writing session: the run's meta-file
 
         def setup() -> tuple[str, str, RunRecord, Any, str]:
             check_name(application, "application")
@@ -127,14 +129,15 @@ class Session:
             self.catalog = Catalog(url, create=(mode == "w"))
             try:
                 if mode == "w":
-                    cat_id = self.catalog.id
+                    cat_id, created = self.catalog.id, datetime.now(timezone.utc)
                     rec = self.catalog.new_run(
                         application,
                         nprocs=self.size,
                         root=str(data_root),
                         problem_size=problem_size,
                         attributes=attributes,
-                        make_dir=lambda rid: runs.make_run_dir(data_root, application, rid, cat_id),
+                        make_dir=lambda rid: self._make_run_dir(data_root, rid, cat_id, created, problem_size, attributes),
+                        created_at=created,
                     )
                     self._lock = runs.RunLock(Path(rec.root), rec.dir or "")
                     previous = "new"
@@ -146,6 +149,7 @@ class Session:
                     previous = self._hold_run(rec) if mode == "a" else self._look_at_run(rec)
             except Exception:
                 self._release_run()
+                self._close_meta()
                 self.catalog.close()
                 self.catalog = None
                 raise
@@ -197,25 +201,43 @@ class Session:
             if self._committer is not None:
                 self._committer.shutdown(wait=True)
                 self._committer = None
+            self._close_meta()
             if self.catalog is not None:
                 self.catalog.close()
                 self.catalog = None
             self.comm.Free()
 
     # ------------------------------------------------------------ run states
+    def _make_run_dir(self, data_root: Path, run_id: int, catalog_id: str, created: datetime, problem_size: Any,
+                      attributes: dict[str, Any] | None) -> str:
+        """Rank 0 of a new run, in the catalog's transaction: its directory, and the meta-file's first record."""
+        rel = runs.make_run_dir(data_root, self.application, run_id, catalog_id)
+        self.meta = MetaFile(data_root / rel, sync=self.sync)
+        self.meta.run(application=self.application, run_id=run_id, catalog_id=catalog_id, nprocs=self.size,
+                      problem_size=problem_size, attributes=attributes, created=created, root=str(data_root),
+                      directory=rel)
+        return rel
+
+    def _close_meta(self) -> None:
+        if self.meta is not None:
+            self.meta.close()
+            self.meta = None
+
     def _hold_run(self, rec: RunRecord) -> str:
         """Rank 0 of an appending session: check the run's directory, take a hold on it."""
         assert self.catalog is not None
         rel = rec.dir or runs.legacy_run_dir(rec.application, rec.id)
-        runs.check_run_dir(Path(rec.root), rel, self.catalog.id, rec.id,
-                           legacy=rel == runs.legacy_run_dir(rec.application, rec.id))
+        legacy = rel == runs.legacy_run_dir(rec.application, rec.id)
+        runs.check_run_dir(Path(rec.root), rel, self.catalog.id, rec.id, legacy=legacy)
+        if not legacy:  # a run made before meta-files has none to continue
+            self.meta = MetaFile(Path(rec.root) / rel, sync=self.sync)
 
         def claim() -> bool:
             live = runs.writer_alive(Path(rec.root), rel)
             self._lock = runs.RunLock(Path(rec.root), rel)
             return live
 
-        return self.catalog.open_run(rec.id, claim)
+        return self._recorded("open_run", rec.id, claim)
 
     def _look_at_run(self, rec: RunRecord) -> str:
         """Rank 0 of a reading session: a run left ``open`` by dead writers is marked interrupted."""
@@ -232,7 +254,7 @@ class Session:
         failure = self._settle()  # the last dump's commit first: its error is reported after the close
         try:
             if self.catalog is not None:
-                self.catalog.close_run(self.run_id)
+                self._recorded("close_run", self.run_id)
         finally:
             self._release_run()
         if failure is not None:
@@ -251,7 +273,7 @@ class Session:
 
             self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdm-commit")
         assert self.catalog is not None
-        self._pending = self._committer.submit(self.catalog.record_writes, self.run_id, rows)
+        self._pending = self._committer.submit(self._recorded, "record_writes", self.run_id, rows)
 
     def _raise_pending(self) -> None:
         """Rank 0: wait for the background commit and raise its error, if any (once)."""
@@ -539,7 +561,14 @@ class Session:
 
     def catalog_call(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
         """Call a catalog method (rank 0 only; use through ``root_call``)."""
-        return getattr(self.open_catalog(), _name)(*args, **kwargs)
+        self.open_catalog()
+        return self._recorded(_name, *args, **kwargs)
+
+    def _recorded(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Rank 0: a catalog call, its change first appended to the run's meta-file (when the session writes one)."""
+        assert self.catalog is not None, "catalog used outside rank 0 or after close"
+        call = getattr(self.catalog, _name)
+        return call(*args, **kwargs) if self.meta is None else self.meta.around(_name, call, args, kwargs)
 
     def open_catalog(self) -> Catalog:
         """The session's catalog (rank 0 only, while the session is open; use through ``root_call``).

@@ -8,7 +8,8 @@ jobs and temporary directories.  ``benchmarks/README.md`` says exactly when a ro
 
 The data is checked with numpy and sqlite3 alone, never through SDM's read path; the
 checksums are recomputed with the current ``sdm.integrity``.  Each assertion is its own test,
-so a failing run shows at once whether rows were bad, commits lost, or reopens failed.
+so a failing run shows at once whether rows were bad, commits lost, or reopens failed.  After
+the kill, a catalog is also rebuilt from the data alone (``sdm rebuild``) and checked the same way.
 """
 
 from __future__ import annotations
@@ -84,3 +85,15 @@ def test_no_row_is_bad_after_the_run_is_continued(crash_run):
            for t in crash_run["trials"] for b in t["reopen"].get("check", {}).get("bad", [])]
     lost = [f"{_where(t)}: {x}" for t in crash_run["trials"] for x in t["reopen"].get("check", {}).get("lost", [])]
     assert not bad and not lost, "\n".join(bad + lost)
+
+
+def test_a_catalog_rebuilt_after_a_kill_is_consistent_with_the_bytes(crash_run):
+    """``sdm rebuild`` from the killed run's data alone: no bad row, no committed step missing."""
+    trials = crash_run["trials"]
+    failures = [f"{_where(t)}: {t['rebuild'].get('error')}" for t in trials if t.get("rebuild", {}).get("ok") is False]
+    bad = [f"{_where(t)}: {b['dataset']} step {b['step']} {b['reason']} ({b['detail']})"
+           for t in trials for b in t.get("rebuild", {}).get("bad", [])]
+    missing = [f"{_where(t)}: {m}" for t in trials for m in t.get("rebuild", {}).get("missing", [])]
+    lost = [f"{_where(t)}: {x}" for t in trials for x in t.get("rebuild", {}).get("lost", [])]
+    assert all("rebuild" in t for t in trials)
+    assert not failures and not bad and not missing and not lost, "\n".join(failures + bad + missing + lost)

@@ -46,7 +46,7 @@ def _check_files(comm, root: Path, result: dict, specs, dumps: dict[str, list[in
         cat.close()
     run_dir = Path(result["root"]) / rec.dir
     assert run_dir.parent.name == result["application"] and run_dir.name.startswith(f"run-{result['run_id']:06d}-")
-    on_disk = sorted(p for p in run_dir.iterdir() if p.is_file() and p.name != ".sdm-run")
+    on_disk = sorted(p for p in run_dir.iterdir() if p.is_file() and not p.name.startswith(".sdm-"))  # marker, meta-file
     assert len(files) == nfiles, [f.path for f in files]
     assert len(on_disk) == nfiles, on_disk
     assert sorted((run_dir.parent.parent / f.path).resolve() for f in files) == [p.resolve() for p in on_disk]

@@ -1,4 +1,5 @@
-"""``sdm verify`` and ``sdm gc``: check a catalog and its runs' bytes, reclaim unreferenced space."""
+"""``sdm verify``, ``sdm gc`` and ``sdm rebuild``: check a catalog and its runs' bytes, reclaim
+unreferenced space, make a catalog again from the runs' meta-files."""
 
 from __future__ import annotations
 
@@ -154,7 +155,36 @@ def _gc(runs: Annotated[list[int], typer.Argument(metavar="RUN...", help="Run id
             _console().print(f"  not reclaimed: {line}")
 
 
+def _rebuild(root: Annotated[str, typer.Argument(metavar="ROOT", help="A data root, or one run directory.")],
+             catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+    """Rebuild a catalog from the runs' meta-files (the data alone), adding the runs it lacks.
+
+    The catalog (default: ``$SDM_CATALOG`` or ROOT's ``catalog.db``) is created if it is
+    a new SQLite file; runs it already holds are left as they are.
+    """
+    from pathlib import Path
+
+    from .. import config
+    from ..catalog.rebuild import rebuild
+    from ..storage.runs import MARKER
+
+    base = Path(root).resolve()
+    if (base / MARKER).is_file():  # one run directory: <data root>/<application>/<run>
+        base = base.parents[1]
+    url = catalog or config.default_catalog_url(base)
+    with _progress("rebuild") as bar:
+        report = rebuild(root, url, progress=bar.callback)
+    if as_json:
+        _emit_json(vars(report))
+        return
+    _console().print(f"{len(report.added)} runs rebuilt ({report.writes} writes), "
+                     f"{len(report.present)} already in the catalog")
+    for note in report.notes:
+        _console().print(f"  note: {note}")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``verify`` and ``gc`` to the ``sdm`` command."""
+    """Add ``verify``, ``gc`` and ``rebuild`` to the ``sdm`` command."""
     app.command("verify")(_handles_errors(_verify))
     app.command("gc")(_handles_errors(_gc))
+    app.command("rebuild")(_handles_errors(_rebuild))

@@ -257,14 +257,16 @@ class Catalog:
         problem_size: Any = None,
         attributes: dict[str, Any] | None = None,
         make_dir: Callable[[int], str] | None = None,
+        created_at: datetime | None = None,
     ) -> RunRecord:
         """:meth:`create_run`, returning the new run's record (what :meth:`run` would read back).
 
         The record is built from the values stored in the one transaction, without reading
-        them again (a new run has no groups yet).
+        them again (a new run has no groups yet). *created_at* (default: now, UTC) is the
+        time recorded, given by a caller that records it elsewhere too (the meta-file).
         """
         encoded = encode_all(attributes)  # every key and value checked before the transaction
-        created = _now()
+        created = created_at or _now()
         size_text = None if problem_size is None else json.dumps(problem_size, default=_jsonable)
         rel_dir, state = None, "closed"
         with self._tx() as con:
@@ -798,7 +800,7 @@ class Catalog:
                         reason=w.get("reason"),
                         seconds=float(w["seconds"]),
                         nprocs=int(w["nprocs"]),
-                        written_at=now,
+                        written_at=w.get("written_at") or now,  # the meta-file's time, when it stamped one
                         version=version,
                     )
                     if w["overwrite"] and w.get("replaces") is not None:

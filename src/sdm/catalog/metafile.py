@@ -1,0 +1,321 @@
+"""The run's meta-file: every committed change of a run, kept with its data.
+
+Each run directory holds ``.sdm-meta.jsonl`` and its backup ``.sdm-meta.jsonl.bak`` (the
+paper's meta-file "MF" and its copy "MFC"): JSON lines, one record per change of the
+catalog (the run, a group defined, a data view, attributes, the writes of one dump, an
+import, a session opening or closing the run).  A record is appended and synced to both
+files *before* the catalog commits the change, so after any crash the files know at
+least what the catalog knows, and ``sdm rebuild`` (:mod:`sdm.catalog.rebuild`) makes a
+catalog from them alone.  The format is documented in ``docs/format.md``.
+
+Every line is one JSON object whose last member is ``"crc"``: the CRC-32 (zlib) of the
+line's text with that member removed, that is of ``line[:line.rindex(',"crc":')] + "}"``,
+as 8 lowercase hex digits.  A line that is not JSON or whose CRC differs is damaged.
+
+Only rank 0 of a writing session owns a :class:`MetaFile`; it never imports SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..errors import CatalogVersionError, IntegrityError, StorageError
+from .values import decode, encode
+
+__all__ = ["META", "BACKUP", "FORMAT", "MetaFile", "MetaLog", "read_meta", "line_of", "parse_line"]
+
+#: The meta-file's name in a run directory, and its backup's.
+META = ".sdm-meta.jsonl"
+BACKUP = ".sdm-meta.jsonl.bak"
+
+#: The format version this SDM writes and reads (``"v"`` of every record).
+FORMAT = 1
+
+#: Record types of format 1 (``"t"``); a reader meeting another type refuses it unless it says ``"optional": true``.
+TYPES = ("run", "group", "distribution", "attributes", "writes", "import", "open", "close", "abort", "truncate")
+
+_CRC_KEY = ',"crc":"'
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def line_of(record: dict[str, Any]) -> bytes:
+    """One record as its line (newline included), with its ``"crc"`` member last."""
+    body = json.dumps(record, separators=(",", ":"), ensure_ascii=False, default=_plain)
+    crc = zlib.crc32(body.encode()) & 0xFFFFFFFF
+    return (body[:-1] + f'{_CRC_KEY}{crc:08x}"}}\n').encode()
+
+
+def parse_line(text: str) -> dict[str, Any] | None:
+    """A record from its line, or None when the line is damaged (not JSON, or its CRC differs)."""
+    cut = text.rfind(_CRC_KEY)
+    if cut < 0 or not text.endswith('"}'):
+        return None
+    try:
+        crc = int(text[cut + len(_CRC_KEY):-2], 16)
+        body = text[:cut] + "}"
+        if zlib.crc32(body.encode()) & 0xFFFFFFFF != crc:
+            return None
+        record = json.loads(body)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _plain(obj: Any) -> Any:
+    """numpy scalars and arrays (problem sizes) as plain JSON."""
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    raise TypeError(f"{type(obj).__name__} is not JSON")
+
+
+def plain_attributes(attributes: dict[str, Any] | None) -> dict[str, Any]:
+    """Attributes as the catalog stores them (numpy scalars as Python values), for a record."""
+    return {k: decode(*encode(k, v)) for k, v in (attributes or {}).items()}
+
+
+class MetaFile:
+    """Rank 0's writer of a run's meta-file and its backup (append, then sync both).
+
+    Parameters
+    ----------
+    run_dir : Path
+        The run's directory (absolute).
+    sync : bool
+        ``fsync`` both files after each append (the session's ``sync``).
+
+    Besides appending, it keeps the names of the run's groups and datasets by their
+    catalog ids (learned from the catalog's answers), since records name things, not ids.
+    """
+
+    def __init__(self, run_dir: Path, *, sync: bool = True) -> None:
+        self.paths = (Path(run_dir) / META, Path(run_dir) / BACKUP)
+        self.sync = sync
+        self._session = secrets.token_hex(4)  # record ids: unique per session
+        self._count = 0
+        self._fds: list[int] = []
+        self._groups: dict[int, str] = {}
+        self._datasets: dict[int, tuple[str, str]] = {}
+        try:
+            for p in self.paths:
+                self._fds.append(os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+        except OSError as exc:
+            self.close()
+            raise StorageError(f"cannot open the meta-file {exc.filename}: {exc.strerror}", exc.errno) from None
+
+    def close(self) -> None:
+        """Close both files."""
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+    # ------------------------------------------------------------- appending
+    def append(self, *records: dict[str, Any]) -> str:
+        """Append records (one write and one sync per file); returns the id of the last one.
+
+        Raises
+        ------
+        StorageError
+            A file cannot be written or synced (the catalog change must then not happen).
+        """
+        data = []
+        rid = ""
+        for rec in records:
+            self._count += 1
+            rid = f"{self._session}.{self._count}"
+            data.append(line_of({"v": FORMAT, "t": rec.pop("t"), "id": rid, **rec}))
+        blob = b"".join(data)
+        for fd, path in zip(self._fds, self.paths):
+            try:
+                os.write(fd, blob)
+                if self.sync:
+                    os.fsync(fd)
+            except OSError as exc:
+                raise StorageError(f"cannot append to the meta-file {path}: {exc.strerror}", exc.errno) from None
+        return rid
+
+    def run(self, *, application: str, run_id: int, catalog_id: str, nprocs: int, problem_size: Any,
+            attributes: dict[str, Any] | None, created: datetime, root: str, directory: str) -> None:
+        """The run's first record (before the catalog commits the run)."""
+        from .. import __version__
+
+        self.append({"t": "run", "application": application, "run": int(run_id), "catalog": catalog_id,
+                     "nprocs": int(nprocs), "problem_size": problem_size, "attributes": plain_attributes(attributes),
+                     "created": created.isoformat(), "root": root, "dir": directory, "sdm": __version__})
+
+    def around(self, name: str, call: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        """Run the catalog method *name* (bound as *call*), recording its change first.
+
+        A change is appended and synced before the call; if the catalog then refuses it,
+        an ``abort`` record naming it follows, so a rebuild skips it. Calls that change
+        nothing are made as they are; the group records they return teach the names.
+        """
+        record = self._record(name, args, kwargs)
+        rid = self.append(record) if record is not None else None
+        try:
+            result = call(*args, **kwargs)
+        except BaseException:
+            if rid is not None:
+                self.append({"t": "abort", "ref": rid})
+            raise
+        if name in ("define_group", "group"):
+            self.learn(result)
+        return result
+
+    def learn(self, group: Any) -> None:
+        """Remember the ids of a group record (:class:`~sdm.catalog.GroupRecord`) and its datasets."""
+        self._groups[group.id] = group.name
+        for d in group.datasets:
+            self._datasets[d.id] = (group.name, d.name)
+
+    def _record(self, name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """The record of catalog call *name*, or None when it changes nothing of the run."""
+        if name == "define_group":
+            _, gname, level, specs = args
+            return {"t": "group", "name": gname, "level": int(level), "kind": kwargs.get("kind", "state"),
+                    "steps_per_file": kwargs.get("steps_per_file"), "datasets": [
+                        {"name": s.name, "dtype": s.dtype, "shape": list(s.shape), "order": s.order} for s in specs]}
+        if name == "truncate":  # every step after "after" of the groups named (None: every group) erased
+            _, after, groups = args
+            return {"t": "truncate", "after": int(after), "groups": None if groups is None else list(groups)}
+        if name == "set_distribution":
+            ids, dist = args
+            names = [self._datasets[int(i)] for i in ids]
+            return {"t": "distribution", "datasets": [list(n) for n in names], "distribution": dist}
+        if name == "set_attributes":
+            gid = kwargs.get("group_id")
+            return {"t": "attributes", "group": None if gid is None else self._groups[int(gid)],
+                    "datasets": [self._datasets[int(i)][1] for i in kwargs.get("dataset_ids", ())],
+                    "on_group": bool(kwargs.get("on_group", True)), "attributes": plain_attributes(args[1])}
+        if name == "record_writes":
+            return self._writes(args[1])
+        if name == "record_import":
+            row = {k: v for k, v in kwargs.items() if k != "run_id"}
+            return {"t": "import", **row, "shape": [int(n) for n in row["shape"]]}
+        if name in ("open_run", "close_run"):  # a session starts or stops writing the run
+            return {"t": name[:-4], "at": _now().isoformat()}
+        return None
+
+    def _writes(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The record of one dump; stamps each row's ``written_at`` so the catalog stores the same time."""
+        now = _now()
+        out = []
+        for w in rows:
+            w["written_at"] = now
+            group, dataset = self._datasets[int(w["dataset_id"])]
+            out.append({"group": group, "dataset": dataset, "step": int(w["step"]), "path": w["path"],
+                        "level": int(w["level"]), "offset": int(w["offset"]), "nbytes": int(w["nbytes"]),
+                        "checksum": w["checksum"], "algo": w["checksum_algo"], "method": w["method"],
+                        "reason": w.get("reason"), "seconds": float(w["seconds"]), "nprocs": int(w["nprocs"]),
+                        "version": int(w.get("version", 1)), "replaces": w.get("replaces"),
+                        "overwrite": bool(w["overwrite"])})
+        return {"t": "writes", "written_at": now.isoformat(), "writes": out}
+
+
+# --------------------------------------------------------------------------- reading
+@dataclass
+class MetaLog:
+    """The records of a run's meta-file as read (see :func:`read_meta`).
+
+    Attributes
+    ----------
+    path : Path
+        The file the records come from (the meta-file, or its backup when the main one is damaged).
+    records : list of dict
+        Every intact record in file order (a torn last line, an append cut by a crash, left out).
+    notes : list of str
+        What was found along the way (a damaged main file, a torn last line).
+    """
+
+    path: Path
+    records: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+    nbytes: int = 0
+
+
+def _scan(path: Path) -> tuple[list[dict[str, Any]], int | None, bool, int]:
+    """Records of one file, the first damaged line (None: none), whether the last line is torn, and its size."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], 0, False, 0
+    except OSError as exc:
+        raise StorageError(f"cannot read the meta-file {path}: {exc.strerror}", exc.errno) from None
+    lines = data.split(b"\n")
+    torn = lines[-1] != b""  # the last append did not finish (a crash): never committed
+    records: list[dict[str, Any]] = []
+    for number, raw in enumerate(lines[:-1], start=1):
+        try:
+            rec = parse_line(raw.decode())
+        except UnicodeDecodeError:
+            rec = None
+        if rec is None:
+            return records, number, torn, len(data)
+        records.append(rec)
+    return records, None, torn, len(data)
+
+
+def read_meta(run_dir: Path) -> MetaLog:
+    """Read a run's meta-file, or its backup when the meta-file is damaged or missing.
+
+    Raises
+    ------
+    IntegrityError
+        Both files are damaged (or missing): the message names both, the first damaged
+        line of each and how many records before it are intact (what could be recovered).
+    CatalogVersionError
+        A record of a newer format version, or of a type this SDM does not know that is
+        not marked optional.
+    """
+    main, backup = Path(run_dir) / META, Path(run_dir) / BACKUP
+    got = {}
+    for p in (main, backup):
+        got[p] = _scan(p)
+        records, bad, torn, size = got[p]
+        if bad is None and records:
+            notes = [] if p == main else [f"{main} is {_what(main, got[main])}; its backup {backup} was used"]
+            if torn:
+                notes.append(f"{p} ends with an unfinished record (an append cut by a crash), left out")
+            _check_types(p, records)
+            return MetaLog(p, records, notes, size)
+    parts = [f"{p} is {_what(p, got[p])}" for p in (main, backup)]
+    best = max((main, backup), key=lambda p: len(got[p][0]))
+    raise IntegrityError(
+        f"the meta-file of run directory {run_dir} and its backup are both damaged: {'; '.join(parts)}; "
+        f"what can still be recovered: the {len(got[best][0])} records before the first damaged line of {best}"
+    )
+
+
+def _what(path: Path, scanned: tuple[list[dict[str, Any]], int | None, bool, int]) -> str:
+    records, bad, _, size = scanned
+    if not path.exists():
+        return "missing"
+    if bad is None and not records:
+        return "empty" if size == 0 else "without a complete record"
+    return f"damaged at line {bad} ({len(records)} intact records before it)"
+
+
+def _check_types(path: Path, records: list[dict[str, Any]]) -> None:
+    """Refuse records this SDM cannot read (newer format, unknown required type)."""
+    written_by = next((r.get("sdm") for r in records if r.get("t") == "run"), "unknown")
+    for number, rec in enumerate(records, start=1):
+        version, kind = rec.get("v"), rec.get("t")
+        if not isinstance(version, int) or version > FORMAT:
+            raise CatalogVersionError(
+                f"{path} line {number}: meta-file format version {version!r} is newer than this SDM reads "
+                f"({FORMAT}); it was written by SDM {written_by}: rebuild with that version or newer")
+        if kind not in TYPES and not rec.get("optional"):
+            raise CatalogVersionError(
+                f"{path} line {number}: record type {kind!r} is unknown to this SDM (format {FORMAT}); "
+                f"it was written by SDM {written_by}: rebuild with that version or newer")
