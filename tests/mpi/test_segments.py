@@ -17,10 +17,13 @@ import pytest
 import sdm
 from mpi4py import MPI
 from sdm.catalog import Catalog
+from sdm.catalog.metafile import BACKUP, META
 from sdm.errors import GroupExistsError, GroupNotFoundError, InvalidArgumentError, ReadOnlyError, StepExistsError
 from sdm.maintenance import verify_run
 
 SHAPE = (12, 10)
+#: What a run directory holds besides data files: its marker and its meta-file with the backup.
+RUN_FILES = [".sdm-run", META, BACKUP]
 #: What an error found by a local check carries when several ranks ran it (the lowest failing rank)
 RANK0 = " [rank 0]" if MPI.COMM_WORLD.Get_size() > 1 else ""
 MESH = (7, 3)
@@ -180,7 +183,7 @@ def test_steps_per_file(comm, mpi_tmp, level):
         stems = ["fields.T", "fields.q"] if level == 2 else ["fields"]
         ranges = ["s00000000-00000002", "s00000003-00000005", "s00000006-00000008"]
         names = sorted(f"{stem}.{r}.sdm" for stem in stems for r in ranges)
-        assert sorted(os.listdir(Path(mpi_tmp) / run_dir)) == sorted(names + [".sdm-run"])
+        assert sorted(os.listdir(Path(mpi_tmp) / run_dir)) == sorted(names + RUN_FILES)
         if s.rank == 0:
             for _, dname, w in s.catalog.writes(run_id):
                 first = w.step // 3 * 3
@@ -199,7 +202,7 @@ def test_steps_per_file(comm, mpi_tmp, level):
         _check_reads(g, "T", [5, 6, 9], seed=3)
         _check_reads(g, "q", [5, 6, 9], seed=4)
         assert sorted(os.listdir(Path(mpi_tmp) / run_dir)) == sorted(
-            names + [f"{stem}.s00000009-00000011.sdm" for stem in stems] + [".sdm-run"])
+            names + [f"{stem}.s00000009-00000011.sdm" for stem in stems] + RUN_FILES)
     expected_t = {**dict.fromkeys(range(5), 0), 5: 3, 6: 3, 9: 3}
     expected_q = {**dict.fromkeys(range(5), 1), 5: 4, 6: 4, 9: 4}
     _check_run(comm, url, run_id, {("fields", "T"): expected_t, ("fields", "q"): expected_q})
