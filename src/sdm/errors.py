@@ -28,6 +28,7 @@ __all__ = [
     "UnsupportedDtypeError",
     "DistributionError",
     "LocalArrayError",
+    "ConversionError",
     "ReadOnlyError",
     "CollectiveMismatchError",
     "StorageError",
@@ -129,6 +130,12 @@ class DistributionError(SDMError, ValueError):
 
 class LocalArrayError(SDMError, ValueError):
     """The local array handed to write/read does not match the data view."""
+
+
+class ConversionError(LocalArrayError):
+    """A local array's dtype cannot be converted to or from the dataset's stored dtype, or one of its
+    values does not fit the target dtype (overflow, NaN or a fraction to an integer, ...) and the
+    caller did not allow it with ``casting=`` (see :mod:`sdm.convert`)."""
 
 
 class ReadOnlyError(SDMError, PermissionError):

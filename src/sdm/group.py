@@ -31,7 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _validate as check
-from . import integrity
+from . import convert, integrity
 from ._collective import agree, capture, digest, exchange, pack_float, reduce_exchange, root_call, root_vector, unpack_float
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
 from .catalog.values import merge_attributes
@@ -340,7 +340,8 @@ class Group:
         return v
 
     # ------------------------------------------------------------------ write
-    def write(self, name: str, step: int, array: Any, *, overwrite: bool = False, method: str | None = None) -> None:
+    def write(self, name: str, step: int, array: Any, *, overwrite: bool = False, method: str | None = None,
+              casting: str | None = None) -> None:
         """Write this rank's piece of dataset *name* at time *step* (collective).
 
         Parameters
@@ -350,26 +351,35 @@ class Group:
         step : int
             Time step (>= 0).
         array : numpy.ndarray
-            The local array, ghost layers included, of exactly the dataset's dtype
-            and the shape :meth:`local_shape` gives.
+            The local array, ghost layers included, of the shape :meth:`local_shape`
+            gives, of the dataset's dtype or of one SDM converts to it (any numeric
+            dtype to a numeric one, byte order included; see :mod:`sdm.convert`). The
+            conversion is made in the one copy of the array the write then moves; the
+            checksum is the stored bytes'.
         overwrite : bool
             Replace a step written before (otherwise :class:`StepExistsError`).
         method : str, optional
             I/O method for this call (default: the session's).
+        casting : {None, "no", "equiv", "safe", "same_kind", "unsafe"}
+            None (default): a conversion numpy does not call safe checks the values
+            written and refuses them all if one does not fit (overflow, NaN, infinity
+            or a fraction to an integer, ...); numpy's names allow what
+            ``numpy.can_cast`` allows, unchecked (``"unsafe"``: as ``astype``).
 
         Raises
         ------
-        ReadOnlyError, DatasetNotFoundError, LocalArrayError, StepExistsError,
-        CollectiveMismatchError, StorageError, CatalogError
+        ReadOnlyError, DatasetNotFoundError, LocalArrayError, ConversionError,
+        StepExistsError, CollectiveMismatchError, StorageError, CatalogError
         """
         try:
             arrays = {name: array}
         except TypeError:  # an unhashable name: refused (on every rank) as an unknown dataset
             arrays = {repr(name): array}
-        self.write_step(step, arrays, overwrite=overwrite, method=method)
+        self.write_step(step, arrays, overwrite=overwrite, method=method, casting=casting)
 
     def write_step(
-        self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False, method: str | None = None
+        self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False, method: str | None = None,
+        casting: str | None = None,
     ) -> None:
         """Write several datasets of one time step as one dump (collective).
 
@@ -385,8 +395,8 @@ class Group:
         step : int
         arrays : mapping of str to numpy.ndarray
             Local arrays by dataset name (see :meth:`write`).
-        overwrite, method
-            As for :meth:`write`.
+        overwrite, method, casting
+            As for :meth:`write` (a value that does not fit in any array refuses the whole dump).
 
         Raises
         ------
@@ -407,7 +417,9 @@ class Group:
             check.flag(overwrite, "overwrite")
             check.text(method, "method", optional=True)
             choose_method(method or s.method)  # validates the name
-            return [(self._view(n), _check_array(arrays[n], self._view(n), n, s.rank, for_read=False)) for n in names]
+            convert.check_casting(casting)
+            return [(self._view(n), _check_array(arrays[n], self._view(n), n, s.rank, for_read=False, casting=casting)[0])
+                    for n in names]
 
         prepared, failure = capture(local, rank=s.rank)
         plan = None
@@ -738,7 +750,8 @@ class Group:
         return time.perf_counter() - t0, synced
 
     # ------------------------------------------------------------------- read
-    def read(self, name: str, step: int, out: np.ndarray | None = None, *, method: str | None = None, verify: bool | None = None) -> np.ndarray:
+    def read(self, name: str, step: int, out: np.ndarray | None = None, *, method: str | None = None,
+             verify: bool | None = None, dtype: Any = None, casting: str | None = None) -> np.ndarray:
         """Read this rank's piece of dataset *name* at time *step* (collective).
 
         Parameters
@@ -747,11 +760,20 @@ class Group:
         step : int
         out : numpy.ndarray, optional
             Local array to fill (C- or Fortran-contiguous, ghost layers included;
-            ghosts are left untouched). Allocated (zero ghosts) when omitted.
+            ghosts are left untouched). Allocated (zero ghosts) when omitted. Of
+            the dataset's dtype or one SDM converts it to (see *dtype*).
         method : str, optional
             I/O method for this call.
         verify : bool, optional
             Check the bytes against the write-time checksum (default: the session's).
+        dtype : numpy dtype-like, optional
+            The dtype of the result (default: *out*'s, else the dataset's). Another
+            dtype than the stored one is converted after the bytes are read and
+            verified (rules in :mod:`sdm.convert`); every rank must read into the
+            same dtype.
+        casting : {None, "no", "equiv", "safe", "same_kind", "unsafe"}
+            As for :meth:`write`: by default a value that does not fit the result's
+            dtype refuses the read (nothing set in *out*).
 
         Returns
         -------
@@ -760,23 +782,35 @@ class Group:
 
         Raises
         ------
-        DatasetNotFoundError, StepNotFoundError, LocalArrayError, StorageError,
-        IntegrityError, CollectiveMismatchError
+        DatasetNotFoundError, StepNotFoundError, LocalArrayError, ConversionError,
+        StorageError, IntegrityError, CollectiveMismatchError
         """
         s = self.session
         verify_now = s.verify if not isinstance(verify, (bool, np.bool_)) else bool(verify)
 
-        def local() -> tuple[ResolvedView, np.ndarray]:
+        def local() -> tuple[ResolvedView, np.ndarray, convert.Conversion | None]:
             _check_step(step)
             check.optional_flag(verify, "verify")
             check.text(method, "method", optional=True)
             choose_method(method or s.method)  # validates the name
+            convert.check_casting(casting)
             view = self._view(name)
+            wanted = None if dtype is None else check_dtype(dtype, f"the dtype read of dataset {name!r}")
+            conv = None
             if out is None:
-                arr = np.zeros(view.piece.memory_shape, dtype=view.dtype, order="F" if view.order == "F" else "C")
+                if wanted is not None:
+                    conv = convert.conversion(view.dtype, wanted, casting, f"dataset {name!r} stores "
+                                              f"{convert.describe(view.dtype)}, read as {convert.describe(wanted)}")
+                fortran = view.order == "F"
             else:
-                arr = _check_array(out, view, name, s.rank, for_read=True)
-            return view, arr
+                if wanted is not None and isinstance(out, np.ndarray) and wanted != out.dtype:
+                    raise InvalidArgumentError(f"read of dataset {name!r}: dtype {convert.describe(wanted)} differs "
+                                               f"from out's {convert.describe(out.dtype)}; give one of them")
+                checked, conv = _check_array(out, view, name, s.rank, for_read=True, casting=casting)
+                if conv is None:
+                    return view, checked, None
+                fortran = not checked.flags.c_contiguous
+            return view, np.zeros(view.piece.memory_shape, dtype=view.dtype, order="F" if fortran else "C"), conv
 
         prepared, failure = capture(local, rank=s.rank)
         plan = None
@@ -785,10 +819,11 @@ class Group:
             if failure is None:
                 plan, failure = capture(self._plan_read, name, int(step), rank=0)
         stats = [prepared[0].stats(prepared[1])] if prepared else None
-        call = (_key(name), _key(step), _key(method), _key(verify))
+        target = prepared[2].dst if prepared and prepared[2] else None  # converting reads agree on one more exchange
+        call = (_key(name), _key(step), _key(method), _key(verify), None if target is None else dtype_text(target))
         got, statsets = self._agree_call("read", call, failure, plan, stats, _pack_read_plan(plan))
         rel, offset, expected, algorithm = got if isinstance(got, tuple) else _unpack_read_plan(got)
-        view, arr = prepared  # type: ignore[misc]
+        view, arr, conv = prepared  # type: ignore[misc]
         access = self._access(name, False, statsets)
         decision = s.planner.choose(method or s.method, access)
         path = self._absolute(rel)
@@ -808,6 +843,11 @@ class Group:
                 f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
                 f"{algorithm}:{expected}; the file was changed or damaged after the write"
             )
+        if conv is not None:  # after the bytes are verified: a damaged file is an IntegrityError first
+            converted, failure = capture(convert.unpack, conv, arr, view.piece, out is not None, rank=s.rank)
+            exchange(s.comm, failure, [])  # out is set only once every rank converted
+            assert converted is not None  # the exchange raised every rank's failure
+            return converted if out is None else convert.place(converted, view.piece, out)
         return arr
 
     def _verify_share(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, algorithm: str) -> int:
@@ -922,8 +962,14 @@ def _check_same_call(payloads: list, what: str) -> None:
         )
 
 
-def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_read: bool) -> np.ndarray:
-    """Check a local array against the view; returns a usable (contiguous) array."""
+def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_read: bool,
+                 casting: str | None = None) -> tuple[np.ndarray, convert.Conversion | None]:
+    """Check a local array against the view: a usable (contiguous) array and the conversion it needs.
+
+    A write's array of another dtype comes back converted to the stored one (the one
+    copy, which also makes a non-contiguous array contiguous); a read's *out* comes
+    back as it is, with the conversion from the stored dtype to its own.
+    """
     if not isinstance(array, np.ndarray):
         if for_read:
             raise LocalArrayError(f"out for dataset {name!r} must be a numpy array, got {type(array).__name__}")
@@ -935,11 +981,12 @@ def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_re
             raise LocalArrayError(
                 f"the local array of dataset {name!r} on rank {rank} must be a numpy array of {view.dtype}"
             )
+    conv = None
     if array.dtype != view.dtype:
-        raise LocalArrayError(
-            f"dataset {name!r} stores {view.dtype} ({view.dtype.str}) but the local array on rank {rank} is "
-            f"{array.dtype} ({array.dtype.str}); convert it with .astype({view.dtype.str!r})"
-        )
+        what = (f"dataset {name!r} stores {convert.describe(view.dtype)} but {'out' if for_read else 'the local array'} "
+                f"on rank {rank} is {convert.describe(array.dtype)}")
+        conv = convert.conversion(view.dtype, array.dtype, casting, what) if for_read else \
+            convert.conversion(array.dtype, view.dtype, casting, what)
     expected = view.piece.memory_shape
     if array.shape != expected:
         ghost = f" (interior {view.piece.counts} plus ghosts {view.piece.ghosts})" if view.piece.has_ghosts else ""
@@ -952,7 +999,10 @@ def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_re
         if for_read:
             what = "C-contiguous" if needs_c else "C- or Fortran-contiguous"
             raise LocalArrayError(f"out for dataset {name!r} must be {what}")
-        array = np.array(array, order="C" if needs_c or view.order != "F" else "F")  # one copy, in the storage order
+        if conv is None:
+            array = np.array(array, order="C" if needs_c or view.order != "F" else "F")  # one copy, in the storage order
     if for_read and not array.flags.writeable:
         raise LocalArrayError(f"out for dataset {name!r} is read-only")
-    return array
+    if conv is not None and not for_read:  # the conversion is the copy (made contiguous in the same pass)
+        return convert.pack(conv, array, view.piece, view.order), conv
+    return array, conv

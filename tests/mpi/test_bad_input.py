@@ -51,8 +51,9 @@ def test_wrong_dtype(comm, setup):
     s, g, local, url = setup
     before = catalog_counts(comm, url)
     _raises_everywhere(
-        comm, sdm.LocalArrayError, r"stores float64 \(<f8\) but the local array on rank \d+ is float32",
-        lambda: g.write("a", 1, local.astype("f4")),
+        comm, sdm.LocalArrayError, r"stores float64 \(<f8\) but the local array on rank \d+ is \|S8 \(\|S8\), "
+        r"which SDM does not convert",
+        lambda: g.write("a", 1, local.astype("S8")),
     )
     assert catalog_counts(comm, url) == before
 
