@@ -224,29 +224,9 @@ class Catalog:
             ]
 
     # -------------------------------------------------------------------- runs
-    def create_run(
-        self,
-        application: str,
-        *,
-        nprocs: int,
-        root: str,
-        problem_size: Any = None,
-        attributes: dict[str, Any] | None = None,
-        make_dir: Callable[[int], str] | None = None,
-    ) -> int:
-        """Register a new run and its attributes; return the run id.
-
-        Parameters
-        ----------
-        make_dir : callable, optional
-            Called with the new run id inside the transaction; creates the run's directory
-            and returns it relative to *root* (an error rolls the run back). Without it the
-            run has no directory and is registered closed (catalog-only uses).
-
-        A run made with a directory starts ``open`` with one writer (see :meth:`open_run`).
-        """
-        return self.new_run(application, nprocs=nprocs, root=root, problem_size=problem_size, attributes=attributes,
-                            make_dir=make_dir).id
+    def create_run(self, application: str, **options: Any) -> int:
+        """Register a new run and its attributes; return the run id (:meth:`new_run`'s arguments)."""
+        return self.new_run(application, **options).id
 
     def new_run(
         self,
@@ -259,11 +239,21 @@ class Catalog:
         make_dir: Callable[[int], str] | None = None,
         created_at: datetime | None = None,
     ) -> RunRecord:
-        """:meth:`create_run`, returning the new run's record (what :meth:`run` would read back).
+        """Register a new run and its attributes; return its record (what :meth:`run` would read back).
 
         The record is built from the values stored in the one transaction, without reading
-        them again (a new run has no groups yet). *created_at* (default: now, UTC) is the
-        time recorded, given by a caller that records it elsewhere too (the meta-file).
+        them again (a new run has no groups yet).
+
+        Parameters
+        ----------
+        make_dir : callable, optional
+            Called with the new run id inside the transaction; creates the run's directory
+            and returns it relative to *root* (an error rolls the run back). Without it the
+            run has no directory and is registered closed (catalog-only uses). A run made
+            with a directory starts ``open`` with one writer (see :meth:`open_run`).
+        created_at : datetime, optional
+            The time recorded (default: now, UTC), given by a caller that records it
+            elsewhere too (the meta-file).
         """
         encoded = encode_all(attributes)  # every key and value checked before the transaction
         created = created_at or _now()
