@@ -485,6 +485,8 @@ class Group:
             root_vector(s.comm, 0, self._commit, rows)
         for name in names:
             self._steps[name].add(int(step))
+        if appends(self.level):  # described by a trailer when the session closes (sdm.storage.trailer)
+            s.described.update(p[0] for p in places)
 
     def _closing(self, failure: Any, seconds: Sequence[float], shares: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """The exchange that closes an access: every rank's failure, the slowest seconds, the checksums.

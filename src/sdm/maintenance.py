@@ -30,6 +30,7 @@ from .catalog.metafile import BACKUP, META
 from .errors import RunStateError, SDMError, StorageError
 from .storage import runs
 from .storage.naming import inside
+from .storage.trailer import trailer_span
 
 if TYPE_CHECKING:  # numpy and the checksums load when bytes are checked (`sdm ls` needs neither)
     import numpy as np
@@ -198,6 +199,9 @@ def _unreferenced(root: Path, rel_dir: str, referenced: dict[str, list[tuple[int
         if size is None:
             continue  # a file row with no file: nothing to reclaim (a row needing it is a problem above)
         spans = sorted(referenced.get(rel, []))
+        if spans:  # the file's last trailer is SDM's own (sdm.storage.trailer); earlier ones are reclaimable
+            own = trailer_span(root / rel)
+            spans = sorted(spans + [own]) if own is not None else spans
         if not spans:
             out.append(Unreferenced(rel, 0, size, True))
             continue

@@ -35,7 +35,7 @@ from .layout import Distribution
 from .layout.agreement import agree_view, by_value
 from .planner import Planner, choose_method
 from .segments import check_kind, release_space
-from .storage import FileCache, check_level, check_name, check_steps_per_file, durability, runs
+from .storage import FileCache, check_level, check_name, check_steps_per_file, durability, inside, runs, trailer
 
 if TYPE_CHECKING:
     from .catalog.catalog import Catalog
@@ -118,6 +118,7 @@ class Session:
         self._pending: Any = None  # rank 0, async_commit: the dump being committed in the background
         self._committer: Any = None  # rank 0, async_commit: the thread that commits
         self.meta: MetaFile | None = None  # rank 0 of a writing session: the run's meta-file
+        self.described: set[str] = set()  # level-2/3 files written or cut (relative paths): trailers at close
 
         def setup() -> tuple[str, str, RunRecord, Any, str]:
             check_name(application, "application")
@@ -252,13 +253,38 @@ class Session:
 
     def _close_run(self) -> None:
         failure = self._settle()  # the last dump's commit first: its error is reported after the close
+        trailers = None
         try:
             if self.catalog is not None:
+                _, trailers = capture(self._write_trailers, rank=0)
                 self._recorded("close_run", self.run_id)
         finally:
             self._release_run()
         if failure is not None:
             raise failure.exception(1)
+        if trailers is not None:
+            raise trailers.exception(1)
+
+    def _write_trailers(self) -> None:
+        """Rank 0 at close: a trailer at the end of every level-2/3 file this session wrote (committed rows only)."""
+        assert self.catalog is not None
+        if not self.described:
+            return
+        rec = self.catalog.run(self.run_id, steps=False)
+        run = {"application": rec.application, "run": rec.id, "catalog": self.catalog.id, "dir": rec.dir}
+        groups = {g.name: g for g in rec.groups}
+        rows: dict[str, list[tuple[str, Any]]] = {}
+        owner: dict[str, str] = {}
+        for group, dataset, w in self.catalog.writes(self.run_id, paths=sorted(self.described)):
+            rows.setdefault(w.path, []).append((dataset, w))
+            owner[w.path] = group
+        closed_at = datetime.now(timezone.utc).isoformat()
+        for path in sorted(rows):  # a file left without rows (truncated away) has nothing to describe
+            g = groups[owner[path]]
+            index = trailer.index_of(run, g, path, rows[path], closed_at)
+            size = len(trailer.encode(index, 0))
+            offset = self.catalog_call("reserve", self.run_id, [(path, g.level, size, False)])[0]
+            trailer.write(inside(self.root, Path(path)), int(offset), index, sync=self.sync)
 
     # ---------------------------------------------------------- async commits
     def _commit_later(self, rows: list[dict[str, Any]]) -> None:
@@ -445,6 +471,7 @@ class Session:
             return release_space(self.root, done)
 
         done: Truncation = root_call(self.comm, erase)
+        self.described.update(rel for rel, _ in done.cut_files)  # a cut file loses its trailer: a new one at close
         for name in done.groups:
             if name in self._groups:
                 self._groups[name]._truncated(done.after_step)

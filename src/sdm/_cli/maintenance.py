@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .main import CatalogOpt, JsonOpt, _console, _emit_json, _handles_errors, _open, _size, _table, _row
+from .main import CatalogOpt, JsonOpt, _console, _emit_json, _handles_errors, _open, _row, _size, _table, steps_text
 
 __all__ = ["register"]
 
@@ -183,8 +183,41 @@ def _rebuild(root: Annotated[str, typer.Argument(metavar="ROOT", help="A data ro
         _console().print(f"  note: {note}")
 
 
+def _describe(file: Annotated[str, typer.Argument(metavar="FILE", help="A level-2 or level-3 data file.")],
+              verify: Annotated[bool, typer.Option("--verify", help="Check every step's bytes against its checksum.")]
+              = False, as_json: JsonOpt = False) -> None:
+    """Describe a data file from its own trailer (no catalog needed): its datasets and steps."""
+    from ..dtypes import from_text
+    from ..storage.trailer import read_array, read_trailer
+
+    index = read_trailer(file)
+    if verify:
+        for w in index["writes"]:
+            read_array(file, w["dataset"], w["step"], verify=True)
+    if as_json:
+        _emit_json(index)
+        return
+    out = _console()
+    out.print(f"{file}: application {index['application']!r}, run {index['run']}, group {index['group']!r} "
+              f"(level {index['level']}, {index['kind']}), closed {index['closed_at']}, {len(index['writes'])} steps"
+              + (", every checksum verified" if verify else ""))
+    table = _table(None, "dataset", "dtype", "shape", "order", "steps")
+    for name, d in index["datasets"].items():
+        steps = [w["step"] for w in index["writes"] if w["dataset"] == name]
+        _row(table, name, d["dtype"], "x".join(map(str, d["shape"])) or "scalar", d["order"], steps_text(sorted(steps)))
+    out.print(table)
+    if index["writes"]:
+        w = index["writes"][0]
+        d = index["datasets"][w["dataset"]]
+        count = w["nbytes"] // from_text(d["dtype"]).itemsize
+        out.print(f"without SDM: numpy.fromfile({file!r}, dtype={d['dtype']!r}, count={count}, offset={w['offset']})"
+                  f".reshape({tuple(d['shape'])}, order={d['order']!r}) is step {w['step']} of {w['dataset']!r}; "
+                  "`--json` lists every offset")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``verify``, ``gc`` and ``rebuild`` to the ``sdm`` command."""
     app.command("verify")(_handles_errors(_verify))
     app.command("gc")(_handles_errors(_gc))
     app.command("rebuild")(_handles_errors(_rebuild))
+    app.command("describe")(_handles_errors(_describe))

@@ -888,8 +888,8 @@ class Catalog:
             con.execute(f.update().where(f.c.run_id == int(run_id), f.c.path == path)
                         .values(alloc_end=max(int(end), int(used))))
 
-    def writes(self, run_id: int) -> list[tuple[str, str, WriteRecord]]:
-        """Every write of a run as ``(group, dataset, record)``, by file then offset."""
+    def writes(self, run_id: int, paths: Sequence[str] | None = None) -> list[tuple[str, str, WriteRecord]]:
+        """Every write of a run (or of its files *paths*) as ``(group, dataset, record)``, by file then offset."""
         w, f, d, g = S.writes, S.files, S.datasets, S.groups
         q = (
             sa.select(w, f.c.path, d.c.name.label("dname"), g.c.name.label("gname"))
@@ -898,7 +898,7 @@ class Catalog:
                 .join(d, d.c.id == w.c.dataset_id)
                 .join(g, g.c.id == d.c.group_id)
             )
-            .where(f.c.run_id == run_id)
+            .where(f.c.run_id == run_id, *(() if paths is None else (f.c.path.in_(list(paths)),)))
             .order_by(f.c.path, w.c.offset)
         )
         with self.engine.connect() as con:

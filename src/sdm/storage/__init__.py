@@ -10,14 +10,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from . import durability, runs
+    from . import durability, runs, trailer
     from .durability import make_durable, sync_mode
     from .files import FileCache, copy_range, extend_file
     from .naming import check_name, component, inside
     from .organization import LEVELS, appends, check_level, check_steps_per_file, relative_path
 
 __all__ = [
-    "durability", "runs", "make_durable", "sync_mode", "FileCache", "copy_range", "extend_file", "check_name", "component",
+    "durability", "runs", "trailer", "make_durable", "sync_mode", "FileCache", "copy_range", "extend_file", "check_name", "component",
     "inside", "LEVELS", "appends", "check_level", "check_steps_per_file", "relative_path",
 ]
 
@@ -32,7 +32,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("durability", "runs"):
+    if name in ("durability", "runs", "trailer"):
         return import_module(f".{name}", __name__)
     if name in _LAZY:
         value = getattr(import_module(f".{_LAZY[name]}", __name__), name)

@@ -1,0 +1,223 @@
+"""Data-file trailers: a level-2 or level-3 file copied alone still says what it holds.
+
+When a writing session closes, rank 0 appends to every level-2 and level-3 data file
+the session wrote a *trailer*: a JSON index of everything committed in the file (the
+run, the group, each dataset's dtype, shape, order and data view, and each step's
+offset, length and checksum), followed by a fixed 32-byte footer::
+
+    offset  size  field (little-endian)
+    0       8     magic b"SDMTRAIL"
+    8       8     uint64  offset of the JSON in the file
+    16      8     uint64  length of the JSON in bytes
+    24      4     uint32  CRC-32 (zlib) of the JSON bytes
+    28      4     uint32  trailer format version (1)
+
+The trailer's space is reserved through the catalog like a write's, so its bytes are
+never overwritten: a later session appends after it and writes a new trailer at its
+own close, and the older one, now inside the file, lists a prefix of what the newest
+lists (``sdm gc`` reclaims it).  The run's meta-file stays the authority: a session
+that crashes writes no trailer, and a file's last trailer then describes the writes
+committed up to the session before.  ``sdm describe FILE`` prints a trailer; the format
+is documented in ``docs/format.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import IntegrityError, StorageError
+
+__all__ = ["MAGIC", "FOOTER", "VERSION", "encode", "write", "index_of", "read_trailer", "read_array", "trailer_span"]
+
+MAGIC = b"SDMTRAIL"
+#: The footer's layout (struct format): magic, JSON offset, JSON length, CRC-32, version.
+FOOTER = struct.Struct("<8sQQII")
+VERSION = 1
+
+
+def encode(index: dict[str, Any], offset: int) -> bytes:
+    """The trailer of *index* (JSON, then the footer) to be written at *offset* of its file."""
+    body = json.dumps(index, separators=(",", ":"), ensure_ascii=False).encode()
+    return body + FOOTER.pack(MAGIC, offset, len(body), zlib.crc32(body) & 0xFFFFFFFF, VERSION)
+
+
+def write(path: Path, offset: int, index: dict[str, Any], *, sync: bool) -> None:
+    """Write the trailer of *index* at *offset* of an existing data file (space reserved by the caller).
+
+    Raises
+    ------
+    StorageError
+    """
+    blob = encode(index, offset)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise StorageError(f"cannot write the trailer of {path}: {exc.strerror}", exc.errno) from None
+    try:
+        done = 0
+        while done < len(blob):
+            done += os.pwrite(fd, blob[done:], offset + done)
+        if sync:
+            os.fsync(fd)
+    except OSError as exc:
+        raise StorageError(f"cannot write the trailer of {path}: {exc.strerror}", exc.errno) from None
+    finally:
+        os.close(fd)
+
+
+def _footer(fd: int, size: int) -> tuple[int, int, int] | None:
+    """``(json offset, json length, crc)`` of a well-formed footer ending at *size*, else None."""
+    if size < FOOTER.size:
+        return None
+    raw = os.pread(fd, FOOTER.size, size - FOOTER.size)
+    magic, start, length, crc, version = FOOTER.unpack(raw)
+    if magic != MAGIC or version != VERSION or start + length + FOOTER.size != size:
+        return None
+    return start, length, crc
+
+
+def trailer_span(path: Path) -> tuple[int, int] | None:
+    """The bytes ``(start, end)`` of a valid trailer at the very end of a file, or None.
+
+    Used by ``sdm verify`` and ``sdm gc``: the file's last trailer is SDM's own, never
+    unreferenced bytes.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        found = _footer(fd, size)
+        if found is None:
+            return None
+        start, length, crc = found
+        if zlib.crc32(os.pread(fd, length, start)) & 0xFFFFFFFF != crc:
+            return None
+        return start, size
+    finally:
+        os.close(fd)
+
+
+def read_trailer(path: str | Path) -> dict[str, Any]:
+    """The index a data file's trailer holds (see the module documentation).
+
+    Returns
+    -------
+    dict
+        ``format``, ``application``, ``run``, ``catalog``, ``dir``, ``file``, ``group``,
+        ``level``, ``datasets`` (``{name: {dtype, shape, order, distribution}}``),
+        ``writes`` (``[{dataset, step, offset, nbytes, checksum, algo, version}]``, by
+        offset), ``closed_at``, ``sdm``, and ``described_bytes``: the file's size when
+        the trailer was written (bytes past the trailer were written later).
+
+    Raises
+    ------
+    StorageError
+        The file cannot be read.
+    IntegrityError
+        The file has no trailer at its end (written by a session that did not close, or
+        not an SDM level-2/3 file), or its trailer is damaged; the message says which.
+    """
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
+    try:
+        size = os.fstat(fd).st_size
+        found = _footer(fd, size)
+        if found is None:
+            tail = os.pread(fd, FOOTER.size, max(0, size - FOOTER.size))
+            why = ("it ends with a trailer footer that does not fit the file's size" if tail.startswith(MAGIC)
+                   else "it does not end with an SDM trailer")
+            raise IntegrityError(
+                f"{path} does not describe itself: {why} (a level-1 file, a session that did not close, or not an "
+                f"SDM data file); the run directory's meta-file .sdm-meta.jsonl describes every committed write"
+            )
+        start, length, crc = found
+        body = os.pread(fd, length, start)
+    finally:
+        os.close(fd)
+    if zlib.crc32(body) & 0xFFFFFFFF != crc:
+        raise IntegrityError(f"{path}: the trailer at byte {start} is damaged (its CRC-32 does not match); "
+                             "the run directory's meta-file .sdm-meta.jsonl describes every committed write")
+    index = json.loads(body)
+    index["described_bytes"] = start
+    return dict(index)
+
+
+def index_of(run: dict[str, Any], group: Any, path: str, writes: Iterable[tuple[str, Any]],
+             closed_at: str) -> dict[str, Any]:
+    """The index of one file: the run's facts, its group (a GroupRecord) and the writes in it.
+
+    *writes* yields ``(dataset name, WriteRecord)`` of the file's committed rows.
+    """
+    from .. import __version__
+
+    rows = sorted(writes, key=lambda item: item[1].offset)
+    names = {name for name, _ in rows}
+    return {
+        "format": VERSION, **run, "file": path, "group": group.name, "level": group.level, "kind": group.kind,
+        "steps_per_file": group.steps_per_file,
+        "datasets": {d.name: {"dtype": d.dtype, "shape": list(d.shape), "order": d.order,
+                              "distribution": d.distribution} for d in group.datasets if d.name in names},
+        "writes": [{"dataset": name, "step": w.step, "offset": w.offset, "nbytes": w.nbytes, "checksum": w.checksum,
+                    "algo": w.checksum_algo, "version": w.version} for name, w in rows],
+        "closed_at": closed_at, "sdm": __version__,
+    }
+
+
+def read_array(path: str | Path, dataset: str, step: int, *, verify: bool = True) -> Any:
+    """Read one step of a dataset from a data file alone, through its trailer (no catalog, no MPI).
+
+    Parameters
+    ----------
+    path : str or Path
+        A level-2 or level-3 data file (copied anywhere).
+    dataset : str
+    step : int
+    verify : bool
+        Check the bytes against the checksum the trailer records.
+
+    Returns
+    -------
+    numpy.ndarray
+        The whole array, of the stored dtype, shape and order.
+
+    Raises
+    ------
+    IntegrityError
+        No trailer, a damaged trailer, or (``verify``) bytes that do not match their checksum.
+    DatasetNotFoundError, StepNotFoundError
+        The trailer lists no such dataset or step.
+    """
+    import numpy as np
+
+    from .. import integrity
+    from ..dtypes import from_text
+    from ..errors import DatasetNotFoundError, StepNotFoundError
+
+    index = read_trailer(path)
+    spec = index["datasets"].get(dataset)
+    if spec is None:
+        raise DatasetNotFoundError(f"{path} holds no dataset {dataset!r}; it holds {sorted(index['datasets'])}")
+    found = [w for w in index["writes"] if w["dataset"] == dataset and w["step"] == step]
+    if not found:
+        steps = sorted(w["step"] for w in index["writes"] if w["dataset"] == dataset)
+        raise StepNotFoundError(f"{path} holds no step {step} of dataset {dataset!r}; its steps are {steps}")
+    w = found[0]
+    dtype = from_text(spec["dtype"])
+    with open(path, "rb") as f:
+        f.seek(w["offset"])
+        raw = f.read(w["nbytes"])
+    if len(raw) != w["nbytes"]:
+        raise IntegrityError(f"{path} ends before step {step} of {dataset!r} (bytes {w['offset']}..{w['offset'] + w['nbytes']})")
+    if verify and w["checksum"] and integrity.checksum_of_bytes(raw, dtype, w["algo"]) != w["checksum"]:
+        raise IntegrityError(f"step {step} of {dataset!r} in {path} does not match its checksum {w['algo']}:{w['checksum']}")
+    return np.frombuffer(raw, dtype=dtype).reshape(spec["shape"], order=spec["order"]).copy(order=spec["order"])
