@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import sdm
 from mpi4py import MPI
 from sdm import irregular
 from sdm.catalog import irregular as records
+from sdm.catalog.metafile import parse_line
+from sdm.catalog.rebuild import rebuild
 from sdm.irregular import partitioning as partition_module
 
 
@@ -100,6 +104,45 @@ def test_history_reused_on_same_rank_count(comm, mpi_tmp, monkeypatch):
         assert (again.n_owned_nodes, again.n_owned_edges) == (first.n_owned_nodes, first.n_owned_edges)
         uses = comm.bcast(records.history_uses(s.catalog, h.id) if comm.Get_rank() == 0 else None)
         assert [u["run_id"] for u in uses] == [s.run_id]
+
+
+def test_history_survives_a_lost_catalog(comm, mpi_tmp, monkeypatch):
+    """The history's description beside its file lets ``sdm rebuild`` register it again, reusable as before."""
+    edges, n = _mesh()
+    part = _partvec(n, comm.Get_size())
+    with _session(mpi_tmp) as s:
+        first = irregular.partition(s, "grid", part, _blocks(comm, edges, n))
+        (h,) = _histories(comm, s)
+        run_id = s.run_id
+    report = None
+    if comm.Get_rank() == 0:
+        side = Path(mpi_tmp) / (h.path + ".json")
+        record = parse_line(side.read_text().rstrip("\n"))
+        assert (record["t"], record["problem"], record["content_hash"], record["nprocs"], record["path"]) == \
+            ("history", "grid", h.content_hash, comm.Get_size(), h.path)
+        assert sorted(tuple(p) for p in record["parts"]) == sorted((p.name, p.rank, p.offset, p.count, p.dtype)
+                                                                   for p in h.parts)
+        Path(mpi_tmp, "c.db").unlink()
+        report = rebuild(mpi_tmp, f"sqlite:///{mpi_tmp}/c.db")
+    report = comm.bcast(report)
+    assert (report.added, report.histories, report.notes) == ([run_id], 1, [])
+    monkeypatch.setattr(partition_module, "_alltoall", _no_exchange)
+    monkeypatch.setattr(partition_module, "_ring", _no_exchange)
+    with _session(mpi_tmp) as s:
+        (again_h,) = _histories(comm, s)
+        assert (again_h.path, again_h.run_id, again_h.sources) == (h.path, run_id, h.sources)
+        assert set(again_h.parts) == set(h.parts) and len(again_h.parts) == len(h.parts)
+        again = irregular.partition(s, "grid", part, _blocks(comm, edges, n))
+        assert again.source == "history"
+        for name in ("nodes", "edges", "local_edges"):
+            np.testing.assert_array_equal(getattr(again, name), getattr(first, name))
+    if comm.Get_rank() == 0:  # rebuilding again adds nothing
+        assert rebuild(mpi_tmp, f"sqlite:///{mpi_tmp}/c.db").histories == 0
+    comm.Barrier()
+
+
+def _no_exchange(*a, **k):
+    raise AssertionError("edges were redistributed although a history exists")
 
 
 def test_changed_mesh_invalidates_history(comm, mpi_tmp):

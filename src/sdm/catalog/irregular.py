@@ -203,11 +203,13 @@ def register_history(
     run_id: int | None,
     parts: Sequence[HistoryPart],
     sources: dict[str, Any] | None = None,
+    created_at: datetime | None = None,
 ) -> int:
     """Record a history file and where every rank's index sets are in it.
 
     ``sources`` (optional) identifies the input files and the partitioning vector
-    exactly as they were hashed, so an unchanged input need not be read again.
+    exactly as they were hashed, so an unchanged input need not be read again;
+    ``created_at`` (default now) is given by ``sdm rebuild``.
     """
     with cat.engine.begin() as con:
         app = cat._app_id(con, application, create=True)
@@ -220,7 +222,7 @@ def register_history(
                 root=root,
                 path=path,
                 nbytes=int(nbytes),
-                created_at=_now(),
+                created_at=created_at or _now(),
                 run_id=run_id,
                 sources=None if sources is None else json.dumps(sources, sort_keys=True),
             )

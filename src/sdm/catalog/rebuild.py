@@ -26,7 +26,7 @@ from ..storage import runs as run_dirs
 from ..storage.naming import component
 from . import schema as S
 from .catalog import Catalog
-from .metafile import META, MetaLog, read_meta
+from .metafile import META, MetaLog, parse_line, read_meta
 from .values import encode_all
 
 __all__ = ["RebuildReport", "rebuild", "find_run_dirs"]
@@ -49,13 +49,18 @@ class RebuildReport:
         Run ids the catalog already held (left as they are).
     writes : int
         Write rows recreated.
+    histories : int
+        Index histories registered again from their descriptions (a data root's
+        ``<application>/histories/*.idx.json``; not for one run directory).
     notes : list of str
-        Damage found and worked around (a meta-file replaced by its backup, a torn last record).
+        Damage found and worked around (a meta-file replaced by its backup, a torn last
+        record, a damaged history description left out).
     """
 
     added: list[int] = field(default_factory=list)
     present: list[int] = field(default_factory=list)
     writes: int = 0
+    histories: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -181,6 +186,8 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
             done += _size(d)
             if progress is not None:
                 progress(done, total)
+        if not (Path(root) / run_dirs.MARKER).is_file():  # a data root: its applications' index histories too
+            report.histories = _rebuild_histories(cat, Path(root).resolve(), report.notes)
         with cat._tx() as con:
             if con.dialect.name == "postgresql":  # explicit ids leave the sequence behind
                 con.execute(sa.text("SELECT setval(pg_get_serial_sequence('runs', 'id'), "
@@ -314,6 +321,34 @@ def _insert_files(con: sa.Connection, rid: int, run: _Run, data_root: Path) -> d
         con.execute(S.files.insert(), rows)
     got = con.execute(sa.select(S.files.c.path, S.files.c.id).where(S.files.c.run_id == rid))
     return {str(p): int(i) for p, i in got}
+
+
+def _rebuild_histories(cat: Catalog, data_root: Path, notes: list[str]) -> int:
+    """Register the index histories described under *data_root* that the catalog lacks; how many."""
+    from . import irregular
+
+    added = 0
+    for side in sorted(data_root.glob("*/histories/*.idx.json")):
+        try:
+            rec = parse_line(side.read_text(encoding="utf-8").rstrip("\n"))
+        except (OSError, UnicodeDecodeError):
+            rec = None
+        if rec is None or rec.get("t") != "history" or not (data_root / rec["path"]).is_file():
+            notes.append(f"{side} is damaged or its history file is missing: that index history is left out "
+                         "(a run recomputes its partition)")
+            continue
+        if irregular.find_history(cat, rec["application"], rec["problem"], rec["content_hash"], rec["nprocs"]):
+            continue
+        with cat.engine.connect() as con:
+            run_id = rec["run_id"] if rec["run_id"] is not None and con.execute(
+                sa.select(S.runs.c.id).where(S.runs.c.id == int(rec["run_id"]))).first() else None
+        irregular.register_history(
+            cat, application=rec["application"], problem=rec["problem"], content_hash=rec["content_hash"],
+            nprocs=int(rec["nprocs"]), root=str(data_root), path=rec["path"], nbytes=int(rec["nbytes"]), run_id=run_id,
+            parts=[irregular.HistoryPart(*p) for p in rec["parts"]], sources=rec["sources"],
+            created_at=_time(rec["created"].replace("Z", "+00:00")))
+        added += 1
+    return added
 
 
 def _time(text: str) -> datetime:

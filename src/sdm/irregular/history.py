@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mpi4py import MPI
@@ -27,7 +27,7 @@ from .partitioning import Partition
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["save_history", "load_history", "SECTIONS"]
+__all__ = ["save_history", "load_history", "describe_history", "sidecar", "SECTIONS"]
 
 SECTIONS = ("nodes", "edges", "local_edges")
 _ITEM = 8  # int64
@@ -84,22 +84,43 @@ def save_history(
             parts_rows.append(records.HistoryPart(section, v, offsets[(section, v)], sizes[section], "<i8"))
         parts_rows.append(records.HistoryPart("nodes.owned", v, offsets[("nodes", v)], n_own_nodes, "<i8"))
         parts_rows.append(records.HistoryPart("edges.owned", v, offsets[("edges", v)], n_own_edges, "<i8"))
-    return root_call(
-        s.comm,
-        lambda: records.register_history(
-            s.open_catalog(),
-            application=s.application,
-            problem=problem,
-            content_hash=content_hash,
-            nprocs=nparts,
-            root=str(s.root),
-            path=rel,
-            nbytes=pos,
-            run_id=s.run_id if s.mode != "r" else None,
-            parts=parts_rows,
-            sources=sources,
-        ),
-    )
+    fields: dict[str, Any] = dict(application=s.application, problem=problem, content_hash=content_hash, nprocs=nparts, path=rel,
+                  nbytes=pos, run_id=s.run_id if s.mode != "r" else None, parts=parts_rows, sources=sources)
+
+    def register() -> int:
+        describe_history(path, fields, sync=s.sync)  # durable before the catalog knows it (sdm rebuild reads it)
+        return records.register_history(s.open_catalog(), root=str(s.root), **fields)
+
+    return root_call(s.comm, register)
+
+
+def describe_history(path: Path, fields: dict[str, Any], *, sync: bool) -> None:
+    """Write a history file's description beside it (``<file>.json``), for ``sdm rebuild``.
+
+    One line in the meta-file's format (:func:`sdm.catalog.metafile.line_of`, type
+    ``history``, a CRC-32 last): the fields :func:`records.register_history` takes, the
+    data root left out (the description sits in it).
+    """
+    from ..catalog.metafile import FORMAT, line_of
+
+    record = {"v": FORMAT, "t": "history", **fields, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "parts": [[p.name, p.rank, p.offset, p.count, p.dtype] for p in fields["parts"]]}
+    side = sidecar(path)
+    tmp = side.with_name(side.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(line_of(record))
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+        os.replace(tmp, side)
+    except OSError as exc:
+        raise StorageError(f"cannot write the description of index history {path}: {exc.strerror}", exc.errno) from None
+
+
+def sidecar(path: Path) -> Path:
+    """The description of a history file (see :func:`describe_history`)."""
+    return path.with_name(path.name + ".json")
 
 
 def load_history(session: "Session", record: records.HistoryRecord) -> Partition:
