@@ -10,9 +10,6 @@ ranked and every step's row, with its own ``nbytes``, is whole.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,27 +19,15 @@ from sdm.catalog import Catalog
 from sdm.catalog.rebuild import rebuild
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-MPIEXEC = Path(sys.executable).parent / "mpiexec"
-LIMIT = 300
+sys.path.insert(0, str(HERE))
+import test_rebuild as rebuild_test  # noqa: E402 - its MPI job runner
+
+MPIEXEC, LIMIT = rebuild_test.MPIEXEC, rebuild_test.LIMIT
 WRITERS = 3
 
 
 def mpi(ranks: int, *args: str) -> str:
-    env = dict(os.environ)
-    src = str(ROOT / "src")
-    env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else src
-    command = [str(MPIEXEC), "-n", str(ranks), sys.executable, str(HERE / "_ranked_job.py"), *args]
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=LIMIT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"mpiexec -n {ranks} {args[0]} did not finish within {LIMIT} s\n{out[-4000:]}")
-    assert proc.returncode == 0, out[-6000:]
-    return out
+    return rebuild_test.mpi(ranks, *args, job="_ranked_job.py")
 
 
 @pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to this Python")

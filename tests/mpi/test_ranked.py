@@ -29,6 +29,8 @@ from sdm.errors import (
 )
 from sdm.maintenance import verify_run
 
+from _reference import mix64
+
 RANK0 = " [rank 0]" if MPI.COMM_WORLD.Get_size() > 1 else ""
 ROW = (3,)
 
@@ -60,20 +62,6 @@ def _header_reference(counts, row_bytes, itemsize):
     length = -(-(8 + fields.nbytes) // unit) * unit
     fields[0] = length
     return (b"SDMRANK1" + fields.tobytes()).ljust(length, b"\x00")
-
-
-def _mix64(raw, itemsize):
-    """The ``mix64-v2`` checksum of bytes (the formula in sdm.integrity's documentation)."""
-    size = next(s for s in (8, 4, 2, 1) if itemsize % s == 0)
-    w = np.frombuffer(raw, dtype=f"<u{size}").astype(np.uint64)
-    p = np.arange(w.size, dtype=np.uint64)
-    x = w ^ (p * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x243F6A8885A308D3))
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xFF51AFD7ED558CCD)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xC4CEB9FE1A85EC53)
-    x ^= x >> np.uint64(33)
-    return f"{int(x.sum(dtype=np.uint64)):016x}"
 
 
 def _stored(url, run_id, group, name):
@@ -137,7 +125,7 @@ def test_round_trip(comm, mpi_tmp, level):
             head = _header_reference(counts, 24, 8)
             assert raw[:len(head)] == head
             assert raw[len(head):] == _table(counts, step).tobytes()
-            assert checksum == _mix64(raw, 8)
+            assert checksum == f"{mix64(raw, 8):016x}"
         _clean(url, run_id)
     # one process reads it whole, without a data view (the catalog says ranked)
     if rank == 0:
@@ -190,7 +178,7 @@ def test_header_padding_and_other_rows(comm, mpi_tmp, dtype, row):
         raw, checksum = _stored(url, run_id, "g", "x")[0]
         head = _header_reference(counts, table[:1].nbytes if len(table) else itemsize * int(np.prod(row)), itemsize)
         assert len(head) % itemsize == 0 and raw == head + table.tobytes()
-        assert checksum == _mix64(raw, itemsize)
+        assert checksum == f"{mix64(raw, itemsize):016x}"
         _clean(url, run_id)
 
 
