@@ -21,7 +21,7 @@ from .errors import *  # noqa: F401,F403 - the exception hierarchy is part of th
 if TYPE_CHECKING:
     from .catalog import Catalog
     from .group import Dataset, Group
-    from .layout import Block, BlockCyclic, Cyclic, Distribution, MapArray, Subarray
+    from .layout import Block, BlockCyclic, Cyclic, Distribution, MapArray, Ranked, Subarray
     from .session import Session, open
 
 __version__ = "0.1.0"
@@ -40,6 +40,7 @@ _LAZY = {
     "BlockCyclic": "layout",
     "Subarray": "layout",
     "MapArray": "layout",
+    "Ranked": "layout",
 }
 
 
@@ -98,6 +99,7 @@ __all__ = [
     "BlockCyclic",
     "Subarray",
     "MapArray",
+    "Ranked",
     "errors",
     *errors.__all__,
 ]

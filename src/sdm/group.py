@@ -31,7 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _validate as check
-from . import convert, integrity
+from . import _ranked_io, convert, integrity
 from ._collective import agree, capture, digest, exchange, pack_float, reduce_exchange, root_call, root_vector, unpack_float
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
 from .catalog.values import merge_attributes
@@ -54,6 +54,7 @@ from .io import Transfer
 from .layout import Block, Distribution, MapArray, Piece
 from .layout.agreement import agree_view
 from .layout.datatypes import freeing
+from .layout.ranked import Ranked, is_ranked
 from .layout.views import ResolvedView
 from .planner import Access, choose_method, row_bytes
 from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
@@ -170,6 +171,7 @@ class Group:
         self._epoch = 0  # data_view calls so far (part of the views' layout keys)
         self._threads: bool | None = None  # checksum shares beside the I/O (see _ShareJob)
         self._stats_seen: dict[tuple[int, ...], list] = {}  # every rank's layout statistics, by their hashes
+        self._ranked: set[str] = {d.name for d in record.datasets if is_ranked(d.distribution)}  # sdm.Ranked datasets
 
     # --------------------------------------------------------------- metadata
     @property
@@ -279,6 +281,8 @@ class Group:
         agree_view(s.comm, view, f"data_view of group {self.name!r}", names)
         agree(s.comm, failure)
         assert names is not None
+        if isinstance(view, Ranked):  # the same kind on every rank (agreed above)
+            return _ranked_io.set_view(self, names)
 
         def resolve() -> tuple[list[str], dict[str, Piece]]:
             if not isinstance(view, Distribution):
@@ -288,6 +292,8 @@ class Group:
             names = list(self._datasets) if datasets is None else check.names(datasets, "datasets")
             for n in names:
                 rec = self.dataset(n)
+                if n in self._ranked:
+                    raise _not_global(n)
                 if isinstance(view, MapArray) and rec.order == "F" and len(rec.shape) > 1:
                     raise DistributionError(
                         f"dataset {n!r} is stored in Fortran order; map-array views need C order "
@@ -329,10 +335,33 @@ class Group:
         """This rank's piece of *name* under the current view."""
         return self._view(name).piece
 
+    def _is_ranked(self, name: object) -> bool:
+        """Whether *name* is a ranked dataset (:class:`sdm.layout.ranked.Ranked`)."""
+        try:
+            return name in self._ranked
+        except TypeError:  # an unhashable name: refused later as an unknown dataset
+            return False
+
+    def ranked_counts(self, name: str, step: int) -> "_ranked_io.RankedCounts":
+        """The header of one step of a ranked dataset, without its rows (collective).
+
+        Returns
+        -------
+        sdm._ranked_io.RankedCounts
+            Per-rank row counts, their total and maximum, the writer's number of ranks.
+
+        Raises
+        ------
+        DatasetNotFoundError, StepNotFoundError, InvalidArgumentError (not ranked), IntegrityError, StorageError
+        """
+        return _ranked_io.counts(self, name, step)
+
     def _view(self, name: str) -> ResolvedView:
         v = self._views.get(name)
         if v is None:
             rec = self.dataset(name)
+            if name in self._ranked:
+                raise _not_global(name)
             s = self.session
             piece = Block().piece(rec.shape, s.size, s.rank)  # default view, same on all ranks
             v = self._views[name] = ResolvedView(Block(), piece, from_text(rec.dtype), rec.order,
@@ -405,6 +434,8 @@ class Group:
         s = self.session
         s._check_writable("write")
         names = list(arrays) if isinstance(arrays, Mapping) else []
+        if any(self._is_ranked(n) for n in names):  # the same on every rank that passes the same names
+            return _ranked_io.write(self, step, arrays, overwrite=overwrite, method=method, casting=casting)
 
         def local() -> list[tuple[ResolvedView, np.ndarray]]:
             _check_step(step)
@@ -434,7 +465,7 @@ class Group:
         # exchange 2: rank 0 reserves fresh space, which it may only do once every rank
         # has accepted the call (exchange 1), and every rank needs the offsets before it
         # writes: one small Bcast of (offset, version, replaced version) per dataset
-        places = self._reserve_everywhere(names, int(step), plan)
+        places = self._reserve_everywhere(names, int(step), plan, [self._nbytes[n] for n in names])
         accesses = [self._access(n, True, statsets, i) for i, n in enumerate(names)]
         decisions = [s.planner.choose(method or s.method, a) for a in accesses]
         n = len(names)
@@ -476,15 +507,22 @@ class Group:
         checksums = [integrity.to_hex(int(x)) if s.checksum else "" for x in sums]
         for a, decision, secs in zip(accesses, decisions, slowest):  # the same on every rank
             s.planner.observe(a, decision.method.name, float(secs))
-        rows = self._rows(names, int(step), places, checksums, decisions, [float(x) for x in slowest], overwrite) \
-            if s.rank == 0 else []
+        self._commit_dump(names, int(step), places, checksums, decisions, [float(x) for x in slowest], overwrite,
+                          [self._nbytes[n] for n in names])
+
+    def _commit_dump(self, names: Sequence[str], step: int, places: Sequence[tuple[str, int, int, int | None]],
+                     checksums: Sequence[str], decisions: Sequence[Any], seconds: Sequence[float], overwrite: bool,
+                     sizes: Sequence[int]) -> None:
+        """Every rank, once the bytes of a dump are written and agreed: rank 0 commits its rows (or queues them)."""
+        s = self.session
+        rows = self._rows(names, step, places, checksums, decisions, seconds, overwrite, sizes) if s.rank == 0 else []
         if s.async_commit:
             if s.rank == 0:  # in the background; a failure surfaces at the next call or at close
                 s._commit_later(rows)
         else:
             root_vector(s.comm, 0, self._commit, rows)
         for name in names:
-            self._steps[name].add(int(step))
+            self._steps[name].add(step)
         if appends(self.level):  # described by a trailer when the session closes (sdm.storage.trailer)
             s.described.update(p[0] for p in places)
 
@@ -571,14 +609,14 @@ class Group:
             plan = got[0, 4:4 + int(got[0, 3]) - 1]
         return plan, statsets
 
-    def _reserve_everywhere(self, names: Sequence[str], step: int, replaced: Any
+    def _reserve_everywhere(self, names: Sequence[str], step: int, replaced: Any, sizes: Sequence[int]
                             ) -> list[tuple[str, int, int, int | None]]:
-        """Rank 0 reserves (:meth:`_reserve`); every rank gets ``(path, offset, version, replaced)``."""
+        """Rank 0 reserves *sizes* bytes (:meth:`_reserve`); every rank gets ``(path, offset, version, replaced)``."""
         s = self.session
         n = len(names)
 
         def reserve() -> list[int]:
-            places = self._reserve(names, step, replaced)
+            places = self._reserve(names, step, replaced, sizes)
             return [p[1] for p in places] + [p[2] for p in places] + [-1 if p[3] is None else p[3] for p in places]
 
         got = root_vector(s.comm, 3 * n, reserve)
@@ -630,9 +668,9 @@ class Group:
             replaced.append(existing.version if existing is not None else None)
         return replaced
 
-    def _reserve(self, names: Sequence[str], step: int, replaced: Sequence[int | None]
+    def _reserve(self, names: Sequence[str], step: int, replaced: Sequence[int | None], sizes: Sequence[int]
                  ) -> list[tuple[str, int, int, int | None]]:
-        """Rank 0, once every rank agreed to the write: fresh space for each dataset.
+        """Rank 0, once every rank agreed to the write: fresh space (*sizes* bytes) for each dataset.
 
         Returns ``(relative path, offset, version, version replaced)`` per dataset. Every
         version is written to fresh space reserved through the catalog (a new file at
@@ -648,7 +686,7 @@ class Group:
                 break
             rels = [self._relative(names[i], step, versions[i]) for i in todo]
             offsets = s.catalog_call("reserve", s.run_id, [
-                (rel, self.level, self._nbytes[names[i]], not appends(self.level)) for rel, i in zip(rels, todo)
+                (rel, self.level, sizes[i], not appends(self.level)) for rel, i in zip(rels, todo)
             ])
             for i, rel, offset in zip(todo, rels, offsets):
                 if offset is None:  # that version's file is taken (a crashed or concurrent write): next one
@@ -658,11 +696,10 @@ class Group:
         if any(p is None for p in places):
             raise StorageError(f"could not reserve a new file for step {step} in {_RESERVE_TRIES} tries")
         out = []
-        for name, place, version, old in zip(names, places, versions, replaced):
+        for name, place, version, old, nbytes in zip(names, places, versions, replaced, sizes):
             rel, offset = place  # type: ignore[misc]
-            nbytes = self._nbytes[name]
             extend_file(self._absolute(rel), offset + nbytes)
-            if old is not None and _has_gaps(self._view(name).dist):
+            if old is not None and name not in self._ranked and _has_gaps(self._view(name).dist):
                 # rows the gappy map does not write keep their earlier values, as they would in place
                 prev = s.catalog_call("lookup_write", self.dataset(name).id, step)
                 copy_range(self._absolute(prev.path), prev.offset, self._absolute(rel), offset, nbytes)
@@ -694,14 +731,16 @@ class Group:
         decisions: Sequence[Any],
         seconds: Sequence[float],
         overwrite: bool,
+        sizes: Sequence[int],
     ) -> list[dict[str, Any]]:
-        """Rank 0: the catalog rows of one dump."""
+        """Rank 0: the catalog rows of one dump (*sizes*: the bytes of each)."""
         s = self.session
         rows = []
-        for name, (rel, offset, version, old), checksum, decision, secs in zip(names, places, checksums, decisions, seconds):
+        for name, (rel, offset, version, old), checksum, decision, secs, nbytes in zip(
+                names, places, checksums, decisions, seconds, sizes):
             rec = self.dataset(name)
             rows.append(dict(
-                dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=self._nbytes[name],
+                dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=nbytes,
                 checksum=checksum, checksum_algo=integrity.ALGORITHM if checksum else "none",
                 method=decision.method.name, reason=decision.reason, seconds=secs, nprocs=s.size, overwrite=overwrite,
                 version=version, replaces=old,
@@ -753,7 +792,8 @@ class Group:
 
     # ------------------------------------------------------------------- read
     def read(self, name: str, step: int, out: np.ndarray | None = None, *, method: str | None = None,
-             verify: bool | None = None, dtype: Any = None, casting: str | None = None) -> np.ndarray:
+             verify: bool | None = None, dtype: Any = None, casting: str | None = None,
+             ranks: tuple[int, int] | None = None) -> np.ndarray:
         """Read this rank's piece of dataset *name* at time *step* (collective).
 
         Parameters
@@ -776,6 +816,13 @@ class Group:
         casting : {None, "no", "equiv", "safe", "same_kind", "unsafe"}
             As for :meth:`write`: by default a value that does not fit the result's
             dtype refuses the read (nothing set in *out*).
+        ranks : (int, int), optional
+            Ranked datasets only (:class:`sdm.Ranked`): read the rows the writer's
+            ranks ``first`` to ``stop - 1`` wrote (each rank may name its own range).
+            Without it a rank of a ranked dataset gets its own rows under the writer's
+            number of ranks, else a balanced share of all rows, in order. Ranked rows
+            are read in their stored dtype (no *out*, *dtype* or *casting*); the
+            verification covers the whole step.
 
         Returns
         -------
@@ -787,11 +834,16 @@ class Group:
         DatasetNotFoundError, StepNotFoundError, LocalArrayError, ConversionError,
         StorageError, IntegrityError, CollectiveMismatchError
         """
+        if self._is_ranked(name):
+            return _ranked_io.read(self, name, step, out=out, method=method, verify=verify, dtype=dtype,
+                                   casting=casting, ranks=ranks)
         s = self.session
         verify_now = s.verify if not isinstance(verify, (bool, np.bool_)) else bool(verify)
 
         def local() -> tuple[ResolvedView, np.ndarray, convert.Conversion | None]:
             _check_step(step)
+            if ranks is not None:
+                raise InvalidArgumentError(f"ranks= applies to ranked datasets only; dataset {name!r} is not ranked")
             check.optional_flag(verify, "verify")
             check.text(method, "method", optional=True)
             choose_method(method or s.method)  # validates the name
@@ -934,6 +986,12 @@ def _unpack_read_plan(words: np.ndarray) -> tuple[str, int, str, str]:
     checksum = integrity.to_hex(value) if has else ""
     algorithm = integrity.ALGORITHMS[algo] if algo >= 0 else "none"
     return raw.decode("utf-8"), offset, checksum, algorithm
+
+
+def _not_global(name: str) -> DistributionError:
+    """The error for a ranked dataset given another view or asked for its piece."""
+    return DistributionError(f"dataset {name!r} is ranked (sdm.Ranked): each rank gives its own rows, there is no "
+                             "global array to cut into pieces")
 
 
 def _has_gaps(view: Distribution) -> bool:

@@ -576,6 +576,8 @@ class Session:
         from .layout import MapArray
 
         def pieces() -> dict[tuple[int, ...], Any]:
+            if view.kind == "ranked":  # no pieces: every rank gives its own rows (checked by data_view)
+                return {}
             if isinstance(view, MapArray) and any(sp.order == "F" and len(sp.shape) > 1 for sp in specs):
                 raise DistributionError("map-array views need datasets in C order (rows with their components contiguous)")
             return {sp.shape: view.piece(sp.shape, self.size, self.rank) for sp in specs}

@@ -67,3 +67,11 @@ def test_readme_irregular_example_reuses_its_history(tmp_path):
         outputs.append(out.stdout.strip())
     assert outputs[0].startswith("computed - no index history of 'mesh-A' for 3 ranks")
     assert outputs[1].startswith("history - loaded from index history 1")
+
+
+def test_readme_ranked_example(tmp_path):
+    env = _example(tmp_path, 3, "particles.py")
+    out = subprocess.run([str(BIN / "mpiexec"), "-n", "3", sys.executable, "particles.py"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["counts (0, 2, 4) total 6 rank 0 rows 0", "whole (6, 3)"]

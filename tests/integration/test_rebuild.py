@@ -45,11 +45,12 @@ def cli(*args: str):
     return CliRunner().invoke(app, list(args), env={"COLUMNS": None})
 
 
-def mpi(ranks: int, *args: str) -> str:
+def mpi(ranks: int, *args: str, job: str = "_rebuild_job.py") -> str:
+    """Run the MPI *job* (a script beside this file) on *ranks* ranks, under a time limit; its output."""
     env = dict(os.environ)
     src = str(ROOT / "src")
     env["PYTHONPATH"] = src + os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else src
-    command = [str(MPIEXEC), "-n", str(ranks), sys.executable, str(HERE / "_rebuild_job.py"), *args]
+    command = [str(MPIEXEC), "-n", str(ranks), sys.executable, str(HERE / job), *args]
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

@@ -12,6 +12,7 @@ from .distribution import (
     distribution_from_json,
 )
 from .maparray import MapArray
+from .ranked import Ranked
 
 __all__ = [
     "Block",
@@ -20,6 +21,7 @@ __all__ = [
     "Distribution",
     "MapArray",
     "Piece",
+    "Ranked",
     "Subarray",
     "check_tiling",
     "default_grid",
