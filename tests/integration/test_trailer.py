@@ -181,3 +181,17 @@ def test_a_truncated_file_gets_a_new_trailer_at_close(tmp_path):
         assert verify_run(cat, run_id).unreferenced == []
     finally:
         cat.close()
+
+
+def test_a_ranked_section_is_read_from_its_file_alone(tmp_path):
+    root = tmp_path / "root"
+    rows = np.arange(21, dtype="<i4").reshape(7, 3) * 11
+    with sdm.open("tr", root=str(root), catalog=f"sqlite:///{tmp_path}/c.db") as s:
+        g = s.make_group("particles", ["pos"], dtype="<i4", shape=(3,), level=3, view=sdm.Ranked())
+        g.write("pos", 4, rows)
+        g.write("pos", 5, rows[:0])
+    (path,) = data_files(root)
+    assert json.loads(footer(path)[2])["datasets"]["pos"]["distribution"] == {"kind": "ranked"}
+    np.testing.assert_array_equal(read_array(path, "pos", 4), rows)
+    got = read_array(path, "pos", 5)
+    assert got.shape == (0, 3) and got.dtype == np.dtype("<i4")

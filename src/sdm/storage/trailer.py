@@ -188,7 +188,8 @@ def read_array(path: str | Path, dataset: str, step: int, *, verify: bool = True
     Returns
     -------
     numpy.ndarray
-        The whole array, of the stored dtype, shape and order.
+        The whole array, of the stored dtype, shape and order; for a ranked dataset,
+        every rank's rows in rank order, of shape ``(total rows, *row shape)``.
 
     Raises
     ------
@@ -220,4 +221,9 @@ def read_array(path: str | Path, dataset: str, step: int, *, verify: bool = True
         raise IntegrityError(f"{path} ends before step {step} of {dataset!r} (bytes {w['offset']}..{w['offset'] + w['nbytes']})")
     if verify and w["checksum"] and integrity.checksum_of_bytes(raw, dtype, w["algo"]) != w["checksum"]:
         raise IntegrityError(f"step {step} of {dataset!r} in {path} does not match its checksum {w['algo']}:{w['checksum']}")
+    if (spec.get("distribution") or {}).get("kind") == "ranked":  # a header of counts, then every rank's rows
+        from .sections import parse_header
+
+        head = parse_header(raw, f"step {step} of {dataset!r} in {path}")
+        return np.frombuffer(raw, dtype=dtype, offset=head.header).reshape(head.total, *spec["shape"]).copy()
     return np.frombuffer(raw, dtype=dtype).reshape(spec["shape"], order=spec["order"]).copy(order=spec["order"])
