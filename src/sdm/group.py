@@ -255,6 +255,25 @@ class Group:
             on_group=datasets is None,
         )
 
+    # ------------------------------------------------------------------ infos
+    def set_info(self, name: str, array: Any, dataset: str | None = None, step: int | None = None) -> None:
+        """Store an info on the group, or on its *dataset*, or on one *step* of it (collective; see :mod:`sdm.infos`)."""
+        from .infos import set_info
+
+        set_info(self.session, name, array, group=self, dataset=dataset, step=step)
+
+    def info(self, name: str, dataset: str | None = None, step: int | None = None) -> np.ndarray:
+        """The info *name* of the group, its *dataset* or one *step* of it, on every rank (collective)."""
+        from .infos import get_info
+
+        return get_info(self.session, name, group=self, dataset=dataset, step=step)
+
+    def infos(self, dataset: str | None = None, step: int | None = None) -> list[str]:
+        """The names of the infos of the group, its *dataset* or one *step* of it (collective)."""
+        from .infos import list_infos
+
+        return list_infos(self.session, group=self, dataset=dataset, step=step)
+
     # ------------------------------------------------------------------ views
     def data_view(self, view: Distribution, datasets: Sequence[str] | None = None) -> None:
         """Set the data view (distribution) of datasets of the group (collective).

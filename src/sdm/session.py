@@ -38,6 +38,8 @@ from .segments import check_kind, release_space
 from .storage import FileCache, check_level, check_name, check_steps_per_file, durability, inside, runs, trailer
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .catalog.catalog import Catalog
 
 __all__ = ["Session", "open"]
@@ -536,6 +538,25 @@ class Session:
         merged, failure = capture(merge_attributes, attributes, kw, rank=self.rank)
         agree(self.comm, failure)  # the same check, and error, on every rank
         root_call(self.comm, self.catalog_call, "set_attributes", self.run_id, merged)
+
+    # ------------------------------------------------------------------- infos
+    def set_info(self, name: str, array: Any) -> None:
+        """Store an info (a named array kept as metadata) on the run (collective; see :mod:`sdm.infos`)."""
+        from .infos import set_info
+
+        set_info(self, name, array)
+
+    def info(self, name: str) -> np.ndarray:
+        """The run's info *name* as a numpy array, on every rank (collective; see :mod:`sdm.infos`)."""
+        from .infos import get_info
+
+        return get_info(self, name)
+
+    def infos(self) -> list[str]:
+        """The names of the run's infos (collective; see :mod:`sdm.infos`)."""
+        from .infos import list_infos
+
+        return list_infos(self)
 
     def find(
         self,

@@ -1,4 +1,4 @@
-"""The MPI job of test_rebuild.py: ``write ROOT URL`` makes two runs, ``read ROOT URL`` checks them.
+"""The MPI job of test_rebuild.py: ``write ROOT URL`` makes two runs, ``read ROOT URL`` checks them (and their infos).
 
 Every value comes from :func:`reference`, a numpy formula of (run, dataset, step, global
 index) that the test and this job compute independently of SDM.  ``write`` prints the
@@ -23,6 +23,35 @@ GROUPS = [
     ("two", 2, ["b"], "<f4", (6, 4, 3), [5, 10, 15]),
 ]
 OVERWRITTEN = 10
+
+
+def infos(run: int) -> dict[tuple[str | None, str | None, int | None, str], np.ndarray]:
+    """The infos of the *run*-th run: ``(group, dataset, step, name) -> array`` (set after a first value each)."""
+    return {
+        (None, None, None, "units"): np.array(["K", "m/s"], dtype="U3"),
+        ("fields", None, None, "material"): np.arange(6, dtype=">f8").reshape(2, 3) + run,
+        ("fields", "T", None, "scale"): np.float32(run / 4),
+        ("fields", "q", 10, "dt"): np.array([b"ten", b"%d" % run]),
+    }
+
+
+def set_infos(s: sdm.Session, run: int) -> None:
+    """Set every info of the run twice (a first value, then the reference: setting again replaces)."""
+    for (gname, dname, step, name), arr in infos(run).items():
+        for value in (np.arange(3), arr):
+            if gname is None:
+                s.set_info(name, value)
+            else:
+                s.group(gname).set_info(name, value, dataset=dname, step=step)
+
+
+def check_infos(s: sdm.Session, run: int) -> int:
+    """Compare every info of the run with its reference (values, dtype, shape); how many."""
+    for (gname, dname, step, name), want in infos(run).items():
+        got = s.info(name) if gname is None else s.group(gname).info(name, dname, step)
+        assert got.dtype == want.dtype and got.shape == want.shape, (name, got.dtype, got.shape)
+        np.testing.assert_array_equal(got, want)
+    return len(infos(run))
 
 
 def reference(run: int, dataset: str, step: int, dtype: str, shape: tuple[int, ...], version: int = 1) -> np.ndarray:
@@ -59,6 +88,7 @@ def write(root: str, url: str) -> None:
                     g.write_step(step, {n: _local(g, n, reference(run, n, step, dtype, shape)) for n in names})
                 g.write(names[0], OVERWRITTEN, _local(g, names[0], reference(run, names[0], OVERWRITTEN, dtype, shape, 2)),
                         overwrite=True)
+            set_infos(s, run)
             s.set_attributes(done=True)
             ids.append(s.run_id)
     if MPI.COMM_WORLD.rank == 0:
@@ -66,9 +96,10 @@ def write(root: str, url: str) -> None:
 
 
 def read(root: str, url: str) -> None:
-    count = 0
+    count = ninfos = 0
     for run in (1, 2):
         with sdm.open("rebuilt", "r", root=root, catalog=url, attributes={"case": f"c{run}"}) as s:
+            ninfos += check_infos(s, run)
             for gname, _, names, dtype, shape, steps in GROUPS:
                 g = s.group(gname)
                 for n in names:
@@ -80,7 +111,7 @@ def read(root: str, url: str) -> None:
                         np.testing.assert_array_equal(got, want)
                         count += 1
     if MPI.COMM_WORLD.rank == 0:
-        print("READ OK", count)
+        print("READ OK", count, "INFOS OK", ninfos)
 
 
 if __name__ == "__main__":

@@ -75,3 +75,22 @@ def test_readme_ranked_example(tmp_path):
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["counts (0, 2, 4) total 6 rank 0 rows 0", "whole (6, 3)"]
+
+
+def test_readme_infos_example(tmp_path):
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    index = next(i for i, code in enumerate(blocks) if "set_info" in code)
+    env = _example(tmp_path, index, "infos.py")
+    out = subprocess.run([str(BIN / "mpiexec"), "-n", "2", sys.executable, "infos.py"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["['units'] ['materials'] ['scale'] ['dt']",
+                                       "['m' 's' 'kg'] [2.7e+03 7.0e+10] [0.002]"]
+    shown = subprocess.run([sys.executable, "-m", "sdm", "show", "1", "--json"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    infos = json.loads(shown.stdout)["infos"]
+    assert [(i["group"], i["dataset"], i["step"], i["name"]) for i in infos] == [
+        (None, None, None, "units"), ("state", None, None, "materials"), ("state", "u", None, "scale"),
+        ("state", "u", 0, "dt"), ("state", "u", 1, "dt")]
+    assert infos[1]["preview"] == [[7850.0, 210e9], [2700.0, 70e9]] and infos[2]["dtype"] == "<f4"

@@ -1,8 +1,8 @@
 """``sdm rebuild``: a catalog made again from the runs' meta-files answers as the original did.
 
 An MPI job (``_rebuild_job.py``, under ``mpiexec``) writes two runs (levels 1-3,
-attributes on runs, groups and datasets, a data view, overwrites, an import, one run with
-``async_commit``); the catalog is then lost and rebuilt from the data root alone, on SQLite
+attributes on runs, groups and datasets, infos on a run, a group, a dataset and a step, each
+set twice, a data view, overwrites, an import, one run with ``async_commit``); the catalog is then lost and rebuilt from the data root alone, on SQLite
 and PostgreSQL.  ``sdm show --json --writes`` and ``sdm find --json`` must print the same
 (run ids included), and another job reads every step back with ``verify=True`` against
 numpy references.  Then: rebuilding again adds nothing; a damaged meta-file falls back to
@@ -116,6 +116,12 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
         run_ids = [int(x) for x in out.split("RUNS", 1)[1].split()[:2]]
         original = answers(url, run_ids)
         counts = row_counts(url)
+        assert counts["infos"] == 8  # each set twice: replaced
+        for rid in run_ids:
+            shown = original[f"show {rid}"]["infos"]  # type: ignore[index]
+            want = job.infos(run_ids.index(rid) + 1)
+            assert [(i["group"], i["dataset"], i["step"], i["name"]) for i in shown] == list(want)
+            assert [(i["dtype"], i["shape"]) for i in shown] == [(w.dtype.str, list(w.shape)) for w in want.values()]
         # the meta-file's writes are the catalog's, byte for byte: every value read with numpy
         for rid in run_ids:
             for w in original[f"show {rid}"]["writes"]:  # type: ignore[index]
@@ -139,7 +145,7 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
         assert report["added"] == run_ids and report["present"] == [] and report["notes"] == []
         assert answers(url2, run_ids) == original
         assert row_counts(url2) == counts
-        assert "READ OK 22" in mpi(3, "read", str(data), url2)
+        assert "READ OK 22 INFOS OK 8" in mpi(3, "read", str(data), url2)
         # one run directory at a time, twice: no duplicates
         one = data / original[f"show {run_ids[0]}"]["run"]["dir"]  # type: ignore[index]
         assert rebuild(one, url2).present == [run_ids[0]]

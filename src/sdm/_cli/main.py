@@ -351,11 +351,13 @@ def show(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a run: its groups, datasets, files (and writes)."""
+    """Show a run: its groups, datasets, infos, files (and writes)."""
     from ..catalog import irregular as irregular_records
+    from .infos import infos_json, infos_table
 
     with _open(catalog) as cat:
         rec = _with_current_state(cat, cat.run(run))
+        infos = cat.infos(run, everywhere=True)
         files = cat.files(run)
         wrows = cat.writes(run) if writes else []
         imported = irregular_records.imports(cat, run_id=run)
@@ -374,6 +376,7 @@ def show(
                 }
                 for g in rec.groups
             ],
+            "infos": infos_json(infos),
             "files": [{"path": f.path, "level": f.level, "writes": f.nwrites, "bytes": f.nbytes} for f in files],
             "imports": [_import_json(i) for i in imported],
         }
@@ -425,6 +428,8 @@ def show(
                  steps_summary(d), _attrs(own))
     con.print(groups)
     con.print(datasets)
+    if infos:
+        con.print(infos_table(infos, _table("infos", "attached to", "name", "dtype", "shape", "values")))
     ftable = _table("files", "path", "level", "writes", "size")
     for f in files:
         _row(ftable, f.path, f.level, f.nwrites, _size(f.nbytes))

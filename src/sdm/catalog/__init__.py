@@ -11,6 +11,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from .infos import InfoRecord, InfoValue
 from .records import DatasetRecord, DatasetSpec, FileRecord, GroupRecord, RunRecord, Truncation, WriteRecord
 from .urls import redact_url
 
@@ -26,6 +27,8 @@ __all__ = [
     "DatasetRecord",
     "FileRecord",
     "GroupRecord",
+    "InfoRecord",
+    "InfoValue",
     "RunRecord",
     "Truncation",
     "WriteRecord",

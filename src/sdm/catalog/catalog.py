@@ -29,6 +29,8 @@ from ..errors import (
     StepExistsError,
 )
 from . import database as D
+from . import info_rows as IR
+from . import infos as I
 from . import loading as L
 from . import queries as Q
 from . import schema as S
@@ -675,6 +677,81 @@ class Catalog:
                     .values(distribution=text)
                 )
 
+    # ------------------------------------------------------------------- infos
+    def set_info(self, run_id: int, name: str, array: Any, *, group_id: int | None = None,
+                 dataset_id: int | None = None, step: int | None = None, created_at: datetime | None = None) -> None:
+        """Store an info (a named array) on a run, a group, a dataset or one step of a dataset.
+
+        An info of the same name at the same place is replaced. See :mod:`sdm.catalog.infos`.
+
+        Parameters
+        ----------
+        run_id : int
+        name : str
+        array : array_like or InfoValue
+            Checked by :func:`sdm.catalog.infos.info_value`.
+        group_id, dataset_id : int, optional
+            The group (and its dataset) the info belongs to; neither: the run.
+        step : int, optional
+            With ``dataset_id``: the step of the dataset the info belongs to.
+        created_at : datetime, optional
+            The time to record (the meta-file's); default now.
+
+        Raises
+        ------
+        InvalidNameError, UnsupportedDtypeError, InvalidArgumentError
+            A bad name, dtype, size, or place (nothing is stored).
+        RunNotFoundError, GroupNotFoundError, DatasetNotFoundError
+        CatalogError
+        """
+        value = I.info_value(name, array)
+        rid = _run_id(run_id)
+        if rid is None:
+            raise RunNotFoundError(f"no run {run_id} in catalog {self.url!r}")
+        try:
+            with self._tx() as con:
+                IR.put(con, rid, name, value, group_id=group_id, dataset_id=dataset_id, step=step,
+                      created_at=created_at or _now(), url=self.url)
+        except SQLAlchemyError as exc:
+            raise CatalogError(f"catalog {self.url!r} refused info {name!r} of run {run_id}: {_short(exc)}") from None
+
+    def info(self, run_id: int, name: str, *, group: str | None = None, dataset: str | None = None,
+             step: int | None = None) -> I.InfoRecord:
+        """The info *name* of a run, or of its group, dataset or step (names), as an ``InfoRecord``.
+
+        ``record.array()`` is the numpy array; ``record.data`` its bytes.
+
+        Raises
+        ------
+        NotFoundError
+            No such info (a ``KeyError``).
+        IntegrityError
+            Its bytes do not match their CRC-32.
+        """
+        rid = _run_id(run_id)
+        with self._reading(f"read info {name!r}"), self.engine.connect() as con:
+            return IR.find(con, -1 if rid is None else rid, name, (group, dataset, step), self.url)
+
+    def infos(self, run_id: int, *, group: str | None = None, dataset: str | None = None, step: int | None = None,
+              everywhere: bool = False, data: bool = True) -> list[I.InfoRecord]:
+        """The infos (``InfoRecord``) of a run's place (default: the run itself), or with *everywhere* all of them.
+
+        Ordered: the run's, then by group and dataset position, step and name. With
+        ``data=False`` the records carry no bytes.
+
+        Raises
+        ------
+        RunNotFoundError
+            No such run.
+        IntegrityError
+            An info's bytes do not match their CRC-32.
+        """
+        rid = _run_id(run_id)
+        with self._reading("read infos"), self.engine.connect() as con:
+            if rid is None or con.execute(sa.select(S.runs.c.id).where(S.runs.c.id == rid)).first() is None:
+                raise RunNotFoundError(f"no run {run_id} in catalog {self.url!r}")
+            return IR.load(con, rid, place=None if everywhere else (group, dataset, step), data=data)
+
     # ------------------------------------------------------------------ writes
     def lookup_write(self, dataset_id: int, step: int) -> WriteRecord | None:
         """Return where *step* of a dataset was written, or ``None``."""
@@ -860,6 +937,7 @@ class Catalog:
         try:
             with self._tx() as con:
                 done = truncate(con, rid, step, groups, writers, self.url)
+                IR.drop_steps_after(con, rid, step, groups)  # the infos of the erased steps go with them
         except SQLAlchemyError as exc:
             raise CatalogError(f"catalog {self.url!r} failed to truncate run {run_id}: {_short(exc)}") from None
         for path in done.removed_files:
@@ -956,7 +1034,7 @@ class Catalog:
         """Row counts of the main tables (used by tests and ``sdm ls``)."""
         out = {}
         with self.engine.connect() as con:
-            for t in (S.applications, S.runs, S.groups, S.datasets, S.attributes, S.files, S.writes):
+            for t in (S.applications, S.runs, S.groups, S.datasets, S.attributes, S.files, S.writes, S.infos):
                 out[t.name] = con.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
         return out
 

@@ -2,8 +2,8 @@
 
 Each run directory holds ``.sdm-meta.jsonl`` and its backup ``.sdm-meta.jsonl.bak`` (the
 paper's meta-file "MF" and its copy "MFC"): JSON lines, one record per change of the
-catalog (the run, a group defined, a data view, attributes, the writes of one dump, an
-import, a session opening or closing the run).  A record is appended and synced to both
+catalog (the run, a group defined, a data view, attributes, an info, the writes of one
+dump, an import, a session opening or closing the run).  A record is appended and synced to both
 files *before* the catalog commits the change, so after any crash the files know at
 least what the catalog knows, and ``sdm rebuild`` (:mod:`sdm.catalog.rebuild`) makes a
 catalog from them alone.  The format is documented in ``docs/format.md``.
@@ -17,6 +17,7 @@ Only rank 0 of a writing session owns a :class:`MetaFile`; it never imports SQLA
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -39,7 +40,8 @@ BACKUP = ".sdm-meta.jsonl.bak"
 FORMAT = 1
 
 #: Record types of format 1 (``"t"``); a reader meeting another type refuses it unless it says ``"optional": true``.
-TYPES = ("run", "group", "distribution", "attributes", "writes", "import", "open", "close", "abort", "truncate")
+TYPES = ("run", "group", "distribution", "attributes", "info", "writes", "import", "open", "close", "abort",
+         "truncate")
 
 _CRC_KEY = ',"crc":"'
 
@@ -198,6 +200,8 @@ class MetaFile:
             return {"t": "attributes", "group": None if gid is None else self._groups[int(gid)],
                     "datasets": [self._datasets[int(i)][1] for i in kwargs.get("dataset_ids", ())],
                     "on_group": bool(kwargs.get("on_group", True)), "attributes": plain_attributes(args[1])}
+        if name == "set_info":
+            return self._info(args, kwargs)
         if name == "record_writes":
             return self._writes(args[1])
         if name == "record_import":
@@ -206,6 +210,20 @@ class MetaFile:
         if name in ("open_run", "close_run"):  # a session starts or stops writing the run
             return {"t": name[:-4], "at": _now().isoformat()}
         return None
+
+    def _info(self, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The record of an info set (its array as base64); stamps ``created_at`` so the catalog stores the same time."""
+        from .infos import info_value
+
+        _, name, array = args
+        value = info_value(name, array)
+        kwargs["created_at"] = kwargs.get("created_at") or _now()
+        gid, did, step = kwargs.get("group_id"), kwargs.get("dataset_id"), kwargs.get("step")
+        return {"t": "info", "name": name, "group": None if gid is None else self._groups[int(gid)],
+                "dataset": None if did is None else self._datasets[int(did)][1],
+                "step": None if step is None else int(step), "dtype": value.dtype, "shape": list(value.shape),
+                "checksum": value.checksum, "created": kwargs["created_at"].isoformat(),
+                "data": base64.b64encode(value.data).decode("ascii")}
 
     def _writes(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """The record of one dump; stamps each row's ``written_at`` so the catalog stores the same time."""

@@ -3,7 +3,7 @@
 Every run directory keeps a meta-file (:mod:`sdm.catalog.metafile`) with every committed
 change of its run.  :func:`rebuild` scans a data root (or takes one run directory),
 replays each meta-file and recreates its runs in a catalog, SQLite or PostgreSQL, with
-the same run ids, groups, datasets, attributes, data views, writes (file, offset, bytes,
+the same run ids, groups, datasets, attributes, infos, data views, writes (file, offset, bytes,
 checksum, method, version, times), step summaries, files and imports.  A run already in
 the catalog (same id, application and directory) is left as it is, so rebuilding twice,
 or into a catalog that holds some of the runs, adds no duplicates; a run id that the
@@ -12,6 +12,7 @@ catalog gives to another run is an error that says so.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from dataclasses import dataclass, field
@@ -90,6 +91,7 @@ class _Run:
     writes: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
     files: dict[str, int] = field(default_factory=dict)
     imports: list[dict[str, Any]] = field(default_factory=list)
+    infos: dict[tuple[str | None, str | None, int | None, str], dict[str, Any]] = field(default_factory=dict)
     writers: int = 1
 
 
@@ -116,6 +118,8 @@ def _replay(log: MetaLog) -> _Run:
             run.writes = {key: w for key, w in run.writes.items() if key[0] not in names or key[2] <= after}
             for gname in names:
                 run.groups[gname]["truncated_after"] = after
+            run.infos = {key: i for key, i in run.infos.items()
+                         if key[0] not in names or key[2] is None or key[2] <= after}
         elif kind == "distribution":
             for gname, dname in rec["datasets"]:
                 run.groups[gname]["datasets"][dname]["distribution"] = rec["distribution"]
@@ -124,6 +128,8 @@ def _replay(log: MetaLog) -> _Run:
             owners = [(group, None)] if group is None or rec["on_group"] else []
             for owner in owners + [(group, d) for d in rec["datasets"]]:
                 run.attributes.setdefault(owner, {}).update(rec["attributes"])
+        elif kind == "info":  # setting an info again replaces it
+            run.infos[(rec["group"], rec["dataset"], rec["step"], rec["name"])] = rec
         elif kind == "writes":
             for w in rec["writes"]:
                 run.writes[(w["group"], w["dataset"], int(w["step"]))] = dict(w, written_at=rec["written_at"])
@@ -258,6 +264,12 @@ def _insert(cat: Catalog, run: _Run, data_root: Path) -> bool:
                 offset=int(w["offset"]), nbytes=int(w["nbytes"]), checksum=w["checksum"], checksum_algo=w["algo"],
                 method=w["method"], reason=w["reason"], seconds=float(w["seconds"]), nprocs=int(w["nprocs"]),
                 written_at=_time(w["written_at"]), version=int(w["version"])) for w in run.writes.values()])
+        if run.infos:
+            con.execute(S.infos.insert(), [dict(
+                run_id=rid, group_id=None if i["group"] is None else group_ids[i["group"]],
+                dataset_id=None if i["dataset"] is None else dataset_ids[(i["group"], i["dataset"])], step=i["step"],
+                name=i["name"], dtype=i["dtype"], shape=json.dumps(i["shape"]), data=base64.b64decode(i["data"]),
+                checksum=i["checksum"], created_at=_time(i["created"])) for i in run.infos.values()])
         if run.imports:
             keep = [c.name for c in S.imports.columns if c.name not in ("id", "run_id", "shape", "imported_at")]
             con.execute(S.imports.insert(), [dict({k: i[k] for k in keep}, run_id=rid, shape=json.dumps(i["shape"]),

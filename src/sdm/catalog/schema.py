@@ -41,7 +41,9 @@ searches read one row per dataset instead of one per write; 0006 = segments:
 ``groups.kind`` (``state``: written every step, the default; ``topology``: written once or
 rarely, e.g. a mesh), ``groups.steps_per_file`` (levels 2 and 3: the data file rolls over
 every n steps) and ``groups.truncated_after`` (the step of the group's last truncation:
-new steps must come after it).
+new steps must come after it); 0007 = ``infos``: named homogeneous arrays kept as metadata
+(the paper's PDS infos) on a run, a group, a dataset or one step of a dataset, their
+bytes in ``data`` (C order, the byte order of ``dtype``).
 Catalogs made before Alembic carry their version in the table ``sdm_schema``; they are
 stamped with the matching revision and upgraded in place on open.
 """
@@ -56,6 +58,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -64,7 +67,7 @@ from sqlalchemy import (
 from sqlalchemy import Table
 
 #: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0006"
+SCHEMA_VERSION = "0007"
 
 #: Run states (``runs.state``).
 RUN_STATES = ("open", "closed", "interrupted")
@@ -268,3 +271,22 @@ io_calibrations = Table(
 )
 
 V2_TABLES = (imports, index_histories, index_history_parts, index_history_uses, io_calibrations)
+
+# ----------------------------------------------------------------------------- version 7
+
+infos = Table(
+    "infos",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("group_id", ForeignKey("groups.id", ondelete="CASCADE"), nullable=True),  # null: on the run
+    Column("dataset_id", ForeignKey("datasets.id", ondelete="CASCADE"), nullable=True),  # null: on the group
+    Column("step", BigInteger, nullable=True),  # null: on the dataset as a whole
+    Column("name", String(255), nullable=False),
+    Column("dtype", String(64), nullable=False),  # sdm.dtypes.dtype_text of a plain dtype: '<f8', '|S8'
+    Column("shape", Text, nullable=False),  # JSON list of ints
+    Column("data", LargeBinary, nullable=False),  # the array's bytes, C order, the dtype's byte order
+    Column("checksum", String(16), nullable=False),  # CRC-32 (zlib) of data, 8 hex digits
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("run_id", "group_id", "dataset_id", "step", "name", name="uq_infos_owner_name"),
+)
