@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import zlib
@@ -84,7 +85,37 @@ def answers(url: str, run_ids: list[int]) -> dict[str, object]:
         r = cli("find", *args, "--json", "--catalog", url)
         assert r.exit_code == 0, r.output
         out[f"find {args}"] = json.loads(r.output)
+    r = cli("histories", "rebuilt", "--json", "--catalog", url)
+    assert r.exit_code == 0, r.output
+    out["histories"] = json.loads(r.output)
     return out
+
+
+def check_features_on_disk(data: Path, writes: list[dict], writers: int) -> None:
+    """Run 3's bytes, read with numpy at the offsets the catalog gives, against the job's references.
+
+    The ranked header is parsed as docs/format.md lays it out; the truncated steps hold
+    the values written after the restart.
+    """
+    seen = set()
+    for w in writes:
+        seen.add((w["group"], w["step"]))
+        if w["group"] == "mesh":
+            want = job.mesh_reference()
+            got = np.fromfile(data / w["path"], dtype="<f8", count=want.size, offset=w["offset"]).reshape(want.shape)
+        elif w["group"] == "state":
+            want = job.state_reference(w["step"], w["step"] > job.TRUNCATED_AFTER).astype("<f4")
+            got = np.fromfile(data / w["path"], dtype="<f4", count=want.size, offset=w["offset"]).reshape(want.shape)
+        else:
+            raw = (data / w["path"]).read_bytes()[w["offset"]:w["offset"] + w["nbytes"]]
+            magic, length, nranks, total = struct.unpack_from("<8s3Q", raw)
+            assert (magic, nranks) == (b"SDMRANK1", writers)
+            want = job.ranked_reference(w["step"], writers)
+            assert total == len(want) and len(raw) == length + want.nbytes
+            got = np.frombuffer(raw, dtype="<i8", offset=length).reshape(-1, 2)
+            assert w["path"].endswith(f".s{w['step'] // 2 * 2:08d}-{w['step'] // 2 * 2 + 1:08d}.sdm")  # 2 steps a file
+        np.testing.assert_array_equal(got, want)
+    assert seen == {("mesh", 0), *(("parts", s) for s in job.RANKED_STEPS), *(("state", s) for s in job.STATE_STEPS)}
 
 
 def row_counts(url: str) -> dict[str, int]:
@@ -113,17 +144,19 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
     data.mkdir()
     with fresh_catalog(request, tmp_path, engine, "original") as url:
         out = mpi(ranks, "write", str(data), url)
-        run_ids = [int(x) for x in out.split("RUNS", 1)[1].split()[:2]]
+        run_ids = [int(x) for x in out.split("RUNS", 1)[1].split()[:3]]
         original = answers(url, run_ids)
         counts = row_counts(url)
         assert counts["infos"] == 8  # each set twice: replaced
-        for rid in run_ids:
+        assert len(original["histories"]) == 1  # type: ignore[arg-type]
+        for rid in run_ids[:2]:
             shown = original[f"show {rid}"]["infos"]  # type: ignore[index]
             want = job.infos(run_ids.index(rid) + 1)
             assert [(i["group"], i["dataset"], i["step"], i["name"]) for i in shown] == list(want)
             assert [(i["dtype"], i["shape"]) for i in shown] == [(w.dtype.str, list(w.shape)) for w in want.values()]
         # the meta-file's writes are the catalog's, byte for byte: every value read with numpy
-        for rid in run_ids:
+        check_features_on_disk(data, original[f"show {run_ids[2]}"]["writes"], ranks)  # type: ignore[index]
+        for rid in run_ids[:2]:
             for w in original[f"show {rid}"]["writes"]:  # type: ignore[index]
                 spec = next(g for g in job.GROUPS if g[0] == w["group"])
                 version = 2 if w["step"] == job.OVERWRITTEN and w["dataset"] == spec[2][0] else 1
@@ -134,7 +167,7 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
         # merge: rebuilding into the catalog that holds both runs adds nothing
         r = cli("rebuild", str(data), "--catalog", url, "--json")
         assert r.exit_code == 0, r.output
-        assert json.loads(r.output) == {"added": [], "present": run_ids, "writes": 0, "notes": []}
+        assert json.loads(r.output) == {"added": [], "present": run_ids, "writes": 0, "histories": 0, "notes": []}
         assert row_counts(url) == counts
 
     # the catalog is lost: rebuild from the data alone
@@ -143,9 +176,10 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
         assert r.exit_code == 0, r.output
         report = json.loads(r.output)
         assert report["added"] == run_ids and report["present"] == [] and report["notes"] == []
+        assert report["histories"] == 1
         assert answers(url2, run_ids) == original
         assert row_counts(url2) == counts
-        assert "READ OK 22 INFOS OK 8" in mpi(3, "read", str(data), url2)
+        assert "READ OK 31 INFOS OK 8" in mpi(3, "read", str(data), url2)
         # one run directory at a time, twice: no duplicates
         one = data / original[f"show {run_ids[0]}"]["run"]["dir"]  # type: ignore[index]
         assert rebuild(one, url2).present == [run_ids[0]]

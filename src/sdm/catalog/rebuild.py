@@ -358,7 +358,7 @@ def _rebuild_histories(cat: Catalog, data_root: Path, notes: list[str]) -> int:
             cat, application=rec["application"], problem=rec["problem"], content_hash=rec["content_hash"],
             nprocs=int(rec["nprocs"]), root=str(data_root), path=rec["path"], nbytes=int(rec["nbytes"]), run_id=run_id,
             parts=[irregular.HistoryPart(*p) for p in rec["parts"]], sources=rec["sources"],
-            created_at=_time(rec["created"].replace("Z", "+00:00")))
+            created_at=_time(rec["created"]))
         added += 1
     return added
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,13 +89,14 @@ def save_history(
                   nbytes=pos, run_id=s.run_id if s.mode != "r" else None, parts=parts_rows, sources=sources)
 
     def register() -> int:
-        describe_history(path, fields, sync=s.sync)  # durable before the catalog knows it (sdm rebuild reads it)
-        return records.register_history(s.open_catalog(), root=str(s.root), **fields)
+        created = datetime.now(timezone.utc)
+        describe_history(path, fields, created, sync=s.sync)  # durable before the catalog knows it (sdm rebuild)
+        return records.register_history(s.open_catalog(), root=str(s.root), created_at=created, **fields)
 
     return root_call(s.comm, register)
 
 
-def describe_history(path: Path, fields: dict[str, Any], *, sync: bool) -> None:
+def describe_history(path: Path, fields: dict[str, Any], created: datetime, *, sync: bool) -> None:
     """Write a history file's description beside it (``<file>.json``), for ``sdm rebuild``.
 
     One line in the meta-file's format (:func:`sdm.catalog.metafile.line_of`, type
@@ -103,7 +105,7 @@ def describe_history(path: Path, fields: dict[str, Any], *, sync: bool) -> None:
     """
     from ..catalog.metafile import FORMAT, line_of
 
-    record = {"v": FORMAT, "t": "history", **fields, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    record = {"v": FORMAT, "t": "history", **fields, "created": created.isoformat(),
               "parts": [[p.name, p.rank, p.offset, p.count, p.dtype] for p in fields["parts"]]}
     side = sidecar(path)
     tmp = side.with_name(side.name + ".tmp")
