@@ -78,6 +78,7 @@ class Session:
         checksum: bool | None = None,
         planner_hints: dict[str, Any] | None = None,
         async_commit: bool = False,
+        metafile: bool = True,
     ) -> None:
         if comm is not None and not isinstance(comm, MPI.Intracomm):
             raise InvalidArgumentError(f"comm must be an MPI intracommunicator (e.g. MPI.COMM_WORLD), got {type(comm).__name__}")
@@ -93,6 +94,8 @@ class Session:
         if failure is None:
             _, failure = capture(check.flag, async_commit, "async_commit", rank=self.rank)
         if failure is None:
+            _, failure = capture(check.flag, metafile, "metafile", rank=self.rank)
+        if failure is None:
             hints, planner_hints = args["hints"], args["planner_hints"]  # type: ignore[index]
             run = None if run is None else int(run)
             self.sync = config.sync_enabled() if sync is None else bool(sync)
@@ -102,7 +105,8 @@ class Session:
             agreeing: dict[str, Any] | None = dict(
                 application=application, mode=mode, run=run, root=root, catalog=catalog, attributes=attributes,
                 problem_size=problem_size, method=method, hints=hints, sync=self.sync, verify=self.verify,
-                checksum=self.checksum, planner_hints=planner_hints, async_commit=bool(async_commit))
+                checksum=self.checksum, planner_hints=planner_hints, async_commit=bool(async_commit),
+                metafile=bool(metafile))
         else:
             agreeing = None
         try:
@@ -121,6 +125,7 @@ class Session:
         self._committer: Any = None  # rank 0, async_commit: the thread that commits
         self.meta: MetaFile | None = None  # rank 0 of a writing session: the run's meta-file
         self.described: set[str] = set()  # level-2/3 files written or cut (relative paths): trailers at close
+        self.metafile = bool(metafile)
 
         def setup() -> tuple[str, str, RunRecord, Any, str]:
             check_name(application, "application")
@@ -214,7 +219,9 @@ class Session:
     def _make_run_dir(self, data_root: Path, run_id: int, catalog_id: str, created: datetime, problem_size: Any,
                       attributes: dict[str, Any] | None) -> str:
         """Rank 0 of a new run, in the catalog's transaction: its directory, and the meta-file's first record."""
-        rel = runs.make_run_dir(data_root, self.application, run_id, catalog_id)
+        rel = runs.make_run_dir(data_root, self.application, run_id, catalog_id, metafile=self.metafile)
+        if not self.metafile:
+            return rel
         self.meta = MetaFile(data_root / rel, sync=self.sync)
         self.meta.run(application=self.application, run_id=run_id, catalog_id=catalog_id, nprocs=self.size,
                       problem_size=problem_size, attributes=attributes, created=created, root=str(data_root),
@@ -232,7 +239,11 @@ class Session:
         rel = rec.dir or runs.legacy_run_dir(rec.application, rec.id)
         legacy = rel == runs.legacy_run_dir(rec.application, rec.id)
         runs.check_run_dir(Path(rec.root), rel, self.catalog.id, rec.id, legacy=legacy)
-        if not legacy:  # a run made before meta-files has none to continue
+        if not legacy and runs.keeps_metafile(Path(rec.root) / rel):  # else: the run has none to continue
+            if not self.metafile:
+                raise InvalidArgumentError(
+                    f"run {rec.id} keeps a meta-file: appending with metafile=False would leave these writes out "
+                    "of it (a rebuild would lose them); open it with metafile=True")
             self.meta = MetaFile(Path(rec.root) / rel, sync=self.sync)
 
         def claim() -> bool:
@@ -818,6 +829,12 @@ def open(application: str, mode: str = "w", **kwargs: Any) -> Session:  # noqa: 
         call that uses the catalog) or at :meth:`Session.close`, as the same
         :class:`~sdm.SDMError` on every rank; the rows committed before it stay, and
         the failed dump's bytes are left unreferenced (``sdm verify`` finds them).
+    metafile : bool
+        Mode ``"w"``: keep the run's meta-file (default True; see ``docs/format.md``).
+        False saves its appends (two ``fsync`` per change with ``sync``) but the run then
+        cannot be rebuilt from its data: its marker says so and ``sdm rebuild`` refuses
+        it.  An appending session continues the run's own choice; ``metafile=False`` on a
+        run that keeps a meta-file is refused.
 
     Returns
     -------

@@ -117,3 +117,59 @@ def test_group_kinds_and_truncations_are_rebuilt(comm, mpi_tmp):
     with sdm.open("meta", "r", root=mpi_tmp, catalog=f"sqlite:///{mpi_tmp}/rebuilt.db", run=rid) as s:
         np.testing.assert_array_equal(s.group("fields").read("u", 4, verify=True), np.full(2, 40.0 + comm.rank, "<f4"))
         np.testing.assert_array_equal(s.group("fields").read("v", 3, verify=True), np.full(2, -3.0, "<f4"))
+
+
+def test_a_run_without_a_meta_file(comm, mpi_tmp):
+    """``metafile=False``: no meta-file, the marker says so, rebuild refuses the run, appending follows its choice."""
+    url = f"sqlite:///{mpi_tmp}/catalog.db"
+    local = np.arange(4, dtype="<i4") + 10 * comm.rank
+    with sdm.open("nometa", root=mpi_tmp, catalog=url, metafile=False) as s:
+        s.make_group("g", ["a"], dtype="<i4", shape=(comm.size * 4,), level=3).write("a", 0, local)
+        run_dir, rid = Path(s.root) / s.run_dir, s.run_id
+    with sdm.open("nometa", "a", root=mpi_tmp, catalog=url, run=rid) as s:  # metafile=True: the run's choice holds
+        s.group("g").write("a", 1, local + 1)
+    with pytest.raises(sdm.InvalidArgumentError, match="^metafile must be True or False"):
+        sdm.open("nometa", root=mpi_tmp, catalog=url, metafile="no")
+    with sdm.open("nometa", "r", root=mpi_tmp, catalog=url, run=rid) as s:
+        g = s.group("g")
+        assert g.steps("a") == [0, 1]
+        for step in (0, 1):
+            np.testing.assert_array_equal(g.read("a", step, verify=True), local + step)
+    failed = None
+    if comm.rank == 0:
+        try:
+            assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith(".")) == [".sdm-run"]
+            assert json.loads((run_dir / ".sdm-run").read_text())["metafile"] is False
+            from sdm.catalog.rebuild import rebuild
+
+            url2 = f"sqlite:///{mpi_tmp}/rebuilt.db"
+            why = f"run directory {run_dir} was written with metafile=False: its run cannot be rebuilt from its data"
+            with pytest.raises(sdm.IntegrityError) as err:
+                rebuild(run_dir, url2)
+            assert str(err.value) == why
+            report = rebuild(mpi_tmp, url2)  # under a data root: left out, with a note
+            assert (report.added, report.notes) == ([], [why + "; left out"])
+            import sqlite3
+
+            con = sqlite3.connect(f"{mpi_tmp}/rebuilt.db")
+            assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+            con.close()
+        except BaseException as exc:  # every rank fails, none waits
+            failed = repr(exc)
+    assert comm.bcast(failed) is None
+
+
+def test_appending_without_the_meta_file_of_a_run_that_keeps_one_is_refused(comm, mpi_tmp):
+    url = f"sqlite:///{mpi_tmp}/catalog.db"
+    with sdm.open("meta", root=mpi_tmp, catalog=url) as s:
+        s.make_group("g", ["a"], dtype="<f8", shape=(comm.size,), level=2).write("a", 0, np.ones(1))
+        run_dir, rid = Path(s.root) / s.run_dir, s.run_id
+    before = (run_dir / META).read_bytes() if comm.rank == 0 else b""
+    with pytest.raises(sdm.InvalidArgumentError) as err:
+        sdm.open("meta", "a", root=mpi_tmp, catalog=url, run=rid, metafile=False)
+    assert str(err.value) == (f"run {rid} keeps a meta-file: appending with metafile=False would leave these writes "
+                              "out of it (a rebuild would lose them); open it with metafile=True")
+    with sdm.open("meta", "r", root=mpi_tmp, catalog=url, run=rid) as s:  # nothing changed: still closed, one step
+        assert s.previous_state == "closed" and s.group("g").steps("a") == [0]
+    if comm.rank == 0:
+        assert (run_dir / META).read_bytes() == before

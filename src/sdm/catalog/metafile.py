@@ -3,10 +3,14 @@
 Each run directory holds ``.sdm-meta.jsonl`` and its backup ``.sdm-meta.jsonl.bak`` (the
 paper's meta-file "MF" and its copy "MFC"): JSON lines, one record per change of the
 catalog (the run, a group defined, a data view, attributes, an info, the writes of one
-dump, an import, a session opening or closing the run).  A record is appended and synced to both
-files *before* the catalog commits the change, so after any crash the files know at
-least what the catalog knows, and ``sdm rebuild`` (:mod:`sdm.catalog.rebuild`) makes a
-catalog from them alone.  The format is documented in ``docs/format.md``.
+dump, an import, a session opening or closing the run).  A record is appended to both files and
+the meta-file synced *before* the catalog commits the change, so after any crash the
+meta-file knows at least what the catalog knows, and ``sdm rebuild``
+(:mod:`sdm.catalog.rebuild`) makes a catalog from it alone.  The backup guards against
+damage of the meta-file, not against a crash (which can only tear the meta-file's last
+line, and readers leave that out): it gets every record in the same ``write`` but is
+synced lazily, at most :data:`BACKUP_SYNC_SECONDS` after a record and when the writer
+closes.  The format is documented in ``docs/format.md``.
 
 Every line is one JSON object whose last member is ``"crc"``: the CRC-32 (zlib) of the
 line's text with that member removed, that is of ``line[:line.rindex(',"crc":')] + "}"``,
@@ -21,6 +25,7 @@ import base64
 import json
 import os
 import secrets
+import time
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,11 +35,16 @@ from typing import Any, Callable, Sequence
 from ..errors import CatalogVersionError, IntegrityError, StorageError
 from .values import decode, encode
 
-__all__ = ["META", "BACKUP", "FORMAT", "MetaFile", "MetaLog", "read_meta", "line_of", "parse_line"]
+__all__ = ["META", "BACKUP", "BACKUP_SYNC_SECONDS", "FORMAT", "MetaFile", "MetaLog", "read_meta", "line_of", "parse_line"]
 
 #: The meta-file's name in a run directory, and its backup's.
 META = ".sdm-meta.jsonl"
 BACKUP = ".sdm-meta.jsonl.bak"
+
+#: An append syncs the backup too when its last sync is at least this old (seconds); so
+#: does :meth:`MetaFile.close`.  A machine crash can lose from the backup the records
+#: appended since its last sync (the meta-file itself has them all).
+BACKUP_SYNC_SECONDS = 1.0
 
 #: The format version this SDM writes and reads (``"v"`` of every record).
 FORMAT = 1
@@ -88,22 +98,28 @@ def plain_attributes(attributes: dict[str, Any] | None) -> dict[str, Any]:
 
 
 class MetaFile:
-    """Rank 0's writer of a run's meta-file and its backup (append, then sync both).
+    """Rank 0's writer of a run's meta-file and its backup (append to both, sync the meta-file).
 
     Parameters
     ----------
     run_dir : Path
         The run's directory (absolute).
     sync : bool
-        ``fsync`` both files after each append (the session's ``sync``).
+        ``fsync`` the meta-file after each append, and the backup lazily (the session's ``sync``).
+    backup_sync : float
+        Seconds: an append syncs the backup as well when its last sync is at least this
+        old (0: at every append, as the meta-file); :meth:`close` syncs it in any case.
 
     Besides appending, it keeps the names of the run's groups and datasets by their
     catalog ids (learned from the catalog's answers), since records name things, not ids.
     """
 
-    def __init__(self, run_dir: Path, *, sync: bool = True) -> None:
+    def __init__(self, run_dir: Path, *, sync: bool = True, backup_sync: float = BACKUP_SYNC_SECONDS) -> None:
         self.paths = (Path(run_dir) / META, Path(run_dir) / BACKUP)
         self.sync = sync
+        self.backup_sync = float(backup_sync)
+        self._backup_synced = time.monotonic()  # nothing to sync yet
+        self._backup_dirty = False
         self._session = secrets.token_hex(4)  # record ids: unique per session
         self._count = 0
         self._fds: list[int] = []
@@ -117,14 +133,37 @@ class MetaFile:
             raise StorageError(f"cannot open the meta-file {exc.filename}: {exc.strerror}", exc.errno) from None
 
     def close(self) -> None:
-        """Close both files."""
-        for fd in self._fds:
-            os.close(fd)
-        self._fds = []
+        """Sync the backup (with ``sync``) and close both files.
+
+        Raises
+        ------
+        StorageError
+            The backup cannot be synced (both files are closed all the same).
+        """
+        try:
+            if self._fds and self._backup_dirty:
+                self._fsync(1)
+        finally:
+            for fd in self._fds:
+                os.close(fd)
+            self._fds = []
+
+    def _fsync(self, which: int) -> None:
+        """Sync the meta-file (0) or the backup (1)."""
+        try:
+            os.fsync(self._fds[which])
+        except OSError as exc:
+            raise StorageError(f"cannot sync the meta-file {self.paths[which]}: {exc.strerror}", exc.errno) from None
+        if which == 1:
+            self._backup_synced, self._backup_dirty = time.monotonic(), False
 
     # ------------------------------------------------------------- appending
     def append(self, *records: dict[str, Any]) -> str:
-        """Append records (one write and one sync per file); returns the id of the last one.
+        """Append records (one write per file, one sync of the meta-file); returns the id of the last one.
+
+        With ``sync``, the meta-file is synced before this returns; the backup only when
+        its last sync is ``backup_sync`` seconds old or more (else at a later append or
+        at :meth:`close`).
 
         Raises
         ------
@@ -141,10 +180,13 @@ class MetaFile:
         for fd, path in zip(self._fds, self.paths):
             try:
                 os.write(fd, blob)
-                if self.sync:
-                    os.fsync(fd)
             except OSError as exc:
                 raise StorageError(f"cannot append to the meta-file {path}: {exc.strerror}", exc.errno) from None
+        if self.sync:
+            self._backup_dirty = True
+            self._fsync(0)
+            if time.monotonic() - self._backup_synced >= self.backup_sync:
+                self._fsync(1)
         return rid
 
     def run(self, *, application: str, run_id: int, catalog_id: str, nprocs: int, problem_size: Any,

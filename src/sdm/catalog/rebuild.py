@@ -162,7 +162,8 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
     ------
     IntegrityError
         A meta-file and its backup are both damaged (the message names both files and
-        what could still be recovered).
+        what could still be recovered); or *root* is one run directory written with
+        ``metafile=False`` (such runs under a data root are left out, with a note).
     CatalogVersionError
         A meta-file holds records of a newer format or of an unknown required type.
     CatalogError
@@ -170,9 +171,17 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
     StorageError
         *root* is not a directory, or a meta-file cannot be read.
     """
-    dirs = [d for d in find_run_dirs(Path(root)) if (d / META).exists() or (d / (META + ".bak")).exists()]
-    total = sum(_size(d) for d in dirs)
     report = RebuildReport()
+    dirs = []
+    for d in find_run_dirs(Path(root)):
+        if not run_dirs.keeps_metafile(d):
+            why = f"run directory {d} was written with metafile=False: its run cannot be rebuilt from its data"
+            if d == Path(root):
+                raise IntegrityError(why)
+            report.notes.append(why + "; left out")
+        elif (d / META).exists() or (d / (META + ".bak")).exists():
+            dirs.append(d)
+    total = sum(_size(d) for d in dirs)
     cat = Catalog(catalog_url, create=True)
     try:
         was_empty = _count_runs(cat) == 0

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..errors import RunStateError, StorageError
 from .naming import component
 
-__all__ = ["MARKER", "make_run_dir", "check_run_dir", "RunLock", "writer_alive", "legacy_run_dir"]
+__all__ = ["MARKER", "make_run_dir", "check_run_dir", "RunLock", "writer_alive", "legacy_run_dir", "keeps_metafile"]
 
 #: Name of the marker file in every run directory.
 MARKER = ".sdm-run"
@@ -36,8 +36,11 @@ def legacy_run_dir(application: str, run_id: int) -> str:
     return f"{component(application)}/run-{run_id:06d}"
 
 
-def make_run_dir(root: Path, application: str, run_id: int, catalog_id: str) -> str:
+def make_run_dir(root: Path, application: str, run_id: int, catalog_id: str, *, metafile: bool = True) -> str:
     """Create a new, unique run directory with its marker; returns it relative to *root*.
+
+    A run written without a meta-file (*metafile* False) says so in its marker
+    (``"metafile": false``), so ``sdm rebuild`` and later sessions know.
 
     Raises
     ------
@@ -57,7 +60,10 @@ def make_run_dir(root: Path, application: str, run_id: int, catalog_id: str) -> 
                 continue
         else:  # pragma: no cover - 48 random bits collided eight times
             raise StorageError(f"cannot make a unique run directory under {app_dir}")
-        marker = {"catalog": catalog_id, "run": int(run_id), "application": application, "created": stamp}
+        marker: dict[str, object] = {"catalog": catalog_id, "run": int(run_id), "application": application,
+                                     "created": stamp}
+        if not metafile:
+            marker["metafile"] = False
         path = app_dir / name / MARKER
         with open(path, "x") as f:
             json.dump(marker, f)
@@ -66,6 +72,19 @@ def make_run_dir(root: Path, application: str, run_id: int, catalog_id: str) -> 
     except OSError as exc:
         raise StorageError(f"cannot create the run directory under {app_dir}: {exc.strerror}", exc.errno) from None
     return f"{component(application)}/{name}"
+
+
+def keeps_metafile(run_dir: Path) -> bool:
+    """False when the marker of *run_dir* says its run was written without a meta-file.
+
+    A marker that is missing or unreadable says nothing: True (the meta-file decides).
+    """
+    try:
+        with open(Path(run_dir) / MARKER) as f:
+            marker = json.load(f)
+    except (OSError, ValueError):
+        return True
+    return not (isinstance(marker, dict) and marker.get("metafile") is False)
 
 
 def check_run_dir(root: Path, rel_dir: str, catalog_id: str, run_id: int, *, legacy: bool = False) -> None:
