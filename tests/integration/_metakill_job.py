@@ -1,4 +1,5 @@
-"""The MPI job of test_metafile_kill.py: ``write ROOT URL`` writes steps of one field until it is killed.
+"""The MPI job of test_metafile_kill.py (started by ``benchmarks/_mpijob.Job`` with a JSON of ``root`` and
+``url``): writes steps of one field until it is killed.
 
 Step ``k`` of ``T`` (8 x 5, float64, level 3) is :func:`reference` ``(k)``; the test kills the
 job and checks every row against that formula with numpy.
@@ -6,6 +7,7 @@ job and checks every row against that formula with numpy.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -29,4 +31,5 @@ def write(root: str, url: str) -> None:
 
 
 if __name__ == "__main__":
-    write(sys.argv[1], sys.argv[2])
+    cfg = json.loads(sys.argv[1])
+    write(cfg["root"], cfg["url"])

@@ -10,9 +10,6 @@ both must point at whole bytes equal to the job's numpy formula (checksums recom
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +26,8 @@ from sdm.catalog.rebuild import rebuild
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 MPIEXEC = Path(sys.executable).parent / "mpiexec"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _mpijob import Job  # noqa: E402
 LIMIT = 120
 
 sys.path.insert(0, str(HERE))
@@ -38,11 +37,11 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(3 * LIMIT),
               pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec next to this Python")]
 
 
-def _until(what: str, check, proc: subprocess.Popen) -> None:
+def _until(what: str, check, job: Job) -> None:
     end = time.monotonic() + LIMIT
     while not check():
-        if proc.poll() is not None:
-            pytest.fail(f"the job ended (exit {proc.returncode}) before {what}: {proc.stdout.read()[-3000:]}")
+        if job.proc.poll() is not None:
+            pytest.fail(f"the job ended (exit {job.proc.returncode}) before {what}: {job.output()}")
         if time.monotonic() > end:
             pytest.fail(f"no {what} within {LIMIT} s")
         time.sleep(0.005)
@@ -85,28 +84,24 @@ def _check_rows(url: str, data: Path) -> list[int]:
 def test_a_kill_between_the_meta_file_and_the_commit_loses_nothing(postgres_server, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with postgres_server.fresh_database() as url, postgres_server.fresh_database() as rebuilt:
-        proc = subprocess.Popen([str(MPIEXEC), "-n", "2", sys.executable, str(HERE / "_metakill_job.py"), str(data), url],
-                                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        job = Job(2, {"task": "metakill", "dir": str(tmp_path), "root": str(data), "url": url}, tmp_path / "log",
+                  worker=HERE / "_metakill_job.py")
         engine = sa.create_engine(url)
         try:
-            _until("3 committed steps", lambda: _committed(url) >= 3, proc)
+            _until("3 committed steps", lambda: _committed(url) >= 3, job)
             with engine.connect() as con:
                 con.execute(sa.text("LOCK TABLE writes IN SHARE ROW EXCLUSIVE MODE"))  # commits of writes wait
                 committed = int(con.execute(sa.text("SELECT count(*) FROM writes")).scalar_one())
                 # the dump in flight appends its record (synced), then waits for the lock: kill it there
                 _until("a dump recorded in the meta-file and not committed",
-                       lambda: _dumps_recorded(data) == committed + 1, proc)
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=LIMIT)
+                       lambda: _dumps_recorded(data) == committed + 1, job)
+                job.kill_all()
+                job.wait(LIMIT)
                 con.rollback()
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            proc.stdout.close()  # type: ignore[union-attr]
+            job.cleanup()
+            job.remove_leftovers()  # the shared-memory segments the killed ranks could not unlink
             engine.dispose()
         assert _check_rows(url, data) == list(range(committed))  # the original: every committed step, not the last
         report = rebuild(data, rebuilt)
