@@ -8,17 +8,13 @@ the ``i % 3``-th of 64, 128, 256), never by asking SDM. Nothing depends on the m
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-TIMEOUT = 600
+from quick_bench import TIMEOUT, run_quick  # tests/integration is on sys.path
+
 WRITES = 10_000  # --quick
 OPS = ("find_eq", "find_range", "find_two", "open", "ls_inproc", "ls_subproc", "show_inproc", "show_subproc",
        "startup_subproc", "commit")
@@ -33,14 +29,7 @@ def _ids(match) -> list[int]:
 def report(tmp_path_factory) -> tuple[dict, Path]:
     tmp = tmp_path_factory.mktemp("catalog-scale")
     out, cache = tmp / "results", tmp / "cache"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "catalog_scale.py"), "--quick", "--out", str(out),
-                           "--cache", str(cache)], capture_output=True, text=True, timeout=TIMEOUT, env=env,
-                          stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for name in ("catalog_scale.json", "catalog_scale.md", "catalog_scale.png"):
-        assert (out / name).stat().st_size > 0
-    return json.loads((out / "catalog_scale.json").read_text()), cache
+    return run_quick("catalog_scale", out, "--cache", str(cache)), cache
 
 
 @pytest.mark.timeout(TIMEOUT + 60)

@@ -7,30 +7,19 @@ non-zero when a row count or a read differs), and the three result files written
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-TIMEOUT = 600
+from quick_bench import TIMEOUT, run_quick  # tests/integration is on sys.path
+
 
 
 @pytest.mark.timeout(TIMEOUT + 60)
 def test_quick_run_measures_every_contender_and_checks_the_rebuild(tmp_path: Path) -> None:
     out, work = tmp_path / "results", tmp_path / "work"
     work.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "metafile_cost.py"), "--quick", "--out", str(out),
-                           "--dir", str(work)], capture_output=True, text=True, timeout=TIMEOUT, env=env,
-                          stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr[-3000:]
-    for name in ("metafile_cost.json", "metafile_cost.md", "metafile_cost.png"):
-        assert (out / name).stat().st_size > 0
-    data = json.loads((out / "metafile_cost.json").read_text())
+    data = run_quick("metafile_cost", out, "--dir", str(work))
     results = data["results"][str(work.resolve())]
     assert set(results) == {"1", "2"}
     for by_case in results.values():
