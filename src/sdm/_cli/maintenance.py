@@ -199,7 +199,7 @@ def _describe(file: Annotated[str, typer.Argument(metavar="FILE", help="A level-
         return
     out = _console()
     out.print(f"{file}: application {index['application']!r}, run {index['run']}, group {index['group']!r} "
-              f"(level {index['level']}, {index['kind']}), closed {index['closed_at']}, {len(index['writes'])} steps"
+              f"(level {index['level']}, {index['kind']}), closed {index['closed_at']}, {len(index['writes'])} writes"
               + (", every checksum verified" if verify else ""))
     table = _table(None, "dataset", "dtype", "shape", "order", "steps")
     for name, d in index["datasets"].items():
