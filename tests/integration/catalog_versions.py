@@ -28,7 +28,8 @@ def make_version_1(url: str) -> None:
     engine = engine_for(url)
     try:
         with engine.begin() as con:
-            con.execute(sa.text("DROP TABLE infos"))  # 0007
+            for table in ("tier_operations", "copies", "infos"):  # 0008, 0007
+                con.execute(sa.text(f"DROP TABLE {table}"))
             for t in reversed(S.V2_TABLES):
                 con.execute(sa.text(f"DROP TABLE {t.name}"))
             con.execute(sa.text("ALTER TABLE writes DROP COLUMN reason"))

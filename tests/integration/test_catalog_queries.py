@@ -220,7 +220,8 @@ def test_step_summaries_are_rebuilt_when_a_0004_catalog_is_upgraded(catalog_url:
             con.execute(sa.text(f"ALTER TABLE datasets DROP COLUMN {column}"))
         for column in ("kind", "steps_per_file", "truncated_after"):  # and those of 0006
             con.execute(sa.text(f"ALTER TABLE groups DROP COLUMN {column}"))
-        con.execute(sa.text("DROP TABLE infos"))  # and the table of 0007
+        for table in ("tier_operations", "copies", "infos"):  # and the tables of 0008 and 0007
+            con.execute(sa.text(f"DROP TABLE {table}"))
         con.execute(sa.text("UPDATE alembic_version SET version_num = '0004'"))
         sums = dict(con.execute(sa.text("SELECT dataset_id, SUM(nbytes) FROM writes GROUP BY dataset_id")).all())
     cat.close()

@@ -43,7 +43,10 @@ rarely, e.g. a mesh), ``groups.steps_per_file`` (levels 2 and 3: the data file r
 every n steps) and ``groups.truncated_after`` (the step of the group's last truncation:
 new steps must come after it); 0007 = ``infos``: named homogeneous arrays kept as metadata
 (the paper's PDS infos) on a run, a group, a dataset or one step of a dataset, their
-bytes in ``data`` (C order, the byte order of ``dtype``).
+bytes in ``data`` (C order, the byte order of ``dtype``); 0008 = storage tiers:
+``copies`` (every copy of a file per tier: location, size, whole-copy checksum, state,
+verification time; a file without a row lives on the fast tier only, at its path) and
+``tier_operations`` (who migrated, staged or purged what, when, bytes, seconds, outcome).
 Catalogs made before Alembic carry their version in the table ``sdm_schema``; they are
 stamped with the matching revision and upgraded in place on open.
 """
@@ -67,7 +70,7 @@ from sqlalchemy import (
 from sqlalchemy import Table
 
 #: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0007"
+SCHEMA_VERSION = "0008"
 
 #: Run states (``runs.state``).
 RUN_STATES = ("open", "closed", "interrupted")
@@ -290,3 +293,44 @@ infos = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("run_id", "group_id", "dataset_id", "step", "name", name="uq_infos_owner_name"),
 )
+
+# ----------------------------------------------------------------------------- version 8
+
+#: Storage tiers a file's copy can live on (``copies.tier``).
+TIERS = ("fast", "archive")
+#: States of a copy: being written, or whole and checked against the catalog's checksums.
+COPY_STATES = ("copying", "verified")
+
+copies = Table(
+    "copies",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("file_id", ForeignKey("files.id", ondelete="CASCADE"), nullable=False),
+    Column("tier", String(16), nullable=False),  # fast | archive
+    Column("location", Text, nullable=False),  # fast: the path under the run's root; archive: s3://bucket/key
+    Column("size", BigInteger, nullable=False),
+    Column("checksum", String(80), nullable=True),  # of the whole copy, "<algorithm>:<hex>"
+    Column("state", String(16), nullable=False),  # copying | verified
+    Column("verified_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("file_id", "tier", name="uq_copies_file_tier"),
+)
+
+tier_operations = Table(
+    "tier_operations",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run_id", ForeignKey("runs.id", ondelete="SET NULL"), nullable=True),
+    Column("operation", String(16), nullable=False),  # migrate | stage | purge
+    Column("tier", String(16), nullable=False),  # the tier copied to (migrate, stage) or removed from (purge)
+    Column("who", String(255), nullable=False),  # user@host
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=True),  # null: running, or interrupted
+    Column("files", Integer, nullable=False, server_default="0"),
+    Column("nbytes", BigInteger, nullable=False, server_default="0"),
+    Column("seconds", Float, nullable=True),
+    Column("outcome", String(16), nullable=True),  # ok | failed (null: running or interrupted)
+    Column("detail", Text, nullable=True),
+    Index("ix_tier_operations_run", "run_id", "started_at"),
+)
+
