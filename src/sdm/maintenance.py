@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import fcntl
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .catalog.metafile import BACKUP, META
-from .errors import RunStateError, SDMError, StorageError
+from .errors import SDMError, StorageError
 from .storage import runs
 from .storage.naming import inside
 from .storage.trailer import trailer_span
@@ -267,18 +266,7 @@ def gc_run(catalog: Catalog, run_id: int, *, progress: Progress | None = None) -
     rel_dir = _rel_dir(rec)
     root = Path(rec.root)
     report = GcReport(run_id=rec.id)
-    marker = root / rel_dir / runs.MARKER
-    lock_fd = None
-    if marker.exists():
-        lock_fd = os.open(marker, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(lock_fd)
-            raise RunStateError(
-                f"run {rec.id} is being written by a live session; run `sdm gc {rec.id}` after it closed"
-            ) from None
-    try:
+    with runs.exclusive(root, rel_dir, rec.id, "gc"):
         if rec.state == "open":
             catalog.mark_interrupted(rec.id)  # open, yet nobody else holds it: its writers died
         found = verify_run(catalog, rec.id, checksums=False).unreferenced
@@ -311,7 +299,4 @@ def gc_run(catalog: Catalog, run_id: int, *, progress: Progress | None = None) -
             done += u.nbytes
             if progress is not None:
                 progress(done, total)
-    finally:
-        if lock_fd is not None:
-            os.close(lock_fd)
     return report

@@ -12,6 +12,8 @@ marker nobody holds was interrupted (its writers died: a kill, a node failure).
 
 from __future__ import annotations
 
+import contextlib
+
 import fcntl
 import json
 import os
@@ -19,6 +21,7 @@ import secrets
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import RunStateError, StorageError
 from .naming import component
@@ -179,3 +182,35 @@ def writer_alive(root: Path, rel_dir: str | None) -> bool:
     finally:
         os.close(fd)
     return False
+
+
+@contextlib.contextmanager
+def exclusive(root: Path, rel_dir: str, run_id: int, command: str) -> Iterator[None]:
+    """Hold a run's marker exclusively while *command* changes its files (``sdm gc``, tier operations).
+
+    Taken without waiting: a session writing the run (which holds the marker shared)
+    makes it fail, and a session that starts meanwhile is refused by :class:`RunLock`.
+    A run without a marker (made before markers) is not locked.
+
+    Raises
+    ------
+    RunStateError
+        A live session is writing the run.
+    """
+    marker = Path(root) / rel_dir / MARKER
+    fd = None
+    if marker.exists():
+        fd = os.open(marker, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise RunStateError(
+                f"run {run_id} is being written by a live session; run `sdm {command} {run_id}` after it closed"
+            ) from None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
