@@ -34,9 +34,10 @@ from .storage.trailer import trailer_span
 if TYPE_CHECKING:  # numpy and the checksums load when bytes are checked (`sdm ls` needs neither)
     import numpy as np
 
-    from .catalog import Catalog, RunRecord
+    from .catalog import Catalog, RunRecord, WriteRecord
 
-__all__ = ["RowProblem", "Unreferenced", "VerifyReport", "GcReport", "current_state", "verify_run", "gc_run"]
+__all__ = ["RowProblem", "Unreferenced", "VerifyReport", "GcReport", "current_state", "row_problem", "verify_run",
+           "gc_run"]
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 
@@ -123,6 +124,27 @@ def _read(path: Path, offset: int, nbytes: int) -> np.ndarray:
     return np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(nbytes,))
 
 
+def row_problem(path: Path, w: "WriteRecord", dtype: str, *, checksums: bool = True) -> str | None:
+    """What is wrong with one committed row's bytes in *path* (None: nothing): missing, short, or changed.
+
+    With *checksums*, the bytes' checksum is recomputed (:mod:`sdm.integrity`) and compared
+    with the row's.
+    """
+    from . import integrity
+
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return f"file missing ({exc.strerror})"
+    if size < w.offset + w.nbytes:
+        return f"file holds {size} bytes, the row needs bytes {w.offset}..{w.offset + w.nbytes}"
+    if checksums and w.checksum and w.checksum_algo != "none":
+        actual = integrity.checksum_of_bytes(_read(path, w.offset, w.nbytes), dtype, w.checksum_algo)
+        if actual != w.checksum:
+            return f"checksum {actual} ({w.checksum_algo}) does not match the recorded {w.checksum}"
+    return None
+
+
 def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progress: Progress | None = None) -> VerifyReport:
     """Check every committed row of a run and list unreferenced bytes.
 
@@ -144,7 +166,6 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
     ------
     RunNotFoundError
     """
-    from . import integrity
 
     rec = catalog.run(run_id)
     rel_dir = _rel_dir(rec)
@@ -158,22 +179,11 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
     for gname, dname, w in rows:
         report.rows += 1
         referenced.setdefault(w.path, []).append((w.offset, w.offset + w.nbytes))
-        path = inside(root, Path(w.path))
-        problem = None
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            problem = f"file missing ({exc.strerror})"
-        else:
-            if size < w.offset + w.nbytes:
-                problem = f"file holds {size} bytes, the row needs bytes {w.offset}..{w.offset + w.nbytes}"
-            elif checksums and w.checksum and w.checksum_algo != "none":
-                raw = _read(path, w.offset, w.nbytes)
-                actual = integrity.checksum_of_bytes(raw, dtypes[(gname, dname)], w.checksum_algo)
-                report.checksums_checked += 1
-                report.bytes_checked += w.nbytes
-                if actual != w.checksum:
-                    problem = f"checksum {actual} ({w.checksum_algo}) does not match the recorded {w.checksum}"
+        checked = checksums and bool(w.checksum) and w.checksum_algo != "none"
+        problem = row_problem(inside(root, Path(w.path)), w, dtypes[(gname, dname)], checksums=checked)
+        if checked and (problem is None or problem.startswith("checksum")):  # the bytes were read and summed
+            report.checksums_checked += 1
+            report.bytes_checked += w.nbytes
         if problem is not None:
             report.problems.append(RowProblem(gname, dname, w.step, w.path, problem))
         done += w.nbytes
