@@ -161,7 +161,7 @@ class RemoteConstants:
     def to_json(self) -> dict[str, Any]:
         """The JSON object :meth:`from_json` reads (what a calibration stores)."""
         out: dict[str, Any] = {k: getattr(self, k) for k in SCALAR_KEYS}
-        out["T_read"] = [[b, s] for b, s in self.T_read]
+        out["T_read"] = [[int(b) if b.is_integer() else b, s] for b, s in self.T_read]
         return out
 
     def read(self, nbytes: Any) -> Any:
