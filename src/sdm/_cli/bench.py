@@ -287,11 +287,29 @@ def predict_cmd(
     catalog: CatalogOpt = None,
     hint: HintOpt = None,
     as_json: JsonOpt = False,
+    tier: Annotated[str, typer.Option("--tier", help="local (the fast tier's methods, per run) or archive "
+                                      "(the remote methods of one read from the object store).")] = "local",
+    view: Annotated[str | None, typer.Option("--view", help="Archive: the readers' view: block, block:2x2, "
+                                             "cyclic[:GRID], '(Block, *)', map:R (default: --dist).")] = None,
+    constants: Annotated[Path | None, typer.Option("--constants", metavar="FILE.json", help="Archive: the "
+                                                   "model's constants (default: the endpoint's calibration, "
+                                                   "else the paper's).")] = None,
+    endpoint: Annotated[str | None, typer.Option("--endpoint", metavar="s3://BUCKET/PREFIX", help="Archive: "
+                                                 "the endpoint whose calibration to use.")] = None,
 ) -> None:
-    """Predict the I/O time of a described run, per method and organization level."""
+    """Predict the I/O time of a described run, per method and organization level (--tier local), or of
+    one read from the archive per remote method, with the method the planner would choose (--tier archive)."""
     from ..planner.model import CostModel
     from ..planner.predict import Workload, predict
 
+    if tier == "archive":
+        _predict_archive(shape, dtype, ranks, view or dist, datasets, order, constants, endpoint, catalog, hint,
+                         as_json)
+        return
+    if tier != "local":
+        _fail(f"--tier {tier!r}: choose local or archive")
+    if view is not None or constants is not None or endpoint is not None:
+        _fail("--view, --constants and --endpoint describe archive reads: add --tier archive")
     target = (directory or config.default_root()).resolve()
     try:
         w = Workload(parse_shape(shape), dtype, dist, datasets, every, iterations, ranks, ghosts, reads,
@@ -325,6 +343,54 @@ def predict_cmd(
                       *(f"{r['total'][lv]:.4g}" for lv in (1, 2, 3)))
     con.print(table)
     con.print(Text(result["auto"]["write"], style="dim"))
+
+
+def _archive_constants(constants: Path | None, endpoint: str | None, catalog: str | None) -> tuple[Any, str]:
+    """The remote model's constants and where they come from (file, stored calibration, or the paper)."""
+    from ..planner.remote import SRB_HPSS_2003, RemoteConstants, archive_target
+
+    if constants is not None:
+        return RemoteConstants.load(constants), f"file {constants}"
+    if endpoint is not None:
+        target = archive_target(endpoint)
+        record = _latest(_catalog_url(catalog, config.default_root()), target)
+        if record is not None:
+            return (RemoteConstants.from_json(record["constants"]),
+                    f"calibration {record['id']} of {target} ({record['created_at']})")
+        return SRB_HPSS_2003, f"no calibration of {target}: the paper's constants SRB_HPSS_2003 " \
+            f"(run `sdm calibrate {endpoint}`)"
+    return SRB_HPSS_2003, "no --constants or --endpoint: the paper's constants SRB_HPSS_2003"
+
+
+def _predict_archive(shape: str, dtype: str, ranks: int, view: str, datasets: int, order: str,
+                     constants: Path | None, endpoint: str | None, catalog: str | None, hint: list[str] | None,
+                     as_json: bool) -> None:
+    """``sdm predict --tier archive``: every remote method's predicted time and the choice."""
+    from ..planner.remote import REMOTE_METHODS, RemoteWorkload, choose_remote
+
+    try:
+        consts, source = _archive_constants(constants, endpoint, catalog)
+        w = RemoteWorkload(parse_shape(shape), dtype, ranks, view, datasets, order)
+        choice = choose_remote(w, consts, _hints(hint))
+    except (ValueError, SDMError) as exc:
+        _fail(str(exc))
+    if as_json:
+        out = {"tier": "archive", "constants_source": source, "constants": consts.to_json(), **choice.to_json()}
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return
+    con = _console()
+    con.print(f"{datasets} dataset(s) of {w.nbytes} B ({shape} {dtype}) read from the archive by {ranks} ranks, "
+              f"view {view}" + (f", {choice.prediction.reads:g} reads" if choice.prediction.reads != 1 else ""))
+    con.print(Text(f"constants: {source}", style="yellow" if source.startswith("no ") else ""))
+    table = Table(title="predicted time of each remote method (seconds)", title_justify="left")
+    for col in ("method", "seconds", "requests", "bytes fetched", "offered"):
+        table.add_column(col, justify="left" if col in ("method", "offered") else "right")
+    for m in REMOTE_METHODS:
+        c = choice.prediction.costs[m]
+        table.add_row(m + (" *" if m == choice.method else ""), f"{c.seconds:.2f}", str(c.requests),
+                      str(c.fetched), "yes" if c.eligible else f"no: {c.why}")
+    con.print(table)
+    con.print(f"choice: {choice.reason}")
 
 
 # ---------------------------------------------------------------------- bench ncio
