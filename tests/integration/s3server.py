@@ -59,6 +59,7 @@ TOOLS = {  # binary name in TOOLS_BIN -> Go package@version
 GO_CANDIDATES = ("/usr/local/go/bin/go",)
 TMP_PREFIX = "sdm-s3-"
 REGION = "us-east-1"
+AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION")
 
 
 class S3ServerError(RuntimeError):
@@ -133,10 +134,10 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -
 
 
 def _kill(pid: int) -> None:
-    """SIGTERM, then SIGKILL after 5 s."""
+    """SIGTERM, then SIGKILL after 2 s (test data only: no need to wait for open connections)."""
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGTERM)
-    for _ in range(100):
+    for _ in range(40):
         if not _pid_alive(pid):
             return
         time.sleep(0.05)
