@@ -2,13 +2,16 @@
 
 :class:`ObjectStore` addresses ``s3://BUCKET/PREFIX``; every key is relative to PREFIX.
 
-Client: `obstore <https://developmental-seed.github.io/obstore/>`_ (Python bindings of the
-Rust ``object_store`` crate, also used by Apache Arrow/DataFusion).  On the versitygw test
-server it beat boto3 on every measured workload (``benchmarks/s3_clients.py``, results in
-``benchmarks/results/s3_clients.md``): concurrent ranged GETs of 4 KiB-1 MiB, multipart PUTs
-of 64-256 MiB and small PUTs, because requests, concurrency and buffers live in Rust
-(the GIL is released for the whole call, responses are not copied through Python
-objects) where boto3 spends most of a small request in Python.  boto3 remains an optional
+Client: `obstore <https://developmentseed.org/obstore/>`_ (Python bindings of the
+Rust ``object_store`` crate, also used by Apache Arrow/DataFusion), chosen over boto3 by
+``benchmarks/s3_clients.py`` on the versitygw test server (results in
+``benchmarks/results/s3_clients.md``; medians of 5 interleaved rounds, 10 requests in
+flight): 3.0x boto3's rate for concurrent ranged GETs of 4 KiB, 3.2x at 64 KiB, 2.3x at
+1 MiB (2136 / 2280 / 1379 against 708 / 723 / 592 requests/s), 2.4x for small PUTs one
+after the other (1477 against 604 per second), and equal within noise for multipart PUTs
+of 64-256 MiB (237-258 against 217-253 MB/s, bound by the server's disk).  Requests,
+concurrency and buffers live in Rust with the GIL released for the whole call, where
+boto3 spends most of a small request in Python.  boto3 remains an optional
 extra (``pip install sdm[bench]``) for that comparison only.
 
 Endpoint: the ``endpoint=`` argument, else ``$SDM_S3_ENDPOINT``, ``$AWS_ENDPOINT_URL_S3``,
