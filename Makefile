@@ -24,7 +24,7 @@ ifdef CI
 export PIP_PROGRESS_BAR := off
 endif
 
-.PHONY: help venv postgres demo test bench clean
+.PHONY: help venv postgres tools demo test bench clean
 
 help:
 	@echo "make venv      create .venv (Python >= 3.11) and pip install -e '.[test,bench]'"
@@ -32,6 +32,7 @@ help:
 	@echo "make test      mypy src, unit + integration tests (real PostgreSQL), then tests/mpi on $(MPI_NPS) ranks"
 	@echo "make bench     run every benchmark (BENCHMARKS=... on NP=$(NP) ranks, SERIAL_BENCHMARKS=...); results in benchmarks/results"
 	@echo "make postgres  make sure the PostgreSQL server binaries for the tests are installed"
+	@echo "make tools     build versitygw (S3 server) and toxiproxy into .tools/bin for the tests (needs Go)"
 	@echo "make clean     remove .venv, test results, demo data and build leftovers"
 
 # ---------------------------------------------------------------------------- environment
@@ -57,6 +58,11 @@ $(VENV)/.installed: pyproject.toml
 # start their own server on a free 127.0.0.1 port (tests/integration/pgserver.py).
 postgres:
 	@$(PYTHON) tests/integration/pgserver.py install
+
+# Builds versitygw and toxiproxy with `go install` (GOBIN=.tools/bin) only if missing; the
+# tests start them on free 127.0.0.1 ports (tests/integration/s3server.py).
+tools:
+	@$(PYTHON) tests/integration/s3server.py install
 
 # ---------------------------------------------------------------------------- running
 
@@ -89,7 +95,7 @@ run_part = echo "======== $(1): $(2)"; \
 	{ $(2); } </dev/null 2>&1 | tee $(RESULTS)/$(1).log; \
 	echo $${PIPESTATUS[0]} > $(RESULTS)/$(1).rc
 
-test: venv postgres
+test: venv postgres tools
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
 	@$(call run_part,mypy,timeout -k 30 600 $(PY) -m mypy)
 	@$(call run_part,pytest,timeout -k 30 $(PYTEST_TIMEOUT) $(PY) -m pytest $(PYTEST_DIRS) -q -p no:cacheprovider)
@@ -102,5 +108,5 @@ test: venv postgres
 
 clean:
 	-@[ -f .pg/server.json ] && $(PYTHON) tests/integration/pgserver.py stop || true
-	rm -rf $(VENV) $(RESULTS) demo-data build .pg .mypy_cache src/*.egg-info
+	rm -rf $(VENV) $(RESULTS) demo-data build .pg .tools .mypy_cache src/*.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
