@@ -1,0 +1,306 @@
+"""Migrate, stage and purge: a run's data files between the fast tier and the archive tier.
+
+The paper's section 4.6 (SRB's migration, stage and purge of HPSS files) in the form of
+today's storage tiering (iRODS): the fast tier is the file system under the run's root,
+the archive tier an object store (:class:`sdm.storage.backends.objectstore.ObjectStore`,
+the object of a file is named by its path relative to the root).  Every copy is recorded
+in the catalog (:mod:`sdm.catalog.tiers`), so "where are the bytes" has one answer, and
+every operation is logged there (who, when, what, bytes, seconds, outcome).
+
+Rules that keep the data:
+
+* **A copy counts only once verified.** :func:`migrate` first checks the fast copy's
+  bytes against every row's checksum (a damaged file is never archived), records the
+  archive copy as ``copying``, uploads, then reads the object's digest back and compares
+  it with the fast copy's, recorded in the catalog; only then is the archive copy
+  ``verified``.  :func:`stage` does the same the other way (download to a temporary name,
+  check every row, rename).
+* **Purge needs a verified copy elsewhere.** :func:`purge` of a tier is refused, for
+  every file of the run and before anything is removed, unless each file has a verified
+  copy on another tier.  The catalog forgets the copy before its bytes are removed, so
+  a crash leaves at worst bytes nobody points to, never a row without bytes.
+* **Idempotent.** A copy already verified is skipped; one left ``copying`` by a crash is
+  made again; a purge interrupted between the catalog and the removal finishes the
+  removal when run again.
+
+All three hold the run's marker exclusively (:func:`sdm.storage.runs.exclusive`), so
+they never run while a session writes the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..catalog import tiers as rows
+from ..errors import IntegrityError, RunStateError, StorageError
+from . import runs
+from .naming import inside
+
+if TYPE_CHECKING:
+    from ..catalog import Catalog
+
+__all__ = ["TierReport", "migrate", "stage", "purge", "digest_file"]
+
+#: ``progress(bytes done, bytes in all)``.
+Progress = Callable[[int, int], None]
+
+_CHUNK = 8 << 20  # bytes read at a time for a digest
+DIGEST = "sha256"
+
+
+@dataclass
+class TierReport:
+    """What one operation on one run did.
+
+    Attributes
+    ----------
+    run_id : int
+    operation : str
+        ``migrate``, ``stage`` or ``purge``.
+    files : int
+        Files copied (migrate, stage) or removed (purge).
+    nbytes : int
+        Their bytes.
+    skipped : int
+        Files already done (a rerun).
+    seconds : float
+    """
+
+    run_id: int
+    operation: str
+    files: int = 0
+    nbytes: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def digest_file(path: Path) -> str:
+    """``"sha256:<hex>"`` of a whole file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(_CHUNK), b""):
+            h.update(block)
+    return f"{DIGEST}:{h.hexdigest()}"
+
+
+def _digest_object(store: Any, key: str, size: int) -> str:
+    """``"sha256:<hex>"`` of an object, read back in ranges."""
+    h = hashlib.sha256()
+    for offset in range(0, size, _CHUNK):
+        h.update(store.get_range(key, offset, min(_CHUNK, size - offset)))
+    return f"{DIGEST}:{h.hexdigest()}"
+
+
+def _check_rows(cat: "Catalog", run_id: int, path: str, local: Path) -> None:
+    """Every committed row of *path* whole in *local*; else an IntegrityError naming the rows."""
+    from ..maintenance import row_problem
+
+    rec = cat.run(run_id, steps=False)
+    dtypes = {(g.name, d.name): d.dtype for g in rec.groups for d in g.datasets}
+    bad = []
+    for gname, dname, w in cat.writes(run_id, paths=[path]):
+        problem = row_problem(local, w, dtypes[(gname, dname)])
+        if problem is not None:
+            bad.append(f"{gname}/{dname} step {w.step}: {problem}")
+    if bad:
+        raise IntegrityError(f"{local} does not hold what run {run_id}'s catalog says: {'; '.join(bad[:5])}"
+                             + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""))
+
+
+def _run(cat: "Catalog", run_id: int) -> tuple[Path, str]:
+    rec = cat.run(run_id, steps=False)
+    return Path(rec.root), rec.dir or runs.legacy_run_dir(rec.application, rec.id)
+
+
+def _logged(cat: "Catalog", run_id: int, operation: str, tier: str,
+            work: Callable[[TierReport], None]) -> TierReport:
+    """Run *work* holding the run exclusively, logged in the catalog as one operation."""
+    root, rel_dir = _run(cat, run_id)
+    report = TierReport(run_id, operation)
+    with runs.exclusive(root, rel_dir, run_id, operation):
+        op = rows.start_operation(cat, run_id, operation, tier)
+        t0 = time.perf_counter()
+        try:
+            work(report)
+        except BaseException as exc:
+            report.seconds = time.perf_counter() - t0
+            rows.finish_operation(cat, op, files=report.files, nbytes=report.nbytes, seconds=report.seconds,
+                                  outcome="failed", detail=f"{type(exc).__name__}: {exc}")
+            raise
+        report.seconds = time.perf_counter() - t0
+        rows.finish_operation(cat, op, files=report.files, nbytes=report.nbytes, seconds=report.seconds, outcome="ok",
+                              detail="; ".join(report.notes) or None)
+    return report
+
+
+def _find(copies: list[rows.Copy], tier: str) -> rows.Copy | None:
+    return next((c for c in copies if c.tier == tier), None)
+
+
+def migrate(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None = None) -> TierReport:
+    """Copy every data file of a run to the archive tier and verify each copy.
+
+    Raises
+    ------
+    RunStateError
+        A live session writes the run, or a file has no fast copy to migrate from.
+    IntegrityError
+        A fast copy does not match the catalog's checksums, or an object differs from its
+        file after the upload (the archive copy then stays unverified; a rerun retries it).
+    StorageError
+        The object store failed (after its retries).
+    """
+    root, _ = _run(cat, run_id)
+
+    def work(report: TierReport) -> None:
+        todo = rows.copies(cat, run_id)
+        total = sum(c[0].size for c in todo.values())
+        done = 0
+        for path, found in todo.items():
+            archive, fast = _find(found, rows.ARCHIVE), _find(found, rows.FAST)
+            size = (fast or found[0]).size
+            if archive is not None and archive.verified:
+                report.skipped += 1
+            elif fast is None or not fast.verified:
+                raise RunStateError(f"{path} of run {run_id} has no verified copy on the fast tier to migrate "
+                                    f"from; `sdm stage {run_id}` first")
+            else:
+                local = inside(root, Path(path))
+                _check_rows(cat, run_id, path, local)
+                size = local.stat().st_size
+                digest = digest_file(local)
+                rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size, checksum=digest,
+                              state="verified", verified_at=_now())
+                rows.put_copy(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size)
+                store.put_file(path, local)
+                remote = _digest_object(store, path, size)
+                if remote != digest:
+                    raise IntegrityError(f"the archive copy {store.location(path)} of {path} differs from the file "
+                                         f"after its upload ({remote} vs {digest}); it stays unverified")
+                rows.put_copy(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size,
+                              checksum=digest, state="verified", verified_at=_now())
+                report.files += 1
+                report.nbytes += size
+            done += size
+            if progress is not None:
+                progress(done, total)
+
+    return _logged(cat, run_id, "migrate", rows.ARCHIVE, work)
+
+
+def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None = None) -> TierReport:
+    """Bring back to the fast tier every file of a run that only the archive holds, and verify it.
+
+    Raises
+    ------
+    IntegrityError
+        A downloaded file differs from its archive copy's digest or the catalog's checksums
+        (it is not put in place).
+    StorageError
+        The object store or the file system failed.
+    """
+    root, _ = _run(cat, run_id)
+
+    def work(report: TierReport) -> None:
+        todo = rows.copies(cat, run_id)
+        total = sum(c[0].size for c in todo.values())
+        done = 0
+        for path, found in todo.items():
+            archive, fast = _find(found, rows.ARCHIVE), _find(found, rows.FAST)
+            size = (archive or found[0]).size
+            if fast is not None and fast.verified:
+                report.skipped += 1
+            elif archive is None or not archive.verified:
+                raise RunStateError(f"{path} of run {run_id} has no verified copy on any tier")
+            else:
+                local = inside(root, Path(path))
+                rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size)
+                part = local.with_name(local.name + ".staging")
+                local.parent.mkdir(parents=True, exist_ok=True)
+                store.get_file(path, part)
+                if digest_file(part) != archive.checksum:
+                    part.unlink()
+                    raise IntegrityError(f"{archive.location} does not match its recorded digest {archive.checksum}; "
+                                         "it was changed or damaged in the object store")
+                _check_rows(cat, run_id, path, part)
+                _sync(part)
+                os.replace(part, local)
+                _sync(local.parent)
+                rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size, checksum=archive.checksum,
+                              state="verified", verified_at=_now())
+                report.files += 1
+                report.nbytes += size
+            done += size
+            if progress is not None:
+                progress(done, total)
+
+    return _logged(cat, run_id, "stage", rows.FAST, work)
+
+
+def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
+          progress: Progress | None = None) -> TierReport:
+    """Remove a run's copies from *tier*, refused unless every file has a verified copy on another tier.
+
+    Raises
+    ------
+    RunStateError
+        Some file has no verified copy elsewhere (nothing is removed), or a session writes the run.
+    StorageError
+        A copy cannot be removed (the catalog has forgotten it already: a rerun removes it).
+    """
+    root, _ = _run(cat, run_id)
+    other = rows.ARCHIVE if tier == rows.FAST else rows.FAST
+    if tier == rows.ARCHIVE and store is None:
+        raise StorageError("purging the archive tier needs its object store")
+
+    def work(report: TierReport) -> None:
+        todo = rows.copies(cat, run_id)
+        unsafe = [path for path, found in todo.items()
+                  if not (c := _find(found, other)) or not c.verified]
+        if unsafe:
+            raise RunStateError(
+                f"purge of run {run_id} from the {tier} tier refused: {len(unsafe)} of its files have no verified copy "
+                f"on the {other} tier ({', '.join(unsafe[:3])}{', ...' if len(unsafe) > 3 else ''}); "
+                f"`sdm {'migrate' if tier == rows.FAST else 'stage'} {run_id}` first")
+        total = sum(c[0].size for c in todo.values())
+        done = 0
+        for path, found in todo.items():
+            mine = _find(found, tier)
+            size = (mine or found[0]).size
+            if mine is not None:
+                rows.drop_copy(cat, run_id, path, tier)  # forgotten first: never a row without bytes
+                report.files += 1
+                report.nbytes += size
+            if tier == rows.FAST:
+                inside(root, Path(path)).unlink(missing_ok=True)
+                inside(root, Path(path + ".staging")).unlink(missing_ok=True)
+            elif mine is not None or store.head(path) is not None:
+                store.delete(path)
+            if mine is None:
+                report.skipped += 1
+            done += size
+            if progress is not None:
+                progress(done, total)
+
+    return _logged(cat, run_id, "purge", tier, work)
+
+
+def _sync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise StorageError(f"cannot sync {path}: {exc.strerror}", exc.errno) from None
+    finally:
+        os.close(fd)
