@@ -86,9 +86,38 @@ def find(catalog: str | None = None, application: str | None = None, **kwargs: A
         cat.close()
 
 
+def migrate(runs: Any = None, *, to: str, **kwargs: Any) -> list[Any]:
+    """Copy runs to the archive tier ``to="s3://BUCKET/PREFIX"`` and verify every copy (``sdm migrate``).
+
+    ``runs`` are run ids, or select with ``where=["key=value", ...]`` and ``application=``;
+    ``endpoint=``, ``catalog=`` and ``progress=`` as for :func:`sdm.storage.tiers.run`, which
+    documents the rules. Returns one :class:`~sdm.storage.tiers.TierReport` per run.
+    """
+    from .storage import tiers
+
+    return tiers.run("migrate", runs, to=to, **kwargs)
+
+
+def stage(runs: Any = None, **kwargs: Any) -> list[Any]:
+    """Bring runs back from the archive tier to the fast tier, verified (``sdm stage``); as :func:`migrate`."""
+    from .storage import tiers
+
+    return tiers.run("stage", runs, **kwargs)
+
+
+def purge(runs: Any = None, *, tier: str = "fast", **kwargs: Any) -> list[Any]:
+    """Remove runs' copies from *tier*, refused unless a verified copy exists elsewhere (``sdm purge``)."""
+    from .storage import tiers
+
+    return tiers.run("purge", runs, tier=tier, **kwargs)
+
+
 __all__ = [
     "open",
     "find",
+    "migrate",
+    "stage",
+    "purge",
     "Session",
     "Group",
     "Dataset",

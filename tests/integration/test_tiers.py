@@ -10,6 +10,11 @@ damaged object) name what is wrong and change nothing.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -184,3 +189,133 @@ def test_purge_of_the_archive_keeps_the_files(run, store: ObjectStore) -> None:
         assert files_of(root) == original
     finally:
         cat.close()
+
+
+# ------------------------------------------------------------------------------------- the CLI
+
+def cli(*args: str):
+    from typer.testing import CliRunner
+
+    from sdm._cli.main import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+
+
+def test_the_commands_select_runs_by_id_or_attributes(tmp_path: Path, store: ObjectStore) -> None:
+    root, url = tmp_path / "root", f"sqlite:///{tmp_path}/c.db"
+    with sdm.open("tiers", root=str(root), catalog=url, attributes={"case": "a"}) as s:
+        s.make_group("g", ["x"], dtype="<i4", shape=(10,)).write("x", 0, np.arange(10, dtype="<i4"))
+        first = s.run_id
+    second = write_run(root, url)
+    where = ["--catalog", url, "--endpoint", store.endpoint or ""]
+    got = cli("migrate", "case=a", "--to", store.url, *where, "--json")
+    assert got.exit_code == 0, got.output
+    (report,) = json.loads(got.output)["runs"]
+    assert (report["run_id"], report["operation"], report["files"]) == (first, "migrate", 1)
+    (size,) = [p.stat().st_size for p in root.rglob("g.sdm")]  # 40 B of data and the file's trailer
+    got = cli("purge", "case=a", *where)
+    assert got.exit_code == 0, got.output
+    assert got.output.startswith(f"run {first}: purge of 1 files ({size} B) in ")
+    cat = Catalog(url)
+    try:
+        assert {c.tier for found in rows.copies(cat, first).values() for c in found} == {"archive"}
+        assert all(c[0].implicit for c in rows.copies(cat, second).values())  # the other run untouched
+    finally:
+        cat.close()
+    assert cli("stage", str(first), *where).exit_code == 0
+    with sdm.open("tiers", "r", root=str(root), catalog=url, run=first) as s:
+        np.testing.assert_array_equal(s.group("g").read("x", 0, verify=True), np.arange(10, dtype="<i4"))
+    for args, message in (
+        (["migrate", str(first), *where], "error: migrate needs the archive to copy to: to='s3://BUCKET/PREFIX'"),
+        (["migrate", "--to", store.url, *where],
+         "error: name runs by id, or select them with KEY=VALUE conditions and/or an application"),
+        (["purge", str(second), *where],
+         f"error: purge of run {second} from the fast tier refused: 4 of its files have no verified copy on the archive "
+         f"tier ("),
+    ):
+        got = cli(*args)
+        assert got.exit_code == 1 and " ".join(got.output.split()).startswith(message), got.output
+
+
+# ------------------------------------------------------------------------------------- kill -9
+
+_JOB = """
+import sys, sdm
+op, url, run, to, endpoint = sys.argv[1:6]
+if op == "migrate":
+    sdm.migrate([int(run)], to=to, endpoint=endpoint, catalog=url)
+else:
+    sdm.purge([int(run)], tier="fast", endpoint=endpoint, catalog=url)
+"""
+
+
+def _start(op: str, url: str, run_id: int, store: ObjectStore) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    return subprocess.Popen([sys.executable, "-c", _JOB, op, url, str(run_id), store.url, store.endpoint or ""],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _done(cat: Catalog, run_id: int, op: str) -> int:
+    """Files the operation has finished: archive copies verified (migrate) or fast copies gone (purge)."""
+    found = rows.copies(cat, run_id).values()
+    if op == "migrate":
+        return sum(1 for f in found for c in f if c.tier == "archive" and c.verified)
+    return sum(1 for f in found if not any(c.tier == "fast" for c in f))
+
+
+def _kill_midway(op: str, url: str, run_id: int, store: ObjectStore, cat: Catalog, files: int) -> None:
+    """Start *op* and SIGKILL it as soon as it has finished one more file (well before the last)."""
+    before = _done(cat, run_id, op)
+    assert before < files - 10, "too little work left to be interrupted"
+    proc = _start(op, url, run_id, store)
+    deadline = time.monotonic() + 120
+    while _done(cat, run_id, op) <= before:
+        assert proc.poll() is None, f"{op} ended before it was killed: {proc.stderr.read()[-2000:]}"  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, f"{op} made no progress in 120 s"
+        time.sleep(0.002)
+    proc.kill()
+    proc.wait()
+    proc.stderr.close()  # type: ignore[union-attr]
+
+
+def _every_row_readable_somewhere(cat: Catalog, run_id: int, root: Path, store: ObjectStore,
+                                  original: dict[str, bytes]) -> None:
+    """No row without bytes: a file the catalog says is on the fast tier is there and whole; one only on the
+    archive has a verified object equal to the original bytes."""
+    for path, found in rows.copies(cat, run_id).items():
+        fast = next((c for c in found if c.tier == "fast"), None)
+        archive = next((c for c in found if c.tier == "archive" and c.verified), None)
+        assert fast is not None or archive is not None, f"{path}: no copy left"
+        if fast is not None:
+            assert (root / path).read_bytes() == original[path], path
+        if archive is not None:
+            assert store.get(path) == original[path], path
+
+
+@pytest.mark.timeout(300)
+def test_kill_during_migrate_and_purge_loses_nothing_and_a_rerun_completes(tmp_path: Path, store: ObjectStore) -> None:
+    root, url = tmp_path / "root", f"sqlite:///{tmp_path}/c.db"
+    with sdm.open("tiers", root=str(root), catalog=url) as s:
+        g = s.make_group("snap", ["Q"], dtype="<f8", shape=(64, 64), level=1)
+        for step in range(120):
+            g.write("Q", step, np.full((64, 64), float(step)))
+        run_id = s.run_id
+    original = files_of(root)
+    cat = Catalog(url)
+    try:
+        for op in ("migrate", "purge"):
+            for _ in range(3):
+                _kill_midway(op, url, run_id, store, cat, len(original))
+                _every_row_readable_somewhere(cat, run_id, root, store, original)
+            proc = _start(op, url, run_id, store)  # the rerun completes
+            assert proc.wait(timeout=120) == 0, proc.stderr.read()  # type: ignore[union-attr]
+            proc.stderr.close()  # type: ignore[union-attr]
+            _every_row_readable_somewhere(cat, run_id, root, store, original)
+        assert files_of(root) == {}
+        assert all([c.tier for c in found] == ["archive"] for found in rows.copies(cat, run_id).values())
+        log = [(o.operation, o.outcome) for o in rows.operations(cat, run_id)]
+        assert log == [("migrate", None)] * 3 + [("migrate", "ok")] + [("purge", None)] * 3 + [("purge", "ok")]
+        tiers.stage(cat, run_id, store)
+    finally:
+        cat.close()
+    assert files_of(root) == original

@@ -545,6 +545,10 @@ from .maintenance import register as _register_maintenance_commands  # noqa: E40
 
 _register_maintenance_commands(app)
 
+from .tiers import register as _register_tier_commands  # noqa: E402 - migrate, stage, purge
+
+_register_tier_commands(app)
+
 
 def _guard(typer_app: typer.Typer) -> None:
     """Every command, also those registered elsewhere, prints one-line errors and no traceback."""

@@ -38,14 +38,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..catalog import tiers as rows
-from ..errors import IntegrityError, RunStateError, StorageError
+from ..errors import IntegrityError, InvalidArgumentError, RunStateError, StorageError
 from . import runs
 from .naming import inside
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
 
-__all__ = ["TierReport", "migrate", "stage", "purge", "digest_file"]
+__all__ = ["TierReport", "migrate", "stage", "purge", "digest_file", "select_runs", "archive_store", "run"]
 
 #: ``progress(bytes done, bytes in all)``.
 Progress = Callable[[int, int], None]
@@ -224,6 +224,9 @@ def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None 
             elif archive is None or not archive.verified:
                 raise RunStateError(f"{path} of run {run_id} has no verified copy on any tier")
             else:
+                if store is None:
+                    raise StorageError(f"{path} of run {run_id}: no object store could be opened for its archive "
+                                       f"copy {archive.location}")
                 local = inside(root, Path(path))
                 rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size)
                 part = local.with_name(local.name + ".staging")
@@ -261,8 +264,6 @@ def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
     """
     root, _ = _run(cat, run_id)
     other = rows.ARCHIVE if tier == rows.FAST else rows.FAST
-    if tier == rows.ARCHIVE and store is None:
-        raise StorageError("purging the archive tier needs its object store")
 
     def work(report: TierReport) -> None:
         todo = rows.copies(cat, run_id)
@@ -285,7 +286,7 @@ def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
             if tier == rows.FAST:
                 inside(root, Path(path)).unlink(missing_ok=True)
                 inside(root, Path(path + ".staging")).unlink(missing_ok=True)
-            elif mine is not None or store.head(path) is not None:
+            elif store is not None and (mine is not None or store.head(path) is not None):
                 store.delete(path)
             if mine is None:
                 report.skipped += 1
@@ -304,3 +305,95 @@ def _sync(path: Path) -> None:
         raise StorageError(f"cannot sync {path}: {exc.strerror}", exc.errno) from None
     finally:
         os.close(fd)
+
+
+# --------------------------------------------------------------------------- selection and the API
+
+def select_runs(cat: "Catalog", runs: Any = None, *, application: str | None = None,
+                where: Any = None) -> list[int]:
+    """Run ids named (*runs*) or found by attribute conditions (``"key=value"``, ``"nx>=64"``) and application.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Neither runs nor a selection, or both.
+    """
+    from ..catalog import parse_condition
+
+    if runs and (where or application):
+        raise InvalidArgumentError("name runs by id or select them with conditions, not both")
+    if runs:
+        return [int(r) for r in runs]
+    if not where and application is None:
+        raise InvalidArgumentError("name runs by id, or select them with KEY=VALUE conditions and/or an application")
+    conds = [parse_condition(c) if isinstance(c, str) else c for c in where or ()]
+    return [r.id for r in cat.find(application=application, conditions=conds, steps=False)]
+
+
+def archive_store(cat: "Catalog", run_id: int, endpoint: str | None = None) -> Any:
+    """The object store a run's archive copies are in (from their recorded location), or None if it has none."""
+    from .backends.objectstore import ObjectStore
+
+    for path, found in rows.copies(cat, run_id).items():
+        archive = _find(found, rows.ARCHIVE)
+        if archive is not None and archive.location.endswith("/" + path):
+            return ObjectStore(archive.location[: -len(path) - 1], endpoint=endpoint)
+    return None
+
+
+def run(operation: str, runs: Any = None, *, where: Any = None, application: str | None = None,
+        to: str | None = None, tier: str = "fast", endpoint: str | None = None, catalog: str | None = None,
+        progress: Callable[[int, int, str], None] | None = None) -> list[TierReport]:
+    """``sdm migrate``, ``sdm stage`` and ``sdm purge`` of every selected run (see :func:`select_runs`).
+
+    Parameters
+    ----------
+    operation : {"migrate", "stage", "purge"}
+    runs, where, application
+        The runs: ids, or conditions such as ``["case=c3", "nx>=64"]`` and an application.
+    to : str
+        ``migrate``: the archive, ``s3://BUCKET/PREFIX``.
+    tier : {"fast", "archive"}
+        ``purge``: the tier to remove copies from.
+    endpoint : str, optional
+        The object store's server (default: ``$SDM_S3_ENDPOINT`` or ``$AWS_ENDPOINT_URL``).
+    catalog : str, optional
+        Catalog URL (default: ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT``).
+    progress : callable, optional
+        ``progress(bytes done, bytes in all, what)`` as the work proceeds.
+
+    Returns
+    -------
+    list of TierReport
+        One per run, in order; the first failure stops and is raised (earlier runs stay done).
+    """
+    from .. import config
+    from ..catalog import Catalog
+    from .backends.objectstore import ObjectStore
+
+    if operation not in ("migrate", "stage", "purge"):
+        raise InvalidArgumentError(f"tier operation must be migrate, stage or purge, got {operation!r}")
+    if operation == "migrate" and not to:
+        raise InvalidArgumentError("migrate needs the archive to copy to: to='s3://BUCKET/PREFIX'")
+    target = ObjectStore(to, endpoint=endpoint) if operation == "migrate" and to else None
+    if target is not None:
+        target.ensure_bucket()
+    cat = Catalog(catalog or config.default_catalog_url(), create=False)
+    try:
+        reports = []
+        for run_id in select_runs(cat, runs, application=application, where=where):
+            def report(done: int, total: int, _what: str = f"{operation} run {run_id}") -> None:
+                if progress is not None:
+                    progress(done, total, _what)
+
+            if operation == "migrate":
+                reports.append(migrate(cat, run_id, target, progress=report))
+            elif operation == "stage":
+                reports.append(stage(cat, run_id, archive_store(cat, run_id, endpoint), progress=report))
+            else:
+                store = archive_store(cat, run_id, endpoint) if tier == rows.ARCHIVE else None
+                reports.append(purge(cat, run_id, tier, store, progress=report))
+        return reports
+    finally:
+        cat.close()
+
