@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ import pytest
 import sdm
 from sdm.catalog import Catalog
 from sdm.catalog import tiers as rows
-from sdm.errors import IntegrityError, RunStateError
+from sdm.errors import IntegrityError, RunStateError, StorageError
 from sdm.storage import tiers
 from sdm.storage.backends.objectstore import ObjectStore
 
@@ -319,3 +320,42 @@ def test_kill_during_migrate_and_purge_loses_nothing_and_a_rerun_completes(tmp_p
     finally:
         cat.close()
     assert files_of(root) == original
+
+
+# ------------------------------------------------------------------------------------- faults
+
+@pytest.mark.parametrize("kind, cause", [("reset_peer", "connection reset by the server"), ("timeout", "timed out")])
+def test_a_faulty_connection_fails_migrate_and_stage_clearly_and_loses_nothing(
+        kind: str, cause: str, run, store: ObjectStore, toxiproxy) -> None:
+    root, url, run_id = run
+    original = files_of(root)
+    proxied = ObjectStore(store.url, endpoint=toxiproxy.endpoint, timeout=1.0, connect_timeout=1.0, retry_time=2.0,
+                          backoff=0.05, max_backoff=0.5)
+    failing = re.compile(rf"^(PUT|GET) {re.escape(store.url)}/\S+ failed after \d+ attempts in [\d.]+ s: {cause}$")
+    cat = Catalog(url)
+    try:
+        with toxiproxy.toxic(kind, timeout=0):
+            start = time.monotonic()
+            with pytest.raises(StorageError) as err:
+                tiers.migrate(cat, run_id, proxied)
+            assert failing.match(str(err.value)), str(err.value)
+            assert time.monotonic() - start < proxied.retry_time + proxied.timeout + 3  # retried, then gave up
+        assert files_of(root) == original  # nothing lost
+        assert not any(c.tier == "archive" and c.verified for f in rows.copies(cat, run_id).values() for c in f)
+        (failed,) = rows.operations(cat, run_id)
+        assert (failed.operation, failed.outcome) == ("migrate", "failed") and failed.detail.startswith("StorageError: ")
+        with pytest.raises(RunStateError):  # an unverified archive copy never lets the fast one go
+            tiers.purge(cat, run_id, "fast")
+        tiers.migrate(cat, run_id, proxied)  # the fault gone, a rerun completes
+        tiers.purge(cat, run_id, "fast")
+        with toxiproxy.toxic(kind, timeout=0):
+            with pytest.raises(StorageError) as err:
+                tiers.stage(cat, run_id, proxied)
+            assert failing.match(str(err.value)), str(err.value)
+        assert files_of(root) == {} and not list(root.rglob("*.part")) and not list(root.rglob("*.staging"))
+        assert all(c.verified for f in rows.copies(cat, run_id).values() for c in f if c.tier == "archive")
+        tiers.stage(cat, run_id, proxied)
+    finally:
+        cat.close()
+    assert files_of(root) == original
+    assert read_all(root, url, run_id) == 9
