@@ -74,6 +74,7 @@ class VerifyReport:
     checksums_checked: int = 0
     problems: list[RowProblem] = field(default_factory=list)
     unreferenced: list[Unreferenced] = field(default_factory=list)
+    archived_rows: int = 0  #: rows whose file is on the archive tier only (checked when it was migrated)
 
     @property
     def ok(self) -> bool:
@@ -176,8 +177,12 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
     total = sum(w.nbytes for _, _, w in rows)
     done = 0
     referenced: dict[str, list[tuple[int, int]]] = {}
+    archived = _archived_only(catalog, rec.id)
     for gname, dname, w in rows:
         report.rows += 1
+        if w.path in archived:  # on the archive tier only: verified when it was copied there
+            report.archived_rows += 1
+            continue
         referenced.setdefault(w.path, []).append((w.offset, w.offset + w.nbytes))
         checked = checksums and bool(w.checksum) and w.checksum_algo != "none"
         problem = row_problem(inside(root, Path(w.path)), w, dtypes[(gname, dname)], checksums=checked)
@@ -191,6 +196,14 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
             progress(done, total)
     report.unreferenced = _unreferenced(root, rel_dir, referenced, [f.path for f in catalog.files(rec.id)])
     return report
+
+
+def _archived_only(catalog: Catalog, run_id: int) -> set[str]:
+    """Files of a run with a verified archive copy and none on the fast tier (purged: ``sdm stage`` brings them back)."""
+    from .catalog import tiers
+
+    return {path for path, found in tiers.copies(catalog, run_id).items()
+            if not any(c.tier == tiers.FAST for c in found) and any(c.verified for c in found)}
 
 
 def _unreferenced(root: Path, rel_dir: str, referenced: dict[str, list[tuple[int, int]]],

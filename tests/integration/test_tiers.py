@@ -27,6 +27,7 @@ import sdm
 from sdm.catalog import Catalog
 from sdm.catalog import tiers as rows
 from sdm.errors import IntegrityError, RunStateError, StorageError
+from sdm.maintenance import verify_run
 from sdm.storage import tiers
 from sdm.storage.backends.objectstore import ObjectStore
 
@@ -98,6 +99,8 @@ def test_migrate_purge_stage_round_trip(run, store: ObjectStore) -> None:
         purged = tiers.purge(cat, run_id, "fast")
         assert (purged.files, purged.nbytes) == (len(original), sum(map(len, original.values())))
         assert files_of(root) == {}
+        checked = verify_run(cat, run_id)  # purged rows are archived, not missing
+        assert (checked.ok, checked.rows, checked.archived_rows, checked.unreferenced) == (True, 9, 9, [])
         assert {c.tier for found in rows.copies(cat, run_id).values() for c in found} == {"archive"}
 
         staged = tiers.stage(cat, run_id, store)

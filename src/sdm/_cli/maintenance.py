@@ -111,6 +111,7 @@ def _verify(
                 "bytes_checked": r.bytes_checked, "ok": r.ok,
                 "problems": [vars(p) for p in r.problems],
                 "unreferenced": [vars(u) for u in r.unreferenced], "unreferenced_bytes": r.unreferenced_bytes,
+                "archived_rows": r.archived_rows,
             } for r in reports]
         _emit_json(out)
     else:
@@ -120,6 +121,8 @@ def _verify(
                 f"run {r.run_id} ({r.state}): {r.rows} rows, {r.checksums_checked} checksums over "
                 f"{_size(r.bytes_checked)}: {verdict}; {_size(r.unreferenced_bytes)} unreferenced in "
                 f"{len(r.unreferenced)} places" + (f" (`sdm gc {r.run_id}` reclaims them)" if r.unreferenced else "")
+                + (f"; {r.archived_rows} rows on the archive tier only (`sdm stage {r.run_id}` brings them back)"
+                   if r.archived_rows else "")
             )
             if r.problems:
                 table = _table("damaged rows", "group", "dataset", "step", "file", "problem")
