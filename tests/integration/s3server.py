@@ -363,16 +363,42 @@ class Proxy:
 # --------------------------------------------------------------------------- CLI
 
 
+def serve(envfile: Path) -> int:
+    """Run an S3 server until interrupted (Ctrl-C or SIGTERM's default action), for demos and by hand.
+
+    The clients' variables go to *envfile* (readable by its owner only), never to the terminal.
+    """
+    with S3Server() as server:
+        envfile.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(envfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.writelines(f"export {k}='{v}'\n" for k, v in server.env().items())
+        print(f"s3server: versitygw at {server.endpoint} (data in {server.root}, removed at exit); "
+              f"`. {envfile}` sets the AWS variables", flush=True)
+        try:
+            assert server.proc is not None
+            server.proc.wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            envfile.unlink(missing_ok=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["install", "watch"],
+    parser.add_argument("command", choices=["install", "serve", "watch"],
                         help="install: build versitygw and toxiproxy into .tools/bin if missing; "
+                             "serve [ENVFILE]: run a versitygw on 127.0.0.1 until interrupted, its AWS variables "
+                             "written to ENVFILE (default .tools/s3.env, mode 600) for `. ENVFILE`; "
                              "watch OWNER WORKDIR PID: kill PID once OWNER is gone (started by start())")
     parser.add_argument("watched", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.command == "watch":
         watch(int(args.watched[0]), Path(args.watched[1]), int(args.watched[2]))
         return 0
+    if args.command == "serve":
+        return serve(Path(args.watched[0]) if args.watched else TOOLS_BIN.parent / "s3.env")
     try:
         paths = install_tools()
     except S3ServerError as exc:
