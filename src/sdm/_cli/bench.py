@@ -9,6 +9,7 @@ runs, so ``sdm ls`` and friends stay MPI-free.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -210,14 +211,21 @@ def run_calibration(comm: Any, directory: Path, *, quick: bool, repeats: int | N
 
 
 def calibrate_cmd(
-    directory: Annotated[Path, typer.Argument(metavar="DIR", help="Directory (storage target) to measure.")],
+    target: Annotated[str, typer.Argument(metavar="DIR|s3://BUCKET/PREFIX",
+                                          help="Directory (storage target) or object store to measure.")],
     np_: NpOpt = None,
     catalog: CatalogOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer, smaller runs (seconds instead of ten).")] = False,
     repeats: Annotated[int | None, typer.Option("--repeats", help="Timed repeats per run (median; default 5).")] = None,
+    endpoint: Annotated[str | None, typer.Option(
+        "--endpoint", metavar="URL", help="s3://: the server (default $SDM_S3_ENDPOINT or $AWS_ENDPOINT_URL).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Measure the cost-model constants of DIR and store them in the catalog."""
+    """Measure the cost-model constants of DIR (or of the archive tier's object store) and store them in the catalog."""
+    if target.startswith("s3://"):
+        _calibrate_archive(target, catalog, quick, repeats, endpoint, as_json)
+        return
+    directory = Path(target)
     if np_ is not None:
         _launch(np_, ["calibrate", str(directory), *_args(catalog=catalog, quick=quick, repeats=repeats,
                                                            json=as_json)])
@@ -254,6 +262,33 @@ def calibrate_cmd(
         table.add_row(k, f"{v:.3g}")
     con.print(table)
     con.print(f"stored in {url}; sessions with root={directory} use it for method='auto'")
+
+
+def _calibrate_archive(url: str, catalog: str | None, quick: bool, repeats: int | None, endpoint: str | None,
+                       as_json: bool) -> None:
+    """``sdm calibrate s3://...``: the remote model's constants (:mod:`sdm.bench.remote_calibrate`)."""
+    from ..bench.remote_calibrate import calibrate_archive
+    from ..planner.remote import archive_target
+
+    con = _console()
+    cat_url = _catalog_url(catalog, config.default_root())
+    try:
+        with con.status(f"calibrating {url}", spinner="dots") if not as_json else contextlib.nullcontext():
+            row, constants, _ = calibrate_archive(url, cat_url, endpoint=endpoint, quick=quick, repeats=repeats)
+    except SDMError as exc:
+        _fail(str(exc))
+    if as_json:
+        sys.stdout.write(json.dumps({"id": row, "target": archive_target(url), "catalog": cat_url,
+                                     "constants": constants.to_json()}, indent=2) + "\n")
+        return
+    table = Table(title=f"calibration {row} of {archive_target(url)}", title_justify="left")
+    table.add_column("constant")
+    table.add_column("value", justify="right")
+    for k, v in constants.to_json().items():
+        table.add_row(k, f"{v:.3g} s" if not isinstance(v, list) else
+                      ", ".join(f"{int(b)} B: {t:.3g} s" for b, t in v))
+    con.print(table)
+    con.print(f"stored in {cat_url}; `sdm predict --tier archive --endpoint {url}` and auto use it")
 
 
 # ------------------------------------------------------------------------- predict
