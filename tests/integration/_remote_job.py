@@ -6,6 +6,8 @@ each local array byte for byte with :func:`expected`, a numpy reference built fr
 views' definitions (not from SDM's pieces); prints ``READ OK n``.
 ``cache ROOT URL RUN`` reads one dataset twice with ``remote-subfile`` and prints the
 ranged GETs of all ranks in each read: ``GETS first second``.
+``counts ROOT URL RUN`` prints the ranged GETs of one read with each method:
+``COUNTS remote-naive=n ...`` (the subfile twice: staged, then cached).
 ``error ROOT URL RUN METHOD`` reads a step whose object is gone and prints each rank's
 error as ``ERROR rank class: message``.
 """
@@ -115,6 +117,22 @@ def cache(root: str, url: str, run: int) -> None:
         print("GETS " + " ".join(map(str, counts)), flush=True)
 
 
+def counts(root: str, url: str, run: int) -> None:
+    """Ranged GETs of all ranks for one read of ``T`` (cyclic rows) with each method, then ``auto``'s choice."""
+    comm = MPI.COMM_WORLD
+    made = []
+    with sdm.open("remote", "r", root=root, catalog=url, run=run) as s:
+        g = s.group("fields")
+        view = views(comm.size, comm.rank)["cyclic"]
+        g.data_view(view[0], ["T"])
+        for method in (*remote.METHODS, "remote-subfile"):
+            before = gets(comm)
+            assert g.read("T", 0, method=method).tobytes() == expected(view, "T", 0, "<f8").tobytes()
+            made.append(f"{method}={gets(comm) - before}")
+    if comm.rank == 0:
+        print("COUNTS " + " ".join(made), flush=True)
+
+
 def error(root: str, url: str, run: int, method: str) -> None:
     comm = MPI.COMM_WORLD
     with sdm.open("remote", "r", root=root, catalog=url, run=run) as s:
@@ -142,6 +160,8 @@ def main(argv: list[str]) -> None:
         read(root, url, run, argv[4:])
     elif mode == "cache":
         cache(root, url, run)
+    elif mode == "counts":
+        counts(root, url, run)
     else:
         error(root, url, run, argv[4])
 

@@ -113,3 +113,38 @@ def test_missing_object_is_the_same_error_on_every_rank(tmp_path: Path, endpoint
     message = f"StorageError: GET {store.location(path)}: no such object" + (" [rank 0]" if ranks > 1 else "")
     lines = [line for line in out.splitlines() if line.startswith("ERROR ")]
     assert lines == [f"ERROR {r} {message}" for r in range(ranks)], out[-3000:]
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_requests_of_each_method(tmp_path: Path, endpoint, ranks: int) -> None:
+    """Cyclic rows: naive one GET per row (one region at 1 rank), sieving and collective one per rank,
+    the subfile one per row it stages and none once cached."""
+    root, url = tmp_path / "root", f"sqlite:///{tmp_path}/c.db"
+    run_id, _ = archived_run(root, url, endpoint)
+    out = mpi(ranks, "counts", str(root), url, str(run_id), job="_remote_job.py")
+    regions = SHAPE[0] if ranks > 1 else 1
+    assert (f"COUNTS remote-naive={regions} remote-sieving={ranks} remote-collective={ranks} "
+            f"remote-subfile={regions} remote-subfile=0") in out, out[-2000:]
+
+
+def test_auto_uses_the_stored_calibration_of_the_archive(run, endpoint) -> None:
+    """``auto`` takes the newest calibration of ``archive:<endpoint>``, else the paper's constants."""
+    from sdm.planner.remote import SRB_HPSS_2003, RemoteConstants, archive_target
+
+    root, url, run_id, store = run
+    fast = {**SRB_HPSS_2003.to_json(), "T_seek": 0.0, "T_read": [[1, 0.001], [1 << 20, 0.002]]}
+    with sdm.open("remote", "r", root=str(root), catalog=url, run=run_id) as s:
+        assert remote._constants(s, store.location("x")) == SRB_HPSS_2003
+    prefix = {**fast, "T_comm": 0.25}
+    cat = Catalog(url)
+    try:
+        cat.save_calibration(archive_target(store.url), 1, prefix)  # what `sdm predict --endpoint s3://...` names
+        with sdm.open("remote", "r", root=str(root), catalog=url, run=run_id) as s:
+            assert remote._constants(s, store.location("a/b")) == RemoteConstants.from_json(prefix)
+        cat.save_calibration(archive_target(endpoint), 1, fast)  # the server's URL comes first
+    finally:
+        cat.close()
+    with sdm.open("remote", "r", root=str(root), catalog=url, run=run_id) as s:
+        assert remote._constants(s, store.location("x")) == RemoteConstants.from_json(fast)
+        g = s.group("fields")
+        assert g.read("T", 1, verify=True).tobytes() == reference("T", 1, "<f8").tobytes()

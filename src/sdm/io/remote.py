@@ -21,10 +21,11 @@ remote-subfile      the byte ranges a read needs are staged into the fast tier a
 
 ``auto`` (or any local method name) on an archived row lets the remote model choose
 (:func:`sdm.planner.remote.choose_remote`, the ranks' real layout statistics) with the
-constants of the newest calibration of the archive (catalog target
-``archive:<endpoint>``, else ``archive:s3://<bucket>``), else the paper's preset
+constants of the newest calibration of the archive: catalog target
+``archive:<endpoint URL>``, else ``archive:s3://BUCKET/PREFIX`` for the object's folder
+and each folder above it up to the bucket, else the paper's preset
 :data:`sdm.planner.remote.SRB_HPSS_2003`.  The constants are looked up once per session
-and endpoint.  A remote method name on a row whose fast copy is present reads the fast
+and archive.  A remote method name on a row whose fast copy is present reads the fast
 copy with the session's method.
 
 The subfile cache: per object, ``<hash>.bytes`` holds the cached bytes at their offsets
@@ -156,21 +157,23 @@ def _constants(session: "Session", location: str) -> "RemoteConstants":
     from ..planner.remote import SRB_HPSS_2003, RemoteConstants, archive_target
     from ..storage.backends.objectstore import resolve_endpoint
 
-    bucket = location[len(_SCHEME):].partition("/")[0]
+    parts = location[len(_SCHEME):].split("/")[:-1]  # the bucket and the folders of the object
     endpoint = resolve_endpoint() or ""
+    targets = ([archive_target(endpoint)] if endpoint else []) + [
+        archive_target(_SCHEME + "/".join(parts[:n])) for n in range(len(parts), 0, -1)]
     known = _CONSTANTS.setdefault(session, {})
-    if endpoint + " " + bucket in known:
-        return known[endpoint + " " + bucket]
+    if " ".join(targets) in known:
+        return known[" ".join(targets)]
 
     def lookup() -> dict[str, Any] | None:
-        for target in ([archive_target(endpoint)] if endpoint else []) + [archive_target(_SCHEME + bucket)]:
+        for target in targets:
             record = session.catalog_call("latest_calibration", target)
             if record is not None:
                 return dict(record["constants"])
         return None
 
     stored = root_call(session.comm, lookup)
-    known[endpoint + " " + bucket] = found = SRB_HPSS_2003 if stored is None else RemoteConstants.from_json(stored)
+    known[" ".join(targets)] = found = SRB_HPSS_2003 if stored is None else RemoteConstants.from_json(stored)
     return found
 
 
@@ -440,5 +443,8 @@ def clear_cache(run_directory: str | os.PathLike[str]) -> int:
 
 
 def counters() -> dict[str, int]:
-    """This process's ranged GETs of remote reads so far: ``{"requests": ..., "bytes": ...}``."""
+    """This process's ranged GETs of remote reads so far: ``{"requests": ..., "bytes": ...}``.
+
+    Counted as asked: the client may serve ranges closer than 1 MiB with one HTTP request.
+    """
     return dict(_COUNTS)
