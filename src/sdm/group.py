@@ -51,6 +51,7 @@ from .errors import (
     StorageError,
 )
 from .io import Transfer
+from .io import remote as _remote
 from .layout import Block, Distribution, MapArray, Piece
 from .layout.agreement import agree_view
 from .layout.datatypes import freeing
@@ -865,7 +866,8 @@ class Group:
                 raise InvalidArgumentError(f"ranks= applies to ranked datasets only; dataset {name!r} is not ranked")
             check.optional_flag(verify, "verify")
             check.text(method, "method", optional=True)
-            choose_method(method or s.method)  # validates the name
+            if not _remote.is_method(method):
+                choose_method(method or s.method)  # validates the name
             convert.check_casting(casting)
             view = self._view(name)
             wanted = None if dtype is None else check_dtype(dtype, f"the dtype read of dataset {name!r}")
@@ -898,9 +900,16 @@ class Group:
         rel, offset, expected, algorithm = got if isinstance(got, tuple) else _unpack_read_plan(got)
         view, arr, conv = prepared  # type: ignore[misc]
         access = self._access(name, False, statsets)
-        decision = s.planner.choose(method or s.method, access)
-        path = self._absolute(rel)
-        moved, failure = capture(self._transfer, path, offset, view, arr, decision.method, False, rank=s.rank)
+        archived = _remote.is_remote(rel)  # the bytes are on the archive tier only (sdm.io.remote)
+        if archived:
+            how = _remote.choose(s, method, rel, statsets, view.piece.shape, view.dtype, view.order)
+            seconds, failure = _remote.read(s.comm, how, rel, offset, view, arr, statsets,
+                                            s.root / s.run_dir / _remote.CACHE_DIR)
+            moved: tuple[float, Any] | None = (seconds, None)
+        else:
+            decision = s.planner.choose(s.method if _remote.is_method(method) else method or s.method, access)
+            moved, failure = capture(self._transfer, self._absolute(rel), offset, view, arr, decision.method, False,
+                                     rank=s.rank)
         verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
         partial: int | None = 0
         if failure is None and verify_now:
@@ -910,7 +919,8 @@ class Group:
         except SDMError:
             s.files.reset_views()  # a view may have been set on some ranks only
             raise
-        s.planner.observe(access, decision.method.name, float(slowest[0]))  # the same everywhere
+        if not archived:
+            s.planner.observe(access, decision.method.name, float(slowest[0]))  # the same everywhere
         if verify_now and integrity.to_hex(int(sums[0])) != expected:
             raise IntegrityError(
                 f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
@@ -949,6 +959,11 @@ class Group:
         try:
             size = os.path.getsize(full)
         except OSError as exc:
+            from .catalog.tiers import copies
+
+            copy = _remote.archived(copies(s.open_catalog(), s.run_id).get(w.path, []), w.offset + w.nbytes)
+            if copy is not None:  # purged from the fast tier: read from the archive copy
+                return _remote.plan_path(copy.location, copy.checksum), w.offset, w.checksum, w.checksum_algo
             raise StorageError(f"data file {full} of run {s.run_id} is missing", errno=exc.errno) from None
         if size < w.offset + w.nbytes:
             raise StorageError(

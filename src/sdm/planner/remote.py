@@ -329,6 +329,14 @@ def _ranks(w: RemoteWorkload, c: RemoteConstants) -> list[_Rank]:
     return out
 
 
+def _part(stats: Sequence[int], c: RemoteConstants) -> _Rank:
+    """One rank's part from its layout statistics ``(bytes, regions, segments, lo, hi, ...)``."""
+    nbytes, regions, lo, hi = int(stats[0]), int(stats[1]), int(stats[3]), int(stats[4])
+    if nbytes == 0 or regions == 0:
+        return _Rank(0, 0, 0, 0, 0.0, None)
+    return _Rank(nbytes, regions, lo, hi, regions * c.read(nbytes / regions), None)
+
+
 def _needed(ranks: list[_Rank]) -> np.ndarray:
     """Lengths of the merged byte ranges all ranks need (the whole span when regions were not listed)."""
     busy = [r for r in ranks if r.nbytes]
@@ -458,8 +466,13 @@ def _predict(w: RemoteWorkload, c: RemoteConstants, reads: float, ranks: list[_R
     return RemotePrediction(w, reads, costs)
 
 
-def choose_remote(w: RemoteWorkload, c: RemoteConstants, hints: Mapping[str, Any] | None = None) -> RemoteChoice:
+def choose_remote(w: RemoteWorkload, c: RemoteConstants, hints: Mapping[str, Any] | None = None, *,
+                  parts: Sequence[Sequence[int]] | None = None) -> RemoteChoice:
     """The MDMS choice of a remote method for *w*: the eligible method predicted fastest.
+
+    *parts*, when given, are every rank's ``(bytes, regions, segments, lo, hi, ...)`` of
+    a real read (:meth:`sdm.layout.views.ResolvedView.stats`) and replace the pieces of
+    ``w.view`` (each region then costs the rank's mean region size).
 
     The rules (the paper's section 6: hints on partitioning, sizes, frequency of use
     and datasets used together select the optimizations worth trying):
@@ -486,7 +499,7 @@ def choose_remote(w: RemoteWorkload, c: RemoteConstants, hints: Mapping[str, Any
         bad ``superfile_threshold`` or ``associated`` hint.
     """
     h = dict(hints or {})
-    ranks = _ranks(w, c)
+    ranks = _ranks(w, c) if parts is None else [_part(p, c) for p in parts]
     pred = _predict(w, c, _reads(h), ranks)
     why: dict[str, str] = {}
     if all(r.regions <= 1 for r in ranks):

@@ -1,0 +1,450 @@
+"""Reads from the archive tier (an S3 object store) without staging the whole file: SRB-OL's remote I/O.
+
+When the bytes of a dataset's step are on the archive tier only (the fast copy was
+purged, :mod:`sdm.storage.tiers`), :meth:`sdm.Group.read` reads them from the object
+with one of the methods of Shen, Liao and Choudhary (sections 4.1-4.3), each rank filling
+its own piece of any distribution:
+
+==================  ===========================================================================
+remote-naive        every rank: one ranged GET per contiguous file region of its piece, the
+                    GETs of a rank concurrent (:meth:`ObjectStore.get_ranges`, whose client
+                    merges ranges closer than 1 MiB into one request)
+remote-sieving      every rank: one ranged GET over the span of its regions, the regions
+                    extracted locally
+remote-collective   the ranks as aggregators: each GETs (at most) one contiguous part of an
+                    even split of the span all ranks need, then the bytes go to the ranks
+                    that need them in one ``Alltoallv`` (requests travel in another)
+remote-subfile      the byte ranges a read needs are staged into the fast tier as a cached
+                    subfile (``<run directory>/.sdm-cache/``) and read there; later reads of
+                    the same ranges make no request at all
+==================  ===========================================================================
+
+``auto`` (or any local method name) on an archived row lets the remote model choose
+(:func:`sdm.planner.remote.choose_remote`, the ranks' real layout statistics) with the
+constants of the newest calibration of the archive: catalog target
+``archive:<endpoint URL>``, else ``archive:s3://BUCKET/PREFIX`` for the object's folder
+and each folder above it up to the bucket, else the paper's preset
+:data:`sdm.planner.remote.SRB_HPSS_2003`.  The constants are looked up once per session
+and archive.  A remote method name on a row whose fast copy is present reads the fast
+copy with the session's method.
+
+The subfile cache: per object, ``<hash>.bytes`` holds the cached bytes at their offsets
+in the object (a sparse file) and ``<hash>.json`` the ranges it holds and the archive
+copy's checksum (``sha256:...``, recorded by :func:`sdm.storage.tiers.migrate`).  Bytes
+are written and synced before rank 0 adds their ranges to the index (written aside and
+renamed), so the index never claims bytes the file does not hold.  The cache is
+invalidated when the archive copy's checksum differs from the index's (a new object
+replaced the old: its index starts empty), and is not used at all while the fast copy
+exists.  It is a cache only: :func:`clear_cache` (or removing the directory) is always
+safe.
+
+Every rank makes the same collective calls in the same order; a failure (an S3 error
+on one rank) is returned, not raised, so the caller's closing exchange raises the same
+:class:`~sdm.errors.StorageError` on every rank.  :func:`counters` counts this
+process's ranged GETs (what the tests compare).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+from mpi4py import MPI
+
+from .._collective import Failure, capture, root_call
+from ..errors import InvalidArgumentError, StorageError
+from ..layout.regions import Runs, expand, runs
+
+if TYPE_CHECKING:
+    from ..catalog.tiers import Copy
+    from ..layout.views import ResolvedView
+    from ..planner.remote import RemoteConstants
+    from ..session import Session
+    from ..storage.backends.objectstore import ObjectStore
+
+__all__ = ["METHODS", "CACHE_DIR", "is_method", "is_remote", "plan_path", "archived", "choose", "read",
+           "counters", "clear_cache"]
+
+#: The remote read methods, by the names ``Group.read(method=...)`` takes.
+METHODS = ("remote-naive", "remote-sieving", "remote-collective", "remote-subfile")
+#: The subfile cache's directory, under the run's directory.
+CACHE_DIR = ".sdm-cache"
+_SCHEME = "s3://"
+_COUNTS = {"requests": 0, "bytes": 0}  # this process's ranged GETs
+_STORES: dict[tuple[str, str | None], "ObjectStore"] = {}
+_CONSTANTS: "weakref.WeakKeyDictionary[Session, dict[str, RemoteConstants]]" = weakref.WeakKeyDictionary()
+
+
+# ----------------------------------------------------------------------------- plan
+def is_method(name: object) -> bool:
+    """Whether *name* is one of :data:`METHODS`."""
+    return isinstance(name, str) and name in METHODS
+
+
+def is_remote(path: str) -> bool:
+    """Whether a read plan's path names an object (``s3://...``) rather than a file under the root."""
+    return path.startswith(_SCHEME)
+
+
+def plan_path(location: str, checksum: str | None) -> str:
+    """What a read plan carries for an archive copy: its location and, after ``#``, its checksum."""
+    return f"{location}#{checksum}" if checksum else location
+
+
+def _split(path: str) -> tuple[str, str]:
+    """``(location, copy checksum)`` of a :func:`plan_path`."""
+    location, _, checksum = path.partition("#")
+    return location, checksum
+
+
+def archived(found: Sequence["Copy"], need: int) -> "Copy | None":
+    """The verified archive copy among *found* holding at least *need* bytes, or None."""
+    from ..catalog.tiers import ARCHIVE
+
+    for copy in found:
+        if copy.tier == ARCHIVE and copy.verified and copy.size >= need and is_remote(copy.location):
+            return copy
+    return None
+
+
+def _store(location: str) -> tuple["ObjectStore", str]:
+    """The object store of the bucket of *location* (one per bucket and endpoint) and the object's key."""
+    from ..storage.backends.objectstore import ObjectStore, resolve_endpoint
+
+    bucket, _, key = location[len(_SCHEME):].partition("/")
+    if not key:
+        raise InvalidArgumentError(f"archive location {location!r} names no object")
+    endpoint = resolve_endpoint()
+    made = _STORES.get((bucket, endpoint))
+    if made is None:
+        made = _STORES[(bucket, endpoint)] = ObjectStore(f"{_SCHEME}{bucket}", endpoint=endpoint)
+    return made, key
+
+
+# ----------------------------------------------------------------------------- choice
+def choose(session: "Session", requested: str | None, path: str, statsets: Sequence[Any], shape: Sequence[int],
+           dtype: np.dtype, order: str) -> str:
+    """The remote method of a read (collective on the first ``auto`` read of an endpoint in a session).
+
+    A remote name is taken as it is; anything else lets the remote model choose from
+    every rank's layout statistics *statsets* (the same on every rank, so is the choice).
+
+    Raises
+    ------
+    SDMError
+        Rank 0's failure to read the stored calibration, on every rank.
+    """
+    if is_method(requested):
+        return str(requested)
+    from ..planner.remote import RemoteWorkload, choose_remote
+
+    constants = _constants(session, _split(path)[0])
+    hints = {"frequency": session.planner.hints["frequency"]} if "frequency" in session.planner.hints else None
+    workload = RemoteWorkload(tuple(int(n) for n in shape), dtype.str, session.size, "block", 1, order)
+    choice = choose_remote(workload, constants, hints, parts=[s[0] for s in statsets])
+    return f"remote-{choice.method}" if f"remote-{choice.method}" in METHODS else "remote-collective"
+
+
+def _constants(session: "Session", location: str) -> "RemoteConstants":
+    """The remote model's constants for the archive of *location* (looked up once per session and endpoint)."""
+    from ..planner.remote import SRB_HPSS_2003, RemoteConstants, archive_target
+    from ..storage.backends.objectstore import resolve_endpoint
+
+    parts = location[len(_SCHEME):].split("/")[:-1]  # the bucket and the folders of the object
+    endpoint = resolve_endpoint() or ""
+    targets = ([archive_target(endpoint)] if endpoint else []) + [
+        archive_target(_SCHEME + "/".join(parts[:n])) for n in range(len(parts), 0, -1)]
+    known = _CONSTANTS.setdefault(session, {})
+    if " ".join(targets) in known:
+        return known[" ".join(targets)]
+
+    def lookup() -> dict[str, Any] | None:
+        for target in targets:
+            record = session.catalog_call("latest_calibration", target)
+            if record is not None:
+                return dict(record["constants"])
+        return None
+
+    stored = root_call(session.comm, lookup)
+    known[" ".join(targets)] = found = SRB_HPSS_2003 if stored is None else RemoteConstants.from_json(stored)
+    return found
+
+
+# ----------------------------------------------------------------------------- read
+def read(comm: MPI.Comm, method: str, path: str, offset: int, view: "ResolvedView", arr: np.ndarray,
+         statsets: Sequence[Any], cache: Path) -> tuple[float, Failure | None]:
+    """Fill this rank's piece of *arr* from the object of *path* (a plan path) with *method* (collective).
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+    method : str
+        One of :data:`METHODS`.
+    path : str
+        :func:`plan_path` of the archive copy.
+    offset : int
+        Where the dataset's bytes start in the object.
+    view : ResolvedView
+        This rank's piece, dtype and storage order.
+    arr : numpy.ndarray
+        The local array (C- or Fortran-contiguous, ghosts included).
+    statsets : sequence
+        Every rank's layout statistics (``[(bytes, regions, segments, lo, hi, ...)]``).
+    cache : pathlib.Path
+        The subfile cache's directory.
+
+    Returns
+    -------
+    (float, Failure or None)
+        Seconds spent and this rank's failure (raise it with the caller's closing exchange).
+    """
+    t0 = time.perf_counter()
+    rank = comm.Get_rank()
+    location, checksum = _split(path)
+    got, failure = capture(_prepare, location, view, arr, rank=rank)
+    if method == "remote-collective":
+        failure = _collective(comm, got, int(offset), [s[0] for s in statsets], view.dtype.itemsize, failure)
+    elif method == "remote-subfile":
+        failure = _subfile(comm, got, int(offset), location, checksum, cache, failure)
+    elif failure is None:
+        assert got is not None
+        fetch = _naive if method == "remote-naive" else _sieving
+        failure = capture(fetch, got, int(offset), rank=rank)[1]
+    return time.perf_counter() - t0, failure
+
+
+class _Part:
+    """This rank's part of a remote read: the store, the key, its segments and regions, the local array."""
+
+    def __init__(self, store: "ObjectStore", key: str, segments: Runs, arr: np.ndarray, itemsize: int) -> None:
+        self.store, self.key, self.segments, self.arr, self.itemsize = store, key, segments, arr, itemsize
+        f, n = segments.file, segments.length
+        if f.size > 1:  # file regions: segments joined where the file continues
+            starts = np.flatnonzero(np.concatenate(([True], f[:-1] + n[:-1] != f[1:])))
+            self.regions = (f[starts], np.add.reduceat(n, starts))
+        else:
+            self.regions = (f, n)
+
+    def place(self, source: np.ndarray, at: np.ndarray) -> None:
+        """Copy the segments from *source* (bytes; segment ``i`` at ``at[i]``) into the local array."""
+        if not self.segments.count:
+            return
+        unit = self.itemsize
+        assert self.segments.memory is not None
+        flat = self.arr.ravel(order="K").view(np.uint8).reshape(-1, unit)
+        flat[expand(self.segments.memory, self.segments.length, unit)] = \
+            source.reshape(-1, unit)[expand(at, self.segments.length, unit)]
+
+    def fill(self, data: np.ndarray) -> None:
+        """Fill the local array from its bytes in file order (the segments one after the other)."""
+        n = self.segments.length
+        self.place(data, np.cumsum(n) - n)
+
+    def get(self, ranges: list[tuple[int, int]]) -> list[bytes]:
+        """Ranged GETs of the object (counted)."""
+        _COUNTS["requests"] += sum(1 for _, n in ranges if n > 0)
+        _COUNTS["bytes"] += sum(n for _, n in ranges)
+        return self.store.get_ranges(self.key, ranges)
+
+
+def _prepare(location: str, view: "ResolvedView", arr: np.ndarray) -> _Part:
+    store, key = _store(location)
+    item = view.dtype.itemsize
+    return _Part(store, key, runs(view.piece, view.order, item, list(arr.strides)), arr, item)
+
+
+def _bytes(parts: Sequence[bytes]) -> np.ndarray:
+    return np.frombuffer(b"".join(parts), dtype=np.uint8)
+
+
+def _naive(p: _Part, offset: int) -> None:
+    f, n = p.regions
+    if f.size:
+        p.fill(_bytes(p.get([(offset + int(a), int(b)) for a, b in zip(f, n)])))
+
+
+def _sieving(p: _Part, offset: int) -> None:
+    f, n = p.regions
+    if f.size:
+        lo, hi = int(f[0]), int(f[-1] + n[-1])
+        p.place(_bytes(p.get([(offset + lo, hi - lo)])), p.segments.file - lo)
+
+
+def _failed(comm: MPI.Comm, failure: Failure | None) -> bool:
+    """Whether any rank failed (one ``Allreduce``)."""
+    return bool(comm.allreduce(failure is not None, op=MPI.LOR))
+
+
+def _collective(comm: MPI.Comm, p: _Part | None, offset: int, stats: Sequence[Sequence[int]], itemsize: int,
+                failure: Failure | None) -> Failure | None:
+    """Remote collective I/O: even shares of the span as aggregators' GETs, then an ``Alltoallv`` of the bytes."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    busy = [s for s in stats if int(s[0])]
+    if _failed(comm, failure) or not busy:
+        return failure
+    assert p is not None
+    lo, hi = min(int(s[3]) for s in busy), max(int(s[4]) for s in busy)
+    words = (hi - lo) // itemsize
+    bounds = lo + itemsize * np.array([words * i // size for i in range(size + 1)], dtype=np.int64)
+
+    # this rank's regions cut at the shares' bounds: requests (start, end) to each aggregator, in file order
+    a, n = p.regions
+    b = a + n
+    first = np.searchsorted(bounds, a, side="right") - 1
+    last = np.searchsorted(bounds, b - 1, side="right") - 1
+    k = last - first + 1
+    which = np.repeat(np.arange(a.size), k)
+    agg = np.arange(int(k.sum()), dtype=np.int64) - np.repeat(np.cumsum(k) - k, k) + first[which]
+    start, end = np.maximum(a[which], bounds[agg]), np.minimum(b[which], bounds[agg + 1])
+    kept = end > start
+    mine, agg = np.ascontiguousarray(np.stack([start[kept], end[kept]], axis=1), dtype=np.int64), agg[kept]
+    counts = np.bincount(agg, minlength=size).astype(np.int64)
+    theirs_counts = np.empty(size, dtype=np.int64)
+    comm.Alltoall(counts, theirs_counts)
+    theirs = np.empty((int(theirs_counts.sum()), 2), dtype=np.int64)
+    comm.Alltoallv([mine, (2 * counts, 2 * (np.cumsum(counts) - counts)), MPI.INT64_T],
+                   [theirs, (2 * theirs_counts, 2 * (np.cumsum(theirs_counts) - theirs_counts)), MPI.INT64_T])
+
+    def aggregate() -> np.ndarray:  # one GET of the part of this rank's share that is asked for
+        if not theirs.size:
+            return np.zeros(0, dtype=np.uint8)
+        start, end = int(theirs[:, 0].min()), int(theirs[:, 1].max())
+        blob = _bytes(p.get([(offset + start, end - start)]))
+        return blob[expand(theirs[:, 0] - start, theirs[:, 1] - theirs[:, 0], 1)]
+
+    out, failure = capture(aggregate, rank=rank)
+    if _failed(comm, failure):
+        return failure
+    assert out is not None
+    send_bytes = np.bincount(np.repeat(np.arange(size), theirs_counts), weights=theirs[:, 1] - theirs[:, 0],
+                             minlength=size).astype(np.int64)
+    recv_bytes = np.bincount(agg, weights=mine[:, 1] - mine[:, 0], minlength=size).astype(np.int64)
+    data = np.empty(int(recv_bytes.sum()), dtype=np.uint8)
+    comm.Alltoallv([out, (send_bytes, np.cumsum(send_bytes) - send_bytes), MPI.BYTE],
+                   [data, (recv_bytes, np.cumsum(recv_bytes) - recv_bytes), MPI.BYTE])
+    return capture(p.fill, data, rank=rank)[1]
+
+
+# ----------------------------------------------------------------------------- subfile
+def _name(location: str) -> str:
+    return hashlib.sha256(location.encode("utf-8")).hexdigest()[:24]
+
+
+def _index(path: Path, checksum: str) -> list[tuple[int, int]]:
+    """The ranges an index holds for the archive copy *checksum* (none when absent or for another copy)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or data.get("copy") != checksum:
+        return []
+    return [(int(lo), int(hi)) for lo, hi in data.get("ranges", [])]
+
+
+def _union(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _missing(wanted: Sequence[tuple[int, int]], held: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of *wanted* (sorted, disjoint) that *held* (merged) does not cover."""
+    out = []
+    for lo, hi in wanted:
+        at = lo
+        for a, b in held:
+            if b <= at or a >= hi:
+                continue
+            if a > at:
+                out.append((at, a))
+            at = max(at, b)
+        if at < hi:
+            out.append((at, hi))
+    return out
+
+
+def _subfile(comm: MPI.Comm, p: _Part | None, offset: int, location: str, checksum: str, cache: Path,
+             failure: Failure | None) -> Failure | None:
+    """Stage what is missing of this rank's regions into the cache, read them from there; rank 0 updates the index."""
+    rank = comm.Get_rank()
+    base = cache / _name(location)
+    index, data = base.with_suffix(".json"), base.with_suffix(".bytes")
+
+    def stage() -> list[tuple[int, int]]:
+        assert p is not None
+        f, n = p.regions
+        if not f.size:
+            return []
+        wanted = [(offset + int(a), offset + int(a + b)) for a, b in zip(f, n)]
+        fetch = _missing(wanted, _union(_index(index, checksum)))
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            fd = os.open(data, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"subfile cache {cache}: {exc.strerror}", errno=exc.errno) from None
+        try:
+            if fetch:
+                for (lo, hi), got in zip(fetch, p.get([(lo, hi - lo) for lo, hi in fetch])):
+                    if len(got) != hi - lo:
+                        raise StorageError(f"GET {p.store.location(p.key)}: {len(got)} bytes at {lo}, "
+                                           f"{hi - lo} expected; the object is shorter than its catalog copy")
+                    os.pwrite(fd, got, lo)
+                os.fsync(fd)
+            lo, hi = wanted[0][0], wanted[-1][1]
+            span = np.frombuffer(os.pread(fd, hi - lo, lo), dtype=np.uint8)
+            if span.size != hi - lo:
+                raise StorageError(f"subfile cache {data} holds fewer bytes than its index says; remove {cache}")
+        except OSError as exc:
+            if isinstance(exc, StorageError):
+                raise
+            raise StorageError(f"subfile cache {data}: {exc.strerror}", errno=exc.errno) from None
+        finally:
+            os.close(fd)
+        p.place(span, p.segments.file + offset - lo)
+        return fetch
+
+    fetched, failure = (None, failure) if failure is not None else capture(stage, rank=rank)
+    gathered = comm.gather(fetched or [], root=0)
+    if rank == 0 and gathered is not None and any(gathered):
+        new = [r for ranges in gathered for r in ranges]
+        done = capture(_update_index, index, checksum, location, new, rank=0)[1]
+        failure = failure or done
+    return failure
+
+
+def _update_index(index: Path, checksum: str, location: str, new: Sequence[tuple[int, int]]) -> None:
+    """Rank 0: add *new* ranges (their bytes synced) to the cache's index, written aside and renamed."""
+    ranges = _union([*_index(index, checksum), *new])
+    partial = index.with_suffix(".json.part")
+    try:
+        partial.write_text(json.dumps({"location": location, "copy": checksum, "ranges": ranges}))
+        os.replace(partial, index)
+    except OSError as exc:
+        raise StorageError(f"subfile cache index {index}: {exc.strerror}", errno=exc.errno) from None
+
+
+def clear_cache(run_directory: str | os.PathLike[str]) -> int:
+    """Remove the subfile cache of a run (``<run_directory>/.sdm-cache``); returns the bytes it held on disk."""
+    cache = Path(run_directory) / CACHE_DIR
+    held = sum(f.stat().st_blocks * 512 for f in cache.glob("*") if f.is_file()) if cache.is_dir() else 0
+    shutil.rmtree(cache, ignore_errors=True)
+    return held
+
+
+def counters() -> dict[str, int]:
+    """This process's ranged GETs of remote reads so far: ``{"requests": ..., "bytes": ...}``.
+
+    Counted as asked: the client may serve ranges closer than 1 MiB with one HTTP request.
+    """
+    return dict(_COUNTS)
