@@ -6,9 +6,9 @@ with one of the methods of Shen, Liao and Choudhary (sections 4.1-4.3), each ran
 its own piece of any distribution:
 
 ==================  ===========================================================================
-remote-naive        every rank: one ranged GET per contiguous file region of its piece, the
-                    GETs of a rank concurrent (:meth:`ObjectStore.get_ranges`, whose client
-                    merges ranges closer than 1 MiB into one request)
+remote-naive        every rank: one ranged GET request per contiguous file region of its
+                    piece, one after another (:meth:`ObjectStore.get_each`), as the paper's
+                    naive remote I/O and its model
 remote-sieving      every rank: one ranged GET over the span of its regions, the regions
                     extracted locally
 remote-collective   the ranks as aggregators: each GETs (at most) one contiguous part of an
@@ -247,11 +247,11 @@ class _Part:
         n = self.segments.length
         self.place(data, np.cumsum(n) - n)
 
-    def get(self, ranges: list[tuple[int, int]]) -> list[bytes]:
-        """Ranged GETs of the object (counted)."""
+    def get(self, ranges: list[tuple[int, int]], *, each: bool = False) -> list[bytes]:
+        """Ranged GETs of the object (counted): concurrent and coalesced, or with *each* one request per range."""
         _COUNTS["requests"] += sum(1 for _, n in ranges if n > 0)
         _COUNTS["bytes"] += sum(n for _, n in ranges)
-        return self.store.get_ranges(self.key, ranges)
+        return self.store.get_each(self.key, ranges) if each else self.store.get_ranges(self.key, ranges)
 
 
 def _prepare(location: str, view: "ResolvedView", arr: np.ndarray) -> _Part:
@@ -267,7 +267,7 @@ def _bytes(parts: Sequence[bytes]) -> np.ndarray:
 def _naive(p: _Part, offset: int) -> None:
     f, n = p.regions
     if f.size:
-        p.fill(_bytes(p.get([(offset + int(a), int(b)) for a, b in zip(f, n)])))
+        p.fill(_bytes(p.get([(offset + int(a), int(b)) for a, b in zip(f, n)], each=True)))
 
 
 def _sieving(p: _Part, offset: int) -> None:

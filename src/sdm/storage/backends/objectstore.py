@@ -314,6 +314,14 @@ class ObjectStore:
         """*nbytes* bytes of object *key* from *offset* (fewer at the object's end; none if *nbytes* is 0)."""
         return self.get_ranges(key, [(offset, nbytes)])[0]
 
+    def get_each(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """The byte ranges ``(offset, nbytes)`` of object *key*, one GET request each, one after another.
+
+        What the paper's naive remote I/O does (one call per contiguous region); see
+        :meth:`get_ranges` for the concurrent, coalescing form.
+        """
+        return [self.get_ranges(key, [r])[0] for r in ranges]
+
     def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """The byte ranges ``(offset, nbytes)`` of object *key*, fetched by concurrent ranged GETs.
 
