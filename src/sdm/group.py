@@ -963,7 +963,8 @@ class Group:
 
             copy = _remote.archived(copies(s.open_catalog(), s.run_id).get(w.path, []), w.offset + w.nbytes)
             if copy is not None:  # purged from the fast tier: read from the archive copy
-                return _remote.plan_path(copy.location, copy.checksum), w.offset, w.checksum, w.checksum_algo
+                where, at = _remote.object_place(copy.location)  # a superfile member: its offset in the object
+                return _remote.plan_path(where, copy.checksum), at + w.offset, w.checksum, w.checksum_algo
             raise StorageError(f"data file {full} of run {s.run_id} is missing", errno=exc.errno) from None
         if size < w.offset + w.nbytes:
             raise StorageError(

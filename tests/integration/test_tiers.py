@@ -13,10 +13,12 @@ import hashlib
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import time
 import uuid
+import zlib
 from pathlib import Path
 from typing import Iterator
 
@@ -361,4 +363,56 @@ def test_a_faulty_connection_fails_migrate_and_stage_clearly_and_loses_nothing(
     finally:
         cat.close()
     assert files_of(root) == original
+    assert read_all(root, url, run_id) == 9
+
+
+# ------------------------------------------------------------------------------------- superfiles
+
+def test_small_files_packed_in_a_superfile_are_read_with_one_request(run, store: ObjectStore, monkeypatch) -> None:
+    from sdm.io import remote
+
+    monkeypatch.setenv("SDM_S3_ENDPOINT", store.endpoint or "")  # where reads find the archive
+    root, url, run_id = run
+    original = files_of(root)
+    small = {p: d for p, d in original.items() if len(d) <= 4096}  # the 3 level-1 files; fields.sdm is larger
+    assert len(small) == 3 and len(original) == 4
+    cat = Catalog(url)
+    try:
+        report = tiers.migrate(cat, run_id, store, pack_below=4096)
+        assert report.files == 4
+        objects = dict(store.list())
+        (packed,) = [k for k in objects if k.endswith(".sdmpack")]
+        assert set(objects) == {packed, *(p for p in original if p not in small)}
+        raw = store.get(packed)  # the object describes itself: members, then the trailer's JSON and footer
+        magic, start, length, crc, version = struct.unpack("<8sQQII", raw[-32:])
+        assert (magic, version, start + length + 32) == (b"SDMTRAIL", 1, len(raw))
+        assert zlib.crc32(raw[start:start + length]) == crc
+        index = json.loads(raw[start:start + length])
+        assert index["superfile"] is True and index["run"] == run_id
+        assert [m["path"] for m in index["members"]] == sorted(small)
+        for m in index["members"]:
+            assert raw[m["offset"]:m["offset"] + m["size"]] == small[m["path"]]
+            assert m["checksum"] == "sha256:" + hashlib.sha256(small[m["path"]]).hexdigest()
+            (copy,) = [c for c in rows.copies(cat, run_id)[m["path"]] if c.tier == "archive"]
+            assert (copy.location, copy.size, copy.state) == (f"{store.location(packed)}@{m['offset']}", m["size"],
+                                                              "verified")
+        tiers.purge(cat, run_id, "fast")
+    finally:
+        cat.close()
+    before = remote.counters()["requests"]
+    with sdm.open("tiers", "r", root=str(root), catalog=url, run=run_id) as s:
+        g = s.group("snap")
+        np.testing.assert_array_equal(g.read("Q", STEPS[0], verify=True), field("Q", STEPS[0]))
+        assert remote.counters()["requests"] == before + 1  # the whole superfile, once
+        for step in STEPS[1:]:
+            np.testing.assert_array_equal(g.read("Q", step, verify=True), field("Q", step))
+        assert remote.counters()["requests"] == before + 1  # the other members from memory
+    cat = Catalog(url)
+    try:
+        tiers.stage(cat, run_id, store)
+        assert files_of(root) == original
+        tiers.purge(cat, run_id, "archive", store)
+        assert store.list() == []  # the superfile went with its last member's copy
+    finally:
+        cat.close()
     assert read_all(root, url, run_id) == 9

@@ -54,10 +54,13 @@ def _do(operation: str, items: list[str] | None, application: str | None, catalo
 
 def _migrate(items: RunsOpt = None,
              to: Annotated[str, typer.Option("--to", metavar="s3://BUCKET/PREFIX", help="The archive.")] = "",
+             pack_below: Annotated[int, typer.Option(
+                 "--pack-below", metavar="BYTES", min=0,
+                 help="Pack files of at most BYTES into superfiles (one object, one GET for all; 0: never).")] = 0,
              application: AppOpt = None, endpoint: EndpointOpt = None, catalog: CatalogOpt = None,
              as_json: JsonOpt = False) -> None:
     """Copy runs to the archive tier and verify every copy against the catalog before it counts."""
-    _do("migrate", items, application, catalog, as_json, to=to or None, endpoint=endpoint)
+    _do("migrate", items, application, catalog, as_json, to=to or None, endpoint=endpoint, pack_below=pack_below)
 
 
 def _stage(items: RunsOpt = None, application: AppOpt = None, endpoint: EndpointOpt = None,

@@ -28,7 +28,7 @@ from .loading import utc
 if TYPE_CHECKING:
     from .catalog import Catalog
 
-__all__ = ["Copy", "Operation", "copies", "put_copy", "drop_copy", "start_operation", "finish_operation",
+__all__ = ["Copy", "Operation", "member", "member_location", "copies", "put_copy", "drop_copy", "start_operation", "finish_operation",
            "operations", "FAST", "ARCHIVE"]
 
 FAST, ARCHIVE = S.TIERS
@@ -87,6 +87,23 @@ class Operation:
     seconds: float | None
     outcome: str | None
     detail: str | None
+
+
+#: Separates a superfile's location from a member's offset in it (``copies.location``).
+MEMBER = "@"
+
+
+def member_location(superfile: str, offset: int) -> str:
+    """The location of a file packed at *offset* of the superfile object *superfile*."""
+    return f"{superfile}{MEMBER}{int(offset)}"
+
+
+def member(location: str) -> tuple[str, int | None]:
+    """``(object location, offset in it)`` of a copy's location; the offset is None for a whole object."""
+    head, sep, tail = location.rpartition(MEMBER)
+    if sep and tail.isdigit() and head.startswith("s3://"):
+        return head, int(tail)
+    return location, None
 
 
 def _now() -> datetime:

@@ -17,6 +17,10 @@ remote-collective   the ranks as aggregators: each GETs (at most) one contiguous
 remote-subfile      the byte ranges a read needs are staged into the fast tier as a cached
                     subfile (``<run directory>/.sdm-cache/``) and read there; later reads of
                     the same ranges make no request at all
+remote-superfile    for files packed into a superfile by ``sdm migrate --pack-below``: every
+                    rank fetches the whole object once (one GET) and keeps it in memory (at
+                    most :data:`SUPERFILE_MEMORY` bytes), so reads of the other members make no
+                    request (``auto`` picks it for a packed file)
 ==================  ===========================================================================
 
 ``auto`` (or any local method name) on an archived row lets the remote model choose
@@ -73,12 +77,15 @@ __all__ = ["METHODS", "CACHE_DIR", "is_method", "is_remote", "plan_path", "archi
            "counters", "clear_cache"]
 
 #: The remote read methods, by the names ``Group.read(method=...)`` takes.
-METHODS = ("remote-naive", "remote-sieving", "remote-collective", "remote-subfile")
+METHODS = ("remote-naive", "remote-sieving", "remote-collective", "remote-subfile", "remote-superfile")
+#: Bytes of superfiles a process keeps in memory (the oldest dropped first).
+SUPERFILE_MEMORY = 256 << 20
 #: The subfile cache's directory, under the run's directory.
 CACHE_DIR = ".sdm-cache"
 _SCHEME = "s3://"
 _COUNTS = {"requests": 0, "bytes": 0}  # this process's ranged GETs
 _STORES: dict[tuple[str, str | None], "ObjectStore"] = {}
+_SUPERFILES: dict[str, bytes] = {}  # superfile location -> its bytes (fetched once, then served from memory)
 _CONSTANTS: "weakref.WeakKeyDictionary[Session, dict[str, RemoteConstants]]" = weakref.WeakKeyDictionary()
 
 
@@ -96,6 +103,22 @@ def is_remote(path: str) -> bool:
 def plan_path(location: str, checksum: str | None) -> str:
     """What a read plan carries for an archive copy: its location and, after ``#``, its checksum."""
     return f"{location}#{checksum}" if checksum else location
+
+
+def object_place(location: str) -> tuple[str, int]:
+    """``(object location, where the copy's bytes start in it)``: 0 for a whole object, the member's
+    offset for a file packed in a superfile (:func:`sdm.storage.tiers.pack`)."""
+    from ..catalog.tiers import member
+
+    where, at = member(location)
+    return where, at or 0
+
+
+def _packed(location: str) -> bool:
+    """Whether an object is a superfile (many small files in one object)."""
+    from ..storage.tiers import SUPERFILE_SUFFIX
+
+    return location.endswith(SUPERFILE_SUFFIX)
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -143,6 +166,8 @@ def choose(session: "Session", requested: str | None, path: str, statsets: Seque
     """
     if is_method(requested):
         return str(requested)
+    if _packed(_split(path)[0]):  # fetched whole once, the other members then served from memory
+        return "remote-superfile"
     from ..planner.remote import RemoteWorkload, choose_remote
 
     constants = _constants(session, _split(path)[0])
@@ -213,6 +238,9 @@ def read(comm: MPI.Comm, method: str, path: str, offset: int, view: "ResolvedVie
         failure = _collective(comm, got, int(offset), [s[0] for s in statsets], view.dtype.itemsize, failure)
     elif method == "remote-subfile":
         failure = _subfile(comm, got, int(offset), location, checksum, cache, failure)
+    elif method == "remote-superfile" and failure is None:
+        assert got is not None
+        failure = capture(_superfile, got, int(offset), location, rank=rank)[1]
     elif failure is None:
         assert got is not None
         fetch = _naive if method == "remote-naive" else _sieving
@@ -275,6 +303,20 @@ def _sieving(p: _Part, offset: int) -> None:
     if f.size:
         lo, hi = int(f[0]), int(f[-1] + n[-1])
         p.place(_bytes(p.get([(offset + lo, hi - lo)])), p.segments.file - lo)
+
+
+def _superfile(p: _Part, offset: int, location: str) -> None:
+    """The whole object, fetched once per process (one GET) and kept, then this rank's regions from memory."""
+    data = _SUPERFILES.get(location)
+    if data is None:
+        data = p.store.get(p.key)
+        _COUNTS["requests"] += 1
+        _COUNTS["bytes"] += len(data)
+        while _SUPERFILES and sum(map(len, _SUPERFILES.values())) + len(data) > SUPERFILE_MEMORY:
+            del _SUPERFILES[next(iter(_SUPERFILES))]
+        _SUPERFILES[location] = data
+    if p.segments.count:
+        p.place(np.frombuffer(data, dtype=np.uint8), p.segments.file + offset)
 
 
 def _failed(comm: MPI.Comm, failure: Failure | None) -> bool:

@@ -45,7 +45,7 @@ from .naming import inside
 if TYPE_CHECKING:
     from ..catalog import Catalog
 
-__all__ = ["TierReport", "migrate", "stage", "purge", "digest_file", "select_runs", "archive_store", "run"]
+__all__ = ["TierReport", "migrate", "stage", "purge", "pack", "digest_file", "select_runs", "archive_store", "run"]
 
 #: ``progress(bytes done, bytes in all)``.
 Progress = Callable[[int, int], None]
@@ -148,8 +148,20 @@ def _find(copies: list[rows.Copy], tier: str) -> rows.Copy | None:
     return next((c for c in copies if c.tier == tier), None)
 
 
-def migrate(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None = None) -> TierReport:
+def migrate(cat: "Catalog", run_id: int, store: Any, *, pack_below: int = 0,
+            progress: Progress | None = None) -> TierReport:
     """Copy every data file of a run to the archive tier and verify each copy.
+
+    Parameters
+    ----------
+    cat : Catalog
+    run_id : int
+    store : ObjectStore
+        The archive.
+    pack_below : int
+        Files of at most this many bytes (two or more of them) are packed into superfiles
+        (:func:`pack`) instead of one object each; 0 (default): never.
+    progress : callable, optional
 
     Raises
     ------
@@ -167,6 +179,7 @@ def migrate(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | Non
         todo = rows.copies(cat, run_id)
         total = sum(c[0].size for c in todo.values())
         done = 0
+        waiting: list[tuple[str, Path, int]] = []  # small files, packed at the end
         for path, found in todo.items():
             archive, fast = _find(found, rows.ARCHIVE), _find(found, rows.FAST)
             size = (fast or found[0]).size
@@ -179,9 +192,10 @@ def migrate(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | Non
                 local = inside(root, Path(path))
                 _check_rows(cat, run_id, path, local)
                 size = local.stat().st_size
-                digest = digest_file(local)
-                rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size, checksum=digest,
-                              state="verified", verified_at=_now())
+                if size <= pack_below:
+                    waiting.append((path, local, size))
+                    continue
+                digest = _fast_copy(cat, run_id, path, local, size)
                 rows.put_copy(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size)
                 store.put_file(path, local)
                 remote = _digest_object(store, path, size)
@@ -195,8 +209,103 @@ def migrate(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | Non
             done += size
             if progress is not None:
                 progress(done, total)
+        for group in _packs(waiting):
+            pack(cat, run_id, store, group, todo)
+            report.files += len(group)
+            report.nbytes += sum(size for _, _, size in group)
+            done += sum(size for _, _, size in group)
+            if progress is not None:
+                progress(done, total)
 
     return _logged(cat, run_id, "migrate", rows.ARCHIVE, work)
+
+
+def _fast_copy(cat: "Catalog", run_id: int, path: str, local: Path, size: int) -> str:
+    """Record the fast copy of a file explicitly, with its digest (once a file has copies, the rows are the truth)."""
+    digest = digest_file(local)
+    rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size, checksum=digest, state="verified",
+                  verified_at=_now())
+    return digest
+
+
+# --------------------------------------------------------------------------- superfiles
+#: The largest superfile migrate makes (bytes of its members).
+SUPERFILE_LIMIT = 64 << 20
+SUPERFILE_SUFFIX = ".sdmpack"
+
+
+def _packs(files: list[tuple[str, Path, int]]) -> list[list[tuple[str, Path, int]]]:
+    """Small files in groups of at most :data:`SUPERFILE_LIMIT` bytes; a file alone is packed too when it is
+    one of several (a lone small file is a superfile of one, still one request)."""
+    if len(files) < 2:
+        return [files] if files else []
+    groups: list[list[tuple[str, Path, int]]] = [[]]
+    used = 0
+    for item in files:
+        if groups[-1] and used + item[2] > SUPERFILE_LIMIT:
+            groups.append([])
+            used = 0
+        groups[-1].append(item)
+        used += item[2]
+    return groups
+
+
+def pack(cat: "Catalog", run_id: int, store: Any, members: list[tuple[str, Path, int]],
+         known: dict[str, list[rows.Copy]]) -> str:
+    """Upload small files as one superfile object and record each member's archive copy in it.
+
+    The paper's superfile (section 4.5): the members' bytes one after the other, then an
+    index of their paths, offsets, sizes and digests in the data-file trailer format
+    (:mod:`sdm.storage.trailer`: JSON and a 32-byte footer), so the object describes
+    itself; the catalog records each member's copy as ``<object location>@<offset>``.
+    The object is read back and every member's digest checked before any copy counts.
+    Superfiles of earlier, interrupted migrations of these members are deleted once
+    no verified copy refers to them.
+
+    Returns
+    -------
+    str
+        The superfile's key.
+    """
+    from . import trailer
+
+    rel_dir = str(Path(members[0][0]).parent)
+    key = f"{rel_dir}/superfile-{os.urandom(6).hex()}{SUPERFILE_SUFFIX}"
+    blob: list[bytes] = []
+    index: list[dict[str, Any]] = []
+    offset = 0
+    for path, local, size in members:
+        data = local.read_bytes()
+        digest = _fast_copy(cat, run_id, path, local, size)
+        index.append({"path": path, "offset": offset, "size": size, "checksum": digest})
+        blob.append(data)
+        offset += size
+    stale = {rows.member(c.location)[0] for path, _, _ in members for c in known.get(path, [])
+             if c.tier == rows.ARCHIVE and rows.member(c.location)[1] is not None}
+    for item in index:
+        rows.put_copy(cat, run_id, item["path"], rows.ARCHIVE, size=item["size"],
+                      location=rows.member_location(store.location(key), item["offset"]))
+    body = b"".join(blob)
+    store.put(key, body + trailer.encode({"format": 1, "superfile": True, "run": run_id, "members": index}, offset))
+    back = store.get_range(key, 0, offset)
+    for item in index:
+        got = f"{DIGEST}:{hashlib.sha256(back[item['offset']:item['offset'] + item['size']]).hexdigest()}"
+        if got != item["checksum"]:
+            raise IntegrityError(f"member {item['path']} of the superfile {store.location(key)} differs from its file "
+                                 f"after the upload ({got} vs {item['checksum']}); it stays unverified")
+    for item in index:
+        rows.put_copy(cat, run_id, item["path"], rows.ARCHIVE, size=item["size"], checksum=item["checksum"],
+                      location=rows.member_location(store.location(key), item["offset"]), state="verified",
+                      verified_at=_now())
+    for old in stale - {store.location(key)}:  # a superfile of an interrupted migration: nobody's copy now
+        if not _referenced(cat, run_id, old):
+            store.delete(old[len(store.url) + 1:])
+    return key
+
+
+def _referenced(cat: "Catalog", run_id: int, location: str) -> bool:
+    """Whether a copy of the run's files still lies in the superfile *location*."""
+    return any(rows.member(c.location)[0] == location for found in rows.copies(cat, run_id).values() for c in found)
 
 
 def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None = None) -> TierReport:
@@ -231,7 +340,11 @@ def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None 
                 rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size)
                 part = local.with_name(local.name + ".staging")
                 local.parent.mkdir(parents=True, exist_ok=True)
-                store.get_file(path, part)
+                obj, at = rows.member(archive.location)
+                if at is None:
+                    store.get_file(path, part)
+                else:  # a member of a superfile: its bytes only
+                    part.write_bytes(store.get_range(obj[len(store.url) + 1:], at, archive.size))
                 if digest_file(part) != archive.checksum:
                     part.unlink()
                     raise IntegrityError(f"{archive.location} does not match its recorded digest {archive.checksum}; "
@@ -286,6 +399,10 @@ def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
             if tier == rows.FAST:
                 inside(root, Path(path)).unlink(missing_ok=True)
                 inside(root, Path(path + ".staging")).unlink(missing_ok=True)
+            elif store is not None and mine is not None and rows.member(mine.location)[1] is not None:
+                obj = rows.member(mine.location)[0]  # a superfile goes with the last copy in it
+                if not _referenced(cat, run_id, obj):
+                    store.delete(obj[len(store.url) + 1:])
             elif store is not None and (mine is not None or store.head(path) is not None):
                 store.delete(path)
             if mine is None:
@@ -336,14 +453,18 @@ def archive_store(cat: "Catalog", run_id: int, endpoint: str | None = None) -> A
 
     for path, found in rows.copies(cat, run_id).items():
         archive = _find(found, rows.ARCHIVE)
-        if archive is not None and archive.location.endswith("/" + path):
-            return ObjectStore(archive.location[: -len(path) - 1], endpoint=endpoint)
+        if archive is None:
+            continue
+        obj, at = rows.member(archive.location)
+        key = path if at is None else f"{Path(path).parent}/{obj.rsplit('/', 1)[-1]}"
+        if obj.endswith("/" + key):
+            return ObjectStore(obj[: -len(key) - 1], endpoint=endpoint)
     return None
 
 
 def run(operation: str, runs: Any = None, *, where: Any = None, application: str | None = None,
         to: str | None = None, tier: str = "fast", endpoint: str | None = None, catalog: str | None = None,
-        progress: Callable[[int, int, str], None] | None = None) -> list[TierReport]:
+        pack_below: int = 0, progress: Callable[[int, int, str], None] | None = None) -> list[TierReport]:
     """``sdm migrate``, ``sdm stage`` and ``sdm purge`` of every selected run (see :func:`select_runs`).
 
     Parameters
@@ -355,6 +476,8 @@ def run(operation: str, runs: Any = None, *, where: Any = None, application: str
         ``migrate``: the archive, ``s3://BUCKET/PREFIX``.
     tier : {"fast", "archive"}
         ``purge``: the tier to remove copies from.
+    pack_below : int
+        ``migrate``: files of at most this many bytes go into superfiles (see :func:`migrate`).
     endpoint : str, optional
         The object store's server (default: ``$SDM_S3_ENDPOINT`` or ``$AWS_ENDPOINT_URL``).
     catalog : str, optional
@@ -387,7 +510,7 @@ def run(operation: str, runs: Any = None, *, where: Any = None, application: str
                     progress(done, total, _what)
 
             if operation == "migrate":
-                reports.append(migrate(cat, run_id, target, progress=report))
+                reports.append(migrate(cat, run_id, target, pack_below=pack_below, progress=report))
             elif operation == "stage":
                 reports.append(stage(cat, run_id, archive_store(cat, run_id, endpoint), progress=report))
             else:
