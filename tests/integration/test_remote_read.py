@@ -76,7 +76,8 @@ def test_every_method_and_view_reads_the_archive(run, endpoint, ranks: int) -> N
     out = mpi(ranks, "read", str(root), url, str(run_id), *remote.METHODS, "auto", job="_remote_job.py")
     views = 5
     per_view = sum(len(steps) for *_, steps in DATASETS)
-    reads = (views * per_view - sum(len(steps) for *_, order, steps in DATASETS if order == "F")) * 5
+    reads = (views * per_view - sum(len(steps) for *_, order, steps in DATASETS if order == "F")) * \
+        (len(remote.METHODS) + 1)  # every method and auto
     assert f"READ OK {reads * ranks}" in out, out[-3000:]
     assert not list(root.rglob("*.sdm"))  # read without staging
 
@@ -118,13 +119,13 @@ def test_missing_object_is_the_same_error_on_every_rank(tmp_path: Path, endpoint
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_requests_of_each_method(tmp_path: Path, endpoint, ranks: int) -> None:
     """Cyclic rows: naive one GET per row (one region at 1 rank), sieving and collective one per rank,
-    the subfile one per row it stages and none once cached."""
+    the subfile one per row it stages and none once cached, the superfile form one whole-object GET per rank."""
     root, url = tmp_path / "root", f"sqlite:///{tmp_path}/c.db"
     run_id, _ = archived_run(root, url, endpoint)
     out = mpi(ranks, "counts", str(root), url, str(run_id), job="_remote_job.py")
     regions = SHAPE[0] if ranks > 1 else 1
     assert (f"COUNTS remote-naive={regions} remote-sieving={ranks} remote-collective={ranks} "
-            f"remote-subfile={regions} remote-subfile=0") in out, out[-2000:]
+            f"remote-subfile={regions} remote-superfile={ranks} remote-subfile=0") in out, out[-2000:]
 
 
 def test_auto_uses_the_stored_calibration_of_the_archive(run, endpoint) -> None:

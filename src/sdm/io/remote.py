@@ -309,14 +309,19 @@ def _superfile(p: _Part, offset: int, location: str) -> None:
     """The whole object, fetched once per process (one GET) and kept, then this rank's regions from memory."""
     data = _SUPERFILES.get(location)
     if data is None:
+        if (p.store.head(p.key) or 0) > SUPERFILE_MEMORY:  # too large to keep: read as sieving does
+            _sieving(p, offset)
+            return
         data = p.store.get(p.key)
         _COUNTS["requests"] += 1
         _COUNTS["bytes"] += len(data)
         while _SUPERFILES and sum(map(len, _SUPERFILES.values())) + len(data) > SUPERFILE_MEMORY:
             del _SUPERFILES[next(iter(_SUPERFILES))]
         _SUPERFILES[location] = data
-    if p.segments.count:
-        p.place(np.frombuffer(data, dtype=np.uint8), p.segments.file + offset)
+    f, n = p.regions
+    if f.size:  # as sieving, from the object in memory
+        lo, hi = int(f[0]), int(f[-1] + n[-1])
+        p.place(np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=offset + lo), p.segments.file - lo)
 
 
 def _failed(comm: MPI.Comm, failure: Failure | None) -> bool:
