@@ -326,6 +326,7 @@ def case_migrate(bench: Bench) -> dict[str, Any]:
     run_id, paths, keys = _migrate_run(bench, files, per_file)
     total = sum(p.stat().st_size for p in paths)
     samples: dict[str, list[float]] = {"migrate": [], "plain": []}
+    parts: dict[str, list[float]] = {}
     cat = Catalog(bench.catalog)
     try:
         for r in range(bench.args.repeat):
@@ -340,7 +341,9 @@ def case_migrate(bench: Bench) -> dict[str, Any]:
                 samples[contender].append(time.perf_counter() - t0)
                 if contender == "migrate":  # untimed: the archive copies go, so the next round copies again
                     tiers.purge(cat, run_id, "archive", store)
-                else:
+                else:  # what migrate does beyond the copy, each part alone (untimed in the contest)
+                    for part, seconds in _migrate_parts(cat, run_id, store, paths, keys).items():
+                        parts.setdefault(part, []).append(seconds)
                     for key in keys:
                         store.delete(key)
     finally:
@@ -349,6 +352,25 @@ def case_migrate(bench: Bench) -> dict[str, Any]:
     out = contenders_result("Migrate vs a plain client copy of the same files", params, samples,
                             {"plain / migrate (time)": ratio(samples, "plain", "migrate", 0.9)})
     out["throughput_MiBps"] = {c: stats([total / MiB / s for s in v]) for c, v in samples.items()}
+    out["migrate_parts"] = {part: stats(v) for part, v in parts.items()}
+    return out
+
+
+def _migrate_parts(cat: Any, run_id: int, store: Any, paths: list[Path], keys: list[str]) -> dict[str, float]:
+    """Seconds of each check :func:`tiers.migrate` makes besides the upload, on the files just copied by *store*."""
+    from sdm.storage import tiers
+
+    sizes = [p.stat().st_size for p in paths]
+    steps: dict[str, Callable[[], Any]] = {
+        "row checksums (local file)": lambda: [tiers._check_rows(cat, run_id, k, p) for k, p in zip(keys, paths)],
+        "SHA-256 (local file)": lambda: [tiers.digest_file(p) for p in paths],
+        "read-back digest (GET + SHA-256)": lambda: [tiers._digest_object(store, k, n) for k, n in zip(keys, sizes)],
+    }
+    out = {}
+    for part, step in steps.items():
+        t0 = time.perf_counter()
+        step()
+        out[part] = time.perf_counter() - t0
     return out
 
 
@@ -398,10 +420,12 @@ CASES: dict[str, Callable[[Bench], dict[str, Any]]] = {
 
 
 # ----------------------------------------------------------------------------- report
+def _sec(x: float) -> str:
+    return f"{x * 1e3:.3g} ms" if x < 1 else f"{x:.2f} s"
+
+
 def _fmt(s: dict[str, float]) -> str:
-    def one(x: float) -> str:
-        return f"{x * 1e3:.1f} ms" if x < 1 else f"{x:.2f} s"
-    return f"{one(s['median'])} ({one(s['min'])} - {one(s['max'])})"
+    return f"{_sec(s['median'])} ({_sec(s['min'])} - {_sec(s['max'])})"
 
 
 def _ratio_lines(result: dict[str, Any]) -> list[str]:
@@ -430,6 +454,10 @@ def markdown(data: dict[str, Any]) -> str:
             lines += ["", "| contender | MiB/s |", "|---|---|"]
             lines += [f"| {c} | {s['median']:.0f} ({s['min']:.0f} - {s['max']:.0f}) |"
                       for c, s in result["throughput_MiBps"].items()]
+        if "migrate_parts" in result:
+            lines += ["", "What migrate does besides the upload, each part timed alone after a plain copy:", "",
+                      "| part | seconds |", "|---|---|"]
+            lines += [f"| {c} | {_fmt(s)} |" for c, s in result["migrate_parts"].items()]
         lines += _ratio_lines(result) + [""]
     if "predicted" in data["cases"]:
         pr = data["cases"]["predicted"]
@@ -438,9 +466,8 @@ def markdown(data: dict[str, Any]) -> str:
         lines += [f"## predicted: {pr['title']}", "", f"Constants of `{pr['target']}`: {consts}; T_read {reads}.",
                   "", "| case | method | predicted | measured | measured / predicted |", "|---|---|---|---|---|"]
         for r in pr["rows"]:
-            q = f"{r['measured/predicted']:.2f}" if r["measured/predicted"] is not None else "-"
-            lines.append(f"| {r['case']} | {r['method']} | {r['predicted'] * 1e3:.3g} ms | "
-                         f"{r['measured'] * 1e3:.3g} ms | {q} |")
+            q = f"{r['measured/predicted']:.3g}" if r["measured/predicted"] is not None else "-"
+            lines.append(f"| {r['case']} | {r['method']} | {_sec(r['predicted'])} | {_sec(r['measured'])} | {q} |")
         lines.append("")
     return "\n".join(lines)
 
