@@ -71,7 +71,7 @@ demo: venv
 
 BENCHMARKS ?= overhead astro3d ncio lbmpi predictor partition imports cequal
 # started with plain Python: they start their own MPI jobs, or need none
-SERIAL_BENCHMARKS ?= catalog_scale rank_scale metafile_cost
+SERIAL_BENCHMARKS ?= catalog_scale rank_scale metafile_cost archive
 
 bench: venv
 	@for b in $(BENCHMARKS); do \

@@ -92,9 +92,9 @@ def provenance() -> dict[str, Any]:
 
 def write_results(out: Path, name: str, data: dict[str, Any], markdown: str,
                   plot: Callable[[Path], None]) -> None:
-    """``<name>.json``, ``<name>.md`` and ``<name>.png`` in *out*; prints the Markdown."""
+    """``<name>.json`` (compact), ``<name>.md`` and ``<name>.png`` in *out*; prints the Markdown."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(data, indent=1, default=str))
+    (out / f"{name}.json").write_text(json.dumps(data, separators=(",", ":"), default=str))  # compact
     (out / f"{name}.md").write_text(markdown)
     plot(out / f"{name}.png")
     print(markdown)

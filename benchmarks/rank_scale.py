@@ -443,21 +443,12 @@ def refit(out_dir: Path) -> None:
     write(out_dir, data)
 
 
-def _rounded(obj: Any, digits: int = 4) -> Any:
-    """*obj* with every float cut to *digits* significant digits (the results stay small)."""
-    if isinstance(obj, float):
-        return float(f"{obj:.{digits}g}")
-    if isinstance(obj, dict):
-        return {k: _rounded(v, digits) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_rounded(v, digits) for v in obj]
-    return obj
-
-
 def write(out_dir: Path, data: dict[str, Any]) -> None:
     """``rank_scale.json``, ``.md`` and ``.png`` in *out_dir*; prints the Markdown."""
+    from sdm.bench import rounded
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "rank_scale.json").write_text(json.dumps(_rounded(data), separators=(",", ":")))
+    (out_dir / "rank_scale.json").write_text(json.dumps(rounded(data), separators=(",", ":")))
     text = markdown(data)
     (out_dir / "rank_scale.md").write_text(text)
     plot(data, out_dir / "rank_scale.png")

@@ -581,11 +581,11 @@ def _model_for(comm: Any, target: Path, scratch: Path, catalog: str | None, mode
 
 
 def write_ncio(report: dict[str, Any], out: Path) -> None:
-    """ncio.json (every sample of every configuration, compact), ncio.md and ncio.png in *out*."""
-    from ..bench import ncio
+    """ncio.json (every sample of every configuration, compact: floats to 4 significant digits), ncio.md and ncio.png in *out*."""
+    from ..bench import ncio, rounded
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / "ncio.json").write_text(json.dumps(report, separators=(",", ":"), default=str))
+    (out / "ncio.json").write_text(json.dumps(rounded(report), separators=(",", ":"), default=str))
     (out / "ncio.md").write_text(ncio.markdown(report))
     ncio.plot(report, out / "ncio.png")
 
