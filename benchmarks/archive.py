@@ -32,7 +32,9 @@ Cases (:data:`CASES`, run in this order; ``--only`` picks some):
 ``migrate``
     :func:`sdm.storage.tiers.migrate` of a run of 4 files of 64 MiB against a plain client
     copy of the same files (:meth:`ObjectStore.put_file` of each, no verification) to the
-    same server; between rounds the archive copies are purged (untimed).  Goal: plain /
+    same server, with ``verify="read-back"`` (the default: every object read back and its
+    SHA-256 compared) and ``verify="upload"`` (the server's check of each signed upload's
+    SHA-256 trusted); between rounds the archive copies are purged (untimed).  Goal: plain /
     migrate time (migrate's throughput relative to the plain copy) >= 0.9.
 ``predicted``
     ``sdm calibrate s3://...`` through the proxy, then the remote model's prediction
@@ -325,21 +327,22 @@ def case_migrate(bench: Bench) -> dict[str, Any]:
     files, per_file = (4, 1 * MiB) if bench.args.quick else (4, 64 * MiB)
     run_id, paths, keys = _migrate_run(bench, files, per_file)
     total = sum(p.stat().st_size for p in paths)
-    samples: dict[str, list[float]] = {"migrate": [], "plain": []}
+    samples: dict[str, list[float]] = {"migrate": [], "migrate-upload": [], "plain": []}
     parts: dict[str, list[float]] = {}
     cat = Catalog(bench.catalog)
     try:
         for r in range(bench.args.repeat):
-            for contender in (("migrate", "plain") if r % 2 == 0 else ("plain", "migrate")):
+            order = list(samples)
+            for contender in order[r % 3:] + order[:r % 3]:  # rotated from round to round
                 store = bench.store(f"{contender}-{r}")
                 t0 = time.perf_counter()
-                if contender == "migrate":
-                    tiers.migrate(cat, run_id, store)
+                if contender.startswith("migrate"):
+                    tiers.migrate(cat, run_id, store, verify="upload" if contender == "migrate-upload" else "read-back")
                 else:
                     for path, key in zip(paths, keys):
                         store.put_file(key, path)
                 samples[contender].append(time.perf_counter() - t0)
-                if contender == "migrate":  # untimed: the archive copies go, so the next round copies again
+                if contender.startswith("migrate"):  # untimed: the archive copies go, so the next round copies again
                     tiers.purge(cat, run_id, "archive", store)
                 else:  # what migrate does beyond the copy, each part alone (untimed in the contest)
                     for part, seconds in _migrate_parts(cat, run_id, store, paths, keys).items():
@@ -350,7 +353,8 @@ def case_migrate(bench: Bench) -> dict[str, Any]:
         cat.close()
     params = {"files": files, "bytes": total, "part_size": MiB * 8, "endpoint": "server (no proxy)"}
     out = contenders_result("Migrate vs a plain client copy of the same files", params, samples,
-                            {"plain / migrate (time)": ratio(samples, "plain", "migrate", 0.9)})
+                            {"plain / migrate (time)": ratio(samples, "plain", "migrate", 0.9),
+                             "plain / migrate --verify upload (time)": ratio(samples, "plain", "migrate-upload", 0.9)})
     out["throughput_MiBps"] = {c: stats([total / MiB / s for s in v]) for c, v in samples.items()}
     out["migrate_parts"] = {part: stats(v) for part, v in parts.items()}
     return out

@@ -29,12 +29,13 @@ def test_quick_run_measures_every_case(tmp_path: Path) -> None:
     assert set(cases["block"]["stats"]) == {"remote-naive", "remote-sieving", "remote-collective",
                                             "remote-subfile first", "remote-subfile second"}
     assert set(cases["noncontig"]["stats"]) == {"remote-naive", "remote-sieving", "remote-collective"}
-    assert set(cases["migrate"]["stats"]) == {"migrate", "plain"}
+    assert set(cases["migrate"]["stats"]) == {"migrate", "migrate-upload", "plain"}
     for name in ("block", "noncontig", "migrate"):
         for s in cases[name]["stats"].values():
             assert s["n"] == 1 and s["median"] > 0
     assert cases["block"]["ratios"]["naive / collective"]["goal"] == 30
     assert cases["migrate"]["ratios"]["plain / migrate (time)"]["goal"] == 0.9
+    assert cases["migrate"]["ratios"]["plain / migrate --verify upload (time)"]["goal"] == 0.9
     rows = cases["predicted"]["rows"]
     assert {(r["case"], r["method"]) for r in rows} == {
         (c, m) for c in ("block", "noncontig") for m in cases[c]["stats"]}

@@ -28,7 +28,7 @@ import pytest
 import sdm
 from sdm.catalog import Catalog
 from sdm.catalog import tiers as rows
-from sdm.errors import IntegrityError, RunStateError, StorageError
+from sdm.errors import IntegrityError, InvalidArgumentError, RunStateError, StorageError
 from sdm.maintenance import verify_run
 from sdm.storage import tiers
 from sdm.storage.backends.objectstore import ObjectStore
@@ -416,3 +416,22 @@ def test_small_files_packed_in_a_superfile_are_read_with_one_request(run, store:
     finally:
         cat.close()
     assert read_all(root, url, run_id) == 9
+
+
+def test_migrate_trusting_the_servers_upload_check(run, store: ObjectStore) -> None:
+    root, url, run_id = run
+    original = files_of(root)
+    cat = Catalog(url)
+    try:
+        with pytest.raises(InvalidArgumentError) as err:
+            tiers.migrate(cat, run_id, store, verify="none")
+        assert str(err.value) == "migrate verify must be one of read-back, upload, got 'none'"
+        assert all(c[0].implicit for c in rows.copies(cat, run_id).values()) and store.list() == []
+        report = tiers.migrate(cat, run_id, store, verify="upload")
+        assert report.files == len(original)
+        for path, data in original.items():
+            assert store.get(path) == data
+            (archive,) = [c for c in rows.copies(cat, run_id)[path] if c.tier == "archive"]
+            assert (archive.state, archive.checksum) == ("verified", "sha256:" + hashlib.sha256(data).hexdigest())
+    finally:
+        cat.close()

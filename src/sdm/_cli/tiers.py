@@ -57,10 +57,15 @@ def _migrate(items: RunsOpt = None,
              pack_below: Annotated[int, typer.Option(
                  "--pack-below", metavar="BYTES", min=0,
                  help="Pack files of at most BYTES into superfiles (one object, one GET for all; 0: never).")] = 0,
+             verify: Annotated[str, typer.Option(
+                 "--verify", metavar="read-back|upload",
+                 help="read-back: read every object back and compare its SHA-256 (default); upload: trust the "
+                      "server's check of each signed upload's SHA-256 (faster).")] = "read-back",
              application: AppOpt = None, endpoint: EndpointOpt = None, catalog: CatalogOpt = None,
              as_json: JsonOpt = False) -> None:
     """Copy runs to the archive tier and verify every copy against the catalog before it counts."""
-    _do("migrate", items, application, catalog, as_json, to=to or None, endpoint=endpoint, pack_below=pack_below)
+    _do("migrate", items, application, catalog, as_json, to=to or None, endpoint=endpoint, pack_below=pack_below,
+        verify=verify)
 
 
 def _stage(items: RunsOpt = None, application: AppOpt = None, endpoint: EndpointOpt = None,
