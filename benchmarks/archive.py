@@ -177,6 +177,75 @@ def worker_read(args: argparse.Namespace) -> None:
         print(json.dumps(samples), flush=True)
 
 
+SMALL_BYTES = 1024  # each small dataset of the superfile case: 128 float64
+
+
+def _small(step: int) -> np.ndarray:
+    return np.arange(SMALL_BYTES // 8, dtype="<f8") + 1000.0 * step
+
+
+def worker_small_write(args: argparse.Namespace) -> None:
+    """The superfile case's run: ``--files`` steps of a 1 KiB level-1 dataset, one file each (1 rank)."""
+    import sdm
+
+    with sdm.open(APP, root=args.root, catalog=args.catalog, attributes={"case": "small"}) as s:
+        g = s.make_group("small", ["d"], dtype="<f8", shape=(SMALL_BYTES // 8,), level=1)
+        for step in range(args.files):
+            g.write("d", step, _small(step))
+        run = s.run_id
+    print(json.dumps({"run": run}), flush=True)
+
+
+def worker_small_read(args: argparse.Namespace) -> None:
+    """Every dataset of two runs of the superfile case, one object per file vs one superfile, ``--repeat``
+    rounds, each from a cold start (the superfile is fetched again); prints the samples as JSON."""
+    import sdm
+    from sdm.io import remote
+
+    runs = {"one object per file": args.run, "superfile": args.run_b}
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for r in range(args.repeat + 1):  # round 0: untimed warm-up (connections, catalog)
+        for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+            remote.forget_superfiles()
+            with sdm.open(APP, "r", root=args.root, catalog=args.catalog, run=runs[name]) as s:
+                g = s.group("small")
+                t0 = time.perf_counter()
+                for step in range(args.files):
+                    if not np.array_equal(g.read("d", step, verify=True), _small(step)):
+                        raise SystemExit(f"{name}: step {step} differs from what was written")
+                if r:
+                    samples[name].append(time.perf_counter() - t0)
+    print(json.dumps(samples), flush=True)
+
+
+def case_superfile(bench: Bench) -> dict[str, Any]:
+    """Many small datasets read from the archive: one object per file against one superfile (1 rank)."""
+    from sdm.catalog import Catalog
+    from sdm.storage import tiers
+
+    samples: dict[str, list[float]] = {}
+    ratios: dict[str, dict[str, Any]] = {}
+    counts = (10,) if bench.args.quick else (10, 100)
+    for files in counts:
+        runs = [int(bench.job("small-write", "--files", str(files), ranks=1)["run"]) for _ in range(2)]
+        cat = Catalog(bench.catalog)
+        try:
+            for run_id, pack_below in zip(runs, (0, SMALL_BYTES * 4)):
+                tiers.migrate(cat, run_id, bench.store(f"small-{files}-{pack_below}"), pack_below=pack_below)
+                tiers.purge(cat, run_id, "fast")
+        finally:
+            cat.close()
+        got = bench.job("small-read", "--files", str(files), "--run", str(runs[0]), "--run-b", str(runs[1]),
+                        ranks=1, endpoint=bench.proxy.endpoint)
+        for name, values in got.items():
+            samples[f"{files} files: {name}"] = values
+        ratios[f"{files} files: one object per file / superfile"] = ratio(
+            samples, f"{files} files: one object per file", f"{files} files: superfile", 8.0)
+    return contenders_result("Small datasets read from the archive: one object per file vs one superfile (1 rank)",
+                             {"files": list(counts), "dataset_bytes": SMALL_BYTES, "latency_ms": bench.args.latency},
+                             samples, ratios)
+
+
 # ----------------------------------------------------------------------------- driver
 def stats(values: list[float]) -> dict[str, float]:
     """Median, min, max and count of *values*."""
@@ -230,9 +299,9 @@ class Bench:
         store.ensure_bucket()
         return store
 
-    def job(self, mode: str, *extra: str, endpoint: str | None = None) -> dict[str, Any]:
-        """Run the worker *mode* on :data:`RANKS` ranks; the JSON its rank 0 printed last."""
-        command = [mpiexec(), "-n", str(RANKS), sys.executable, str(Path(__file__).resolve()), "--worker", mode,
+    def job(self, mode: str, *extra: str, endpoint: str | None = None, ranks: int = RANKS) -> dict[str, Any]:
+        """Run the worker *mode* on *ranks* ranks; the JSON its rank 0 printed last."""
+        command = [mpiexec(), "-n", str(ranks), sys.executable, str(Path(__file__).resolve()), "--worker", mode,
                    "--root", str(self.root), "--catalog", self.catalog, "--repeat", str(self.args.repeat),
                    *(["--quick"] if self.args.quick else []), *extra]
         return dict(json.loads(_run(command, self.env(endpoint or self.s3.endpoint), self.args.timeout)))
@@ -419,6 +488,7 @@ CASES: dict[str, Callable[[Bench], dict[str, Any]]] = {
     "block": case_block,
     "noncontig": case_noncontig,
     "migrate": case_migrate,
+    "superfile": case_superfile,
     "predicted": case_predicted,
 }
 
@@ -555,7 +625,9 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="tiny sizes, one round (a smoke test, not a measurement)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per MPI job (1800)")
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--worker", choices=("write", "read"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=("write", "read", "small-write", "small-read"), help=argparse.SUPPRESS)
+    p.add_argument("--files", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--run-b", type=int, help=argparse.SUPPRESS)
     p.add_argument("--root", help=argparse.SUPPRESS)
     p.add_argument("--catalog", help=argparse.SUPPRESS)
     p.add_argument("--run", type=int, help=argparse.SUPPRESS)
@@ -565,6 +637,12 @@ def main() -> None:
         args.repeat = 1
     if args.worker == "write":
         worker_write(args)
+        return
+    if args.worker == "small-write":
+        worker_small_write(args)
+        return
+    if args.worker == "small-read":
+        worker_small_read(args)
         return
     if args.worker == "read":
         worker_read(args)

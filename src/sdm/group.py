@@ -961,7 +961,7 @@ class Group:
         except OSError as exc:
             from .catalog.tiers import copies
 
-            copy = _remote.archived(copies(s.open_catalog(), s.run_id).get(w.path, []), w.offset + w.nbytes)
+            copy = _remote.archived(copies(s.open_catalog(), s.run_id, [w.path]).get(w.path, []), w.offset + w.nbytes)
             if copy is not None:  # purged from the fast tier: read from the archive copy
                 where, at = _remote.object_place(copy.location)  # a superfile member: its offset in the object
                 return _remote.plan_path(where, copy.checksum), at + w.offset, w.checksum, w.checksum_algo

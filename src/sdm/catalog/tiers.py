@@ -120,12 +120,15 @@ def _check_tier(tier: str) -> str:
     return tier
 
 
-def copies(cat: "Catalog", run_id: int) -> dict[str, list[Copy]]:
-    """Every copy of every file of a run, by file path (files without a row: their implicit fast copy)."""
+def copies(cat: "Catalog", run_id: int, paths: Any = None) -> dict[str, list[Copy]]:
+    """Every copy of every file of a run (or of its files *paths*), by file path (files without a row: their
+    implicit fast copy)."""
     f, c = S.files, S.copies
     q = (sa.select(f.c.path, f.c.alloc_end, c.c.tier, c.c.location, c.c.size, c.c.checksum, c.c.state, c.c.verified_at)
          .select_from(f.outerjoin(c, c.c.file_id == f.c.id)).where(f.c.run_id == int(run_id))
          .order_by(f.c.path, c.c.tier))
+    if paths is not None:
+        q = q.where(f.c.path.in_(list(paths)))
     out: dict[str, list[Copy]] = {}
     with cat.engine.connect() as con:
         for path, end, tier, location, size, checksum, state, verified_at in con.execute(q):

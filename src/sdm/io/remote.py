@@ -489,6 +489,11 @@ def clear_cache(run_directory: str | os.PathLike[str]) -> int:
     return held
 
 
+def forget_superfiles() -> None:
+    """Drop the superfiles this process keeps in memory (the next read of a member fetches its superfile again)."""
+    _SUPERFILES.clear()
+
+
 def counters() -> dict[str, int]:
     """This process's ranged GETs of remote reads so far: ``{"requests": ..., "bytes": ...}``.
 
