@@ -435,3 +435,43 @@ def test_migrate_trusting_the_servers_upload_check(run, store: ObjectStore) -> N
             assert (archive.state, archive.checksum) == ("verified", "sha256:" + hashlib.sha256(data).hexdigest())
     finally:
         cat.close()
+
+
+def test_a_rebuilt_catalog_knows_where_the_bytes_are(run, store: ObjectStore, monkeypatch) -> None:
+    """Verified copies and purges go to the run's meta-file first: a catalog rebuilt from the data root after
+    a migrate (superfile included) and a purge reads the archived steps."""
+    from sdm.catalog.metafile import META, read_meta
+    from sdm.catalog.rebuild import rebuild
+
+    monkeypatch.setenv("SDM_S3_ENDPOINT", store.endpoint or "")
+    root, url, run_id = run
+    original = files_of(root)
+    cat = Catalog(url)
+    try:
+        tiers.migrate(cat, run_id, store, pack_below=4096)
+        tiers.purge(cat, run_id, "fast")
+        where = {p: sorted((c.tier, c.location, c.size, c.checksum, c.state) for c in f)
+                 for p, f in rows.copies(cat, run_id).items()}
+    finally:
+        cat.close()
+    (meta,) = root.rglob(META)
+    kinds = [r["t"] for r in read_meta(meta.parent).records]
+    # 4 files: their fast copies (the large one twice: before its upload, then with its digest) and archive
+    # copies, then the fast copies gone
+    assert kinds.count("copy") == 9 and kinds.count("uncopy") == 4
+    (Path(url[len("sqlite:///"):])).unlink()
+    assert rebuild(root, url).added == [run_id]
+    cat = Catalog(url)
+    try:
+        assert {p: sorted((c.tier, c.location, c.size, c.checksum, c.state) for c in f)
+                for p, f in rows.copies(cat, run_id).items()} == where
+    finally:
+        cat.close()
+    assert read_all(root, url, run_id) == 9  # from the archive, without staging
+    assert files_of(root) == {}
+    cat = Catalog(url)
+    try:
+        tiers.stage(cat, run_id, tiers.archive_store(cat, run_id))
+    finally:
+        cat.close()
+    assert files_of(root) == original

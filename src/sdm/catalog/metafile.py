@@ -51,7 +51,7 @@ FORMAT = 1
 
 #: Record types of format 1 (``"t"``); a reader meeting another type refuses it unless it says ``"optional": true``.
 TYPES = ("run", "group", "distribution", "attributes", "info", "writes", "import", "open", "close", "abort",
-         "truncate")
+         "truncate", "copy", "uncopy")
 
 _CRC_KEY = ',"crc":"'
 

@@ -92,6 +92,7 @@ class _Run:
     files: dict[str, int] = field(default_factory=dict)
     imports: list[dict[str, Any]] = field(default_factory=list)
     infos: dict[tuple[str | None, str | None, int | None, str], dict[str, Any]] = field(default_factory=dict)
+    copies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (path, tier) -> verified copy
     writers: int = 1
 
 
@@ -136,6 +137,10 @@ def _replay(log: MetaLog) -> _Run:
                 run.files.setdefault(w["path"], int(w["level"]))
         elif kind == "import":
             run.imports.append(rec)
+        elif kind == "copy":  # sdm migrate/stage: a verified copy of a file on a tier
+            run.copies[(rec["path"], rec["tier"])] = rec
+        elif kind == "uncopy":  # sdm purge
+            run.copies.pop((rec["path"], rec["tier"]), None)
         elif kind in ("open", "close"):
             run.writers += 1 if kind == "open" else -1
     return run
@@ -267,6 +272,12 @@ def _insert(cat: Catalog, run: _Run, data_root: Path) -> bool:
         if attrs:
             con.execute(S.attributes.insert(), attrs)
         file_ids = _insert_files(con, rid, run, data_root)
+        if run.copies:
+            con.execute(S.copies.insert(), [dict(
+                file_id=file_ids[path], tier=tier, location=c["location"], size=int(c["size"]), checksum=c["checksum"],
+                state="verified", verified_at=None if c["verified_at"] is None else _time(c["verified_at"]),
+                created_at=_time(c["verified_at"] or run.info["created"]))
+                for (path, tier), c in run.copies.items() if path in file_ids])
         if run.writes:
             con.execute(S.writes.insert(), [dict(
                 dataset_id=dataset_ids[(w["group"], w["dataset"])], step=int(w["step"]), file_id=file_ids[w["path"]],

@@ -141,6 +141,7 @@ def _logged(cat: "Catalog", run_id: int, operation: str, tier: str,
     with runs.exclusive(root, rel_dir, run_id, operation):
         op = rows.start_operation(cat, run_id, operation, tier)
         t0 = time.perf_counter()
+        _JOURNALS[run_id] = _journal(root, rel_dir)
         try:
             work(report)
         except BaseException as exc:
@@ -148,10 +149,48 @@ def _logged(cat: "Catalog", run_id: int, operation: str, tier: str,
             rows.finish_operation(cat, op, files=report.files, nbytes=report.nbytes, seconds=report.seconds,
                                   outcome="failed", detail=f"{type(exc).__name__}: {exc}")
             raise
+        finally:
+            journal = _JOURNALS.pop(run_id, None)
+            if journal is not None:
+                journal.close()
         report.seconds = time.perf_counter() - t0
         rows.finish_operation(cat, op, files=report.files, nbytes=report.nbytes, seconds=report.seconds, outcome="ok",
                               detail="; ".join(report.notes) or None)
     return report
+
+
+#: The meta-file of each run an operation is changing (opened by :func:`_logged`).
+_JOURNALS: dict[int, Any] = {}
+
+
+def _put(cat: "Catalog", run_id: int, path: str, tier: str, *, state: str = "copying", **values: Any) -> None:
+    """Record a copy; a verified one is first appended to the run's meta-file (``copy``), so a rebuilt
+    catalog knows where the bytes are."""
+    journal = _JOURNALS.get(run_id)
+    if journal is not None and state == "verified":
+        when = values.get("verified_at")
+        journal.append({"t": "copy", "path": path, "tier": tier, "location": values["location"],
+                        "size": int(values["size"]), "checksum": values.get("checksum"),
+                        "verified_at": None if when is None else when.isoformat()})
+    rows.put_copy(cat, run_id, path, tier, state=state, **values)
+
+
+def _drop(cat: "Catalog", run_id: int, path: str, tier: str) -> None:
+    """Forget a copy; first appended to the run's meta-file (``uncopy``)."""
+    journal = _JOURNALS.get(run_id)
+    if journal is not None:
+        journal.append({"t": "uncopy", "path": path, "tier": tier})
+    rows.drop_copy(cat, run_id, path, tier)
+
+
+def _journal(root: Path, rel_dir: str) -> Any:
+    """The run's meta-file to append to, or None (a run written with ``metafile=False``, or before meta-files)."""
+    from ..catalog.metafile import META, MetaFile
+
+    run_dir = root / rel_dir
+    if not (run_dir / META).exists() or not runs.keeps_metafile(run_dir):
+        return None
+    return MetaFile(run_dir, sync=True)
 
 
 def _find(copies: list[rows.Copy], tier: str) -> rows.Copy | None:
@@ -225,7 +264,7 @@ def migrate(cat: "Catalog", run_id: int, store: Any, *, pack_below: int = 0, ver
                 if remote != digest:
                     raise IntegrityError(f"the archive copy {store.location(path)} of {path} differs from the file "
                                          f"after its upload ({remote} vs {digest}); it stays unverified")
-                rows.put_copy(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size,
+                _put(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size,
                               checksum=digest, state="verified", verified_at=_now())
                 report.files += 1
                 report.nbytes += size
@@ -256,8 +295,8 @@ def _upload_checked(cat: "Catalog", run_id: int, path: str, local: Path, size: i
         return digest_file(local)
 
     # the fast copy first: once a file has copies rows, they are the whole truth about it
-    rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size, state="verified", verified_at=_now())
-    rows.put_copy(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size)
+    _put(cat, run_id, path, rows.FAST, location=path, size=size, state="verified", verified_at=_now())
+    _put(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdm-check") as pool:
         checked = pool.submit(check)
         try:
@@ -266,10 +305,10 @@ def _upload_checked(cat: "Catalog", run_id: int, path: str, local: Path, size: i
             try:
                 digest = checked.result()
             except IntegrityError:  # a damaged file is never archived: its object and copy row go
-                rows.drop_copy(cat, run_id, path, rows.ARCHIVE)
+                _drop(cat, run_id, path, rows.ARCHIVE)
                 store.delete(path)
                 raise
-    rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size, checksum=digest, state="verified",
+    _put(cat, run_id, path, rows.FAST, location=path, size=size, checksum=digest, state="verified",
                   verified_at=_now())
     return digest
 
@@ -277,7 +316,7 @@ def _upload_checked(cat: "Catalog", run_id: int, path: str, local: Path, size: i
 def _fast_copy(cat: "Catalog", run_id: int, path: str, local: Path, size: int) -> str:
     """Record the fast copy of a file explicitly, with its digest (once a file has copies, the rows are the truth)."""
     digest = digest_file(local)
-    rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size, checksum=digest, state="verified",
+    _put(cat, run_id, path, rows.FAST, location=path, size=size, checksum=digest, state="verified",
                   verified_at=_now())
     return digest
 
@@ -337,7 +376,7 @@ def pack(cat: "Catalog", run_id: int, store: Any, members: list[tuple[str, Path,
     stale = {rows.member(c.location)[0] for path, _, _ in members for c in known.get(path, [])
              if c.tier == rows.ARCHIVE and rows.member(c.location)[1] is not None}
     for item in index:
-        rows.put_copy(cat, run_id, item["path"], rows.ARCHIVE, size=item["size"],
+        _put(cat, run_id, item["path"], rows.ARCHIVE, size=item["size"],
                       location=rows.member_location(store.location(key), item["offset"]))
     body = b"".join(blob)
     store.put(key, body + trailer.encode({"format": 1, "superfile": True, "run": run_id, "members": index}, offset))
@@ -348,7 +387,7 @@ def pack(cat: "Catalog", run_id: int, store: Any, members: list[tuple[str, Path,
             raise IntegrityError(f"member {item['path']} of the superfile {store.location(key)} differs from its file "
                                  f"after the upload ({got} vs {item['checksum']}); it stays unverified")
     for item in index:
-        rows.put_copy(cat, run_id, item["path"], rows.ARCHIVE, size=item["size"], checksum=item["checksum"],
+        _put(cat, run_id, item["path"], rows.ARCHIVE, size=item["size"], checksum=item["checksum"],
                       location=rows.member_location(store.location(key), item["offset"]), state="verified",
                       verified_at=_now())
     for old in stale - {store.location(key)}:  # a superfile of an interrupted migration: nobody's copy now
@@ -391,7 +430,7 @@ def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None 
                     raise StorageError(f"{path} of run {run_id}: no object store could be opened for its archive "
                                        f"copy {archive.location}")
                 local = inside(root, Path(path))
-                rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size)
+                _put(cat, run_id, path, rows.FAST, location=path, size=size)
                 part = local.with_name(local.name + ".staging")
                 local.parent.mkdir(parents=True, exist_ok=True)
                 obj, at = rows.member(archive.location)
@@ -407,7 +446,7 @@ def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None 
                 _sync(part)
                 os.replace(part, local)
                 _sync(local.parent)
-                rows.put_copy(cat, run_id, path, rows.FAST, location=path, size=size, checksum=archive.checksum,
+                _put(cat, run_id, path, rows.FAST, location=path, size=size, checksum=archive.checksum,
                               state="verified", verified_at=_now())
                 report.files += 1
                 report.nbytes += size
@@ -447,7 +486,7 @@ def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
             mine = _find(found, tier)
             size = (mine or found[0]).size
             if mine is not None:
-                rows.drop_copy(cat, run_id, path, tier)  # forgotten first: never a row without bytes
+                _drop(cat, run_id, path, tier)  # forgotten first: never a row without bytes
                 report.files += 1
                 report.nbytes += size
             if tier == rows.FAST:
