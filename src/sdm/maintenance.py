@@ -40,6 +40,7 @@ __all__ = ["RowProblem", "Unreferenced", "VerifyReport", "GcReport", "current_st
            "gc_run"]
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
+_CACHE = ".sdm-cache"  # sdm.io.remote.CACHE_DIR: archived bytes staged for remote reads (delete it at will)
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,8 @@ def _unreferenced(root: Path, rel_dir: str, referenced: dict[str, list[tuple[int
     on_disk = {}
     if run_path.is_dir():
         for p in sorted(run_path.rglob("*")):
-            if p.is_file() and p.name not in (runs.MARKER, META, BACKUP):  # SDM's own files, never reclaimed
+            sdms = p.name in (runs.MARKER, META, BACKUP) or p.relative_to(run_path).parts[0] == _CACHE
+            if p.is_file() and not sdms:  # SDM's own files (and the remote reads' cache), never reclaimed here
                 on_disk[str(Path(rel_dir) / p.relative_to(run_path))] = p.stat().st_size
     for rel in sorted(set(on_disk) | set(catalog_files)):
         size = on_disk.get(rel)

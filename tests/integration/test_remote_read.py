@@ -20,6 +20,7 @@ import sdm
 from sdm.catalog import Catalog
 from sdm.catalog.tiers import copies
 from sdm.io import remote
+from sdm.maintenance import verify_run
 from sdm.storage import tiers
 from sdm.storage.backends.objectstore import ObjectStore
 
@@ -93,6 +94,11 @@ def test_subfile_cache_is_reused(tmp_path: Path, endpoint, ranks: int) -> None:
     assert "GETS 0 0" in again, again[-2000:]  # another job reuses the cache too
     cache = [p for p in root.rglob(f"{remote.CACHE_DIR}/*")]
     assert sorted(p.suffix for p in cache) == [".bytes", ".json"]
+    cat = Catalog(url)
+    try:  # the cache is SDM's own: neither unreferenced bytes for `sdm verify` nor reclaimed by `sdm gc`
+        assert verify_run(cat, run_id).unreferenced == []
+    finally:
+        cat.close()
     assert remote.clear_cache(cache[0].parent.parent) > 0
     assert not cache[0].parent.exists()
     third = mpi(ranks, "cache", str(root), url, str(run_id), job="_remote_job.py")
