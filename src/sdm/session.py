@@ -29,6 +29,7 @@ from .errors import (
     InvalidArgumentError,
     InvalidNameError,
     ReadOnlyError,
+    RunStateError,
 )
 from .group import Dataset, Group
 from .layout import Distribution
@@ -239,6 +240,7 @@ class Session:
         rel = rec.dir or runs.legacy_run_dir(rec.application, rec.id)
         legacy = rel == runs.legacy_run_dir(rec.application, rec.id)
         runs.check_run_dir(Path(rec.root), rel, self.catalog.id, rec.id, legacy=legacy)
+        _check_on_fast_tier(self.catalog, rec.id)
         if not legacy and runs.keeps_metafile(Path(rec.root) / rel):  # else: the run has none to continue
             if not self.metafile:
                 raise InvalidArgumentError(
@@ -847,3 +849,24 @@ def open(application: str, mode: str = "w", **kwargs: Any) -> Session:  # noqa: 
     ...     g.write("rho", 0, local_rho)
     """
     return Session(application, mode, **kwargs)
+
+
+def _check_on_fast_tier(catalog: Catalog, run_id: int) -> None:
+    """Refuse to append to a run whose files are not all on the fast tier (purged, or being staged).
+
+    New steps of a level-2/3 file are written into the file on the fast tier: a file
+    purged from it would be made again around a hole where its archived steps were.
+
+    Raises
+    ------
+    RunStateError
+    """
+    from .catalog.tiers import FAST, copies
+
+    away = sorted(path for path, found in copies(catalog, run_id).items()
+                  if not any(c.tier == FAST and c.verified for c in found))
+    if away:
+        raise RunStateError(
+            f"run {run_id} cannot be appended to: {len(away)} of its files are not on the fast tier "
+            f"({', '.join(away[:3])}{', ...' if len(away) > 3 else ''}); `sdm stage {run_id}` first")
+

@@ -128,8 +128,8 @@ def test_purge_without_a_verified_copy_elsewhere_is_refused(run, store: ObjectSt
         with pytest.raises(RunStateError) as err:
             tiers.purge(cat, run_id, "fast")
         assert str(err.value).startswith(
-            f"purge of run {run_id} from the fast tier refused: {len(original)} of its files have no verified copy on "
-            f"the archive tier (")
+            f"purge of run {run_id} from the fast tier refused: {len(original)} of its files have no verified copy of "
+            f"all their steps on the archive tier (")
         assert str(err.value).endswith(f"`sdm migrate {run_id}` first")
         nothing = tiers.purge(cat, run_id, "archive", store)  # nothing archived: nothing to remove, nothing refused
         assert (nothing.files, nothing.skipped) == (0, len(original))
@@ -236,8 +236,8 @@ def test_the_commands_select_runs_by_id_or_attributes(tmp_path: Path, store: Obj
         (["migrate", "--to", store.url, *where],
          "error: name runs by id, or select them with KEY=VALUE conditions and/or an application"),
         (["purge", str(second), *where],
-         f"error: purge of run {second} from the fast tier refused: 4 of its files have no verified copy on the archive "
-         f"tier ("),
+         f"error: purge of run {second} from the fast tier refused: 4 of its files have no verified copy of all their "
+         f"steps on the archive tier ("),
     ):
         got = cli(*args)
         assert got.exit_code == 1 and " ".join(got.output.split()).startswith(message), got.output
@@ -475,3 +475,45 @@ def test_a_rebuilt_catalog_knows_where_the_bytes_are(run, store: ObjectStore, mo
     finally:
         cat.close()
     assert files_of(root) == original
+
+
+def test_appending_to_a_purged_run_is_refused_until_it_is_staged(run, store: ObjectStore, monkeypatch) -> None:
+    """New steps go into the fast tier's file: a purged file would be made again around a hole."""
+    monkeypatch.setenv("SDM_S3_ENDPOINT", store.endpoint or "")  # the last reads come from the archive
+    root, url, run_id = run
+    cat = Catalog(url)
+    try:
+        tiers.migrate(cat, run_id, store)
+        tiers.purge(cat, run_id, "fast")
+        before = rows.copies(cat, run_id)
+    finally:
+        cat.close()
+    with pytest.raises(RunStateError) as err:
+        sdm.open("tiers", "a", root=str(root), catalog=url, run=run_id)
+    assert str(err.value) == (f"run {run_id} cannot be appended to: 4 of its files are not on the fast tier "
+                              f"({', '.join(sorted(before)[:3])}, ...); `sdm stage {run_id}` first")
+    assert files_of(root) == {}
+    cat = Catalog(url)
+    try:
+        assert rows.copies(cat, run_id) == before
+        tiers.stage(cat, run_id, store)
+    finally:
+        cat.close()
+    with sdm.open("tiers", "a", root=str(root), catalog=url, run=run_id) as s:  # staged: appending works
+        s.group("fields").write_step(3, {"T": field("T", 3), "P": field("P", 3)})
+    with sdm.open("tiers", "r", root=str(root), catalog=url, run=run_id) as s:
+        for step in STEPS + [3]:
+            np.testing.assert_array_equal(s.group("fields").read("T", step, verify=True), field("T", step))
+    cat = Catalog(url)
+    try:  # the archive copy of fields.sdm lacks step 3: it no longer lets the fast copy go
+        with pytest.raises(RunStateError) as err:
+            tiers.purge(cat, run_id, "fast")
+        assert str(err.value).startswith(f"purge of run {run_id} from the fast tier refused: 1 of its files have no "
+                                         "verified copy of all their steps on the archive tier (tiers/run-")
+        again = tiers.migrate(cat, run_id, store)  # uploads that file again, whole
+        assert (again.files, again.skipped) == (1, 3)
+        tiers.purge(cat, run_id, "fast")
+    finally:
+        cat.close()
+    assert files_of(root) == {}
+    assert read_all(root, url, run_id) == 9

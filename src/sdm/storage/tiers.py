@@ -193,6 +193,20 @@ def _journal(root: Path, rel_dir: str) -> Any:
     return MetaFile(run_dir, sync=True)
 
 
+def _ends(cat: "Catalog", run_id: int) -> dict[str, int]:
+    """The end of the last committed row of each file of a run (what a copy must hold to be whole)."""
+    ends: dict[str, int] = {}
+    for _, _, w in cat.writes(run_id):
+        ends[w.path] = max(ends.get(w.path, 0), w.offset + w.nbytes)
+    return ends
+
+
+def _whole(copy: rows.Copy | None, end: int) -> bool:
+    """Whether *copy* is verified and holds every committed row of its file (a file appended to after
+    its migration has rows its archive copy lacks)."""
+    return copy is not None and copy.verified and copy.size >= end
+
+
 def _find(copies: list[rows.Copy], tier: str) -> rows.Copy | None:
     return next((c for c in copies if c.tier == tier), None)
 
@@ -241,13 +255,14 @@ def migrate(cat: "Catalog", run_id: int, store: Any, *, pack_below: int = 0, ver
 
     def work(report: TierReport) -> None:
         todo = rows.copies(cat, run_id)
+        ends = _ends(cat, run_id)
         total = sum(c[0].size for c in todo.values())
         done = 0
         waiting: list[tuple[str, Path, int]] = []  # small files, packed at the end
         for path, found in todo.items():
             archive, fast = _find(found, rows.ARCHIVE), _find(found, rows.FAST)
             size = (fast or found[0]).size
-            if archive is not None and archive.verified:
+            if _whole(archive, ends.get(path, 0)):
                 report.skipped += 1
             elif fast is None or not fast.verified:
                 raise RunStateError(f"{path} of run {run_id} has no verified copy on the fast tier to migrate "
@@ -473,11 +488,12 @@ def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
 
     def work(report: TierReport) -> None:
         todo = rows.copies(cat, run_id)
-        unsafe = [path for path, found in todo.items()
-                  if not (c := _find(found, other)) or not c.verified]
+        ends = _ends(cat, run_id)
+        unsafe = [path for path, found in todo.items() if not _whole(_find(found, other), ends.get(path, 0))]
         if unsafe:
             raise RunStateError(
                 f"purge of run {run_id} from the {tier} tier refused: {len(unsafe)} of its files have no verified copy "
+                "of all their steps "
                 f"on the {other} tier ({', '.join(unsafe[:3])}{', ...' if len(unsafe) > 3 else ''}); "
                 f"`sdm {'migrate' if tier == rows.FAST else 'stage'} {run_id}` first")
         total = sum(c[0].size for c in todo.values())
