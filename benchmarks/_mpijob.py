@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["REPO", "WORKER", "mpiexec", "worker_env", "Job"]
+__all__ = ["REPO", "WORKER", "mpiexec", "worker_env", "run_job", "Job"]
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).resolve().parent / "_crash_worker.py"
@@ -55,6 +55,25 @@ def worker_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([src, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def run_job(command: list[str], env: dict[str, str], limit: float) -> str:
+    """Run *command* (an ``mpiexec`` job) in its own session and return its last stdout line.
+
+    Killed with its whole process group after *limit* seconds; a failure or a timeout ends
+    the driver with a message naming the command and the end of its stderr.
+    """
+    proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise SystemExit(f"{' '.join(command[:8])} ... did not finish within {limit} s") from None
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:8])} ... failed:\n{err[-3000:]}")
+    return out.strip().splitlines()[-1]
 
 
 def _hydra_files() -> set[str]:

@@ -55,7 +55,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -71,7 +70,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests" / "integration"))
 from _io_bench import RESULTS  # noqa: E402
-from _mpijob import mpiexec, worker_env  # noqa: E402
+from _mpijob import mpiexec, run_job, worker_env  # noqa: E402
 
 APP = "archive-bench"
 BUCKET = "sdm-bench"
@@ -304,7 +303,7 @@ class Bench:
         command = [mpiexec(), "-n", str(ranks), sys.executable, str(Path(__file__).resolve()), "--worker", mode,
                    "--root", str(self.root), "--catalog", self.catalog, "--repeat", str(self.args.repeat),
                    *(["--quick"] if self.args.quick else []), *extra]
-        return dict(json.loads(_run(command, self.env(endpoint or self.s3.endpoint), self.args.timeout)))
+        return dict(json.loads(run_job(command, self.env(endpoint or self.s3.endpoint), self.args.timeout)))
 
     def archived_reads(self) -> int:
         """The run of the read cases: written on 4 ranks, migrated to the server, its fast copy purged (once)."""
@@ -321,21 +320,6 @@ class Bench:
                 cat.close()
             self.read_run = run_id
         return self.read_run
-
-
-def _run(command: list[str], env: dict[str, str], limit: float) -> str:
-    """Run *command* in its own session; its last stdout line (killed after *limit* seconds)."""
-    proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise SystemExit(f"{' '.join(command[:8])} ... did not finish within {limit} s") from None
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command[:8])} ... failed:\n{err[-3000:]}")
-    return out.strip().splitlines()[-1]
 
 
 # ----------------------------------------------------------------------------- cases

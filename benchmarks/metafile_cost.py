@@ -41,9 +41,7 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,7 +55,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _io_bench import RESULTS, meta, provenance  # noqa: E402
-from _mpijob import mpiexec, worker_env  # noqa: E402
+from _mpijob import mpiexec, run_job, worker_env  # noqa: E402
 
 CONTENDERS = ("on", "off", "on-async", "off-async")
 MiB = 1 << 20
@@ -192,17 +190,7 @@ def run_worker(ranks: int, directory: Path, args: argparse.Namespace, limit: flo
     command = [mpiexec(), "-n", str(ranks), sys.executable, str(Path(__file__).resolve()), "--worker",
                "--dir", str(directory), "--repeat", str(args.repeat), "--count", str(args.count),
                "--dumps", str(args.dumps), "--bulk", str(args.bulk), "--small", *map(str, args.small)]
-    proc = subprocess.Popen(command, env=worker_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise SystemExit(f"{' '.join(command)} did not finish within {limit} s") from None
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{err[-3000:]}")
-    return dict(json.loads(out.strip().splitlines()[-1]))
+    return dict(json.loads(run_job(command, worker_env(), limit)))
 
 
 def stats(values: list[float]) -> dict[str, float]:

@@ -39,7 +39,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,6 +48,9 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # pgserver beside it, also when run as a script
+from pgserver import _pid_alive, free_port  # noqa: E402 - the same port and process helpers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = Path(os.environ.get("SDM_TOOLS_BIN", REPO_ROOT / ".tools" / "bin"))
@@ -100,23 +102,6 @@ def install_tools() -> dict[str, Path]:
 
 
 # --------------------------------------------------------------------------- processes
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> bool:
