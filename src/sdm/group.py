@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -50,15 +51,16 @@ from .errors import (
     StepNotFoundError,
     StorageError,
 )
-from .io import Transfer
+from .io import Transfer, get_method
 from .io import remote as _remote
 from .layout import Block, Distribution, MapArray, Piece
 from .layout.agreement import agree_view
 from .layout.datatypes import freeing
 from .layout.ranked import Ranked, is_ranked
 from .layout.views import ResolvedView
-from .planner import Access, choose_method, row_bytes
+from .planner import Access, Decision as _Decision, choose_method, row_bytes
 from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
+from .storage.backends import is_object, object_at
 from .storage.durability import node_comm
 from .storage.files import mpi_errno
 
@@ -72,6 +74,9 @@ _KINDS = {"write": 1, "read": 2}  # the kind of access, first in the opening exc
 _PLAN_WIDTH = 68  # int64 words of rank 0's read plan in the opening exchange (a path of up to 512 bytes)
 _STATS_KEPT = 256  # layout statistics kept per group (forgotten all at once, alike on every rank)
 _MASK = (1 << 64) - 1
+#: How an archive-tier group writes (:mod:`sdm.io.remote`): the one method that makes whole objects.
+_ARCHIVE_WRITE = _Decision(get_method("remote-collective"), "archive tier: aggregators assemble the object and upload "
+                           "its parts (an object cannot be updated in part)")
 _THREADED_SHARE = 1 << 22  # bytes of a piece from which its checksum share runs beside the I/O
 
 
@@ -173,6 +178,7 @@ class Group:
         self._threads: bool | None = None  # checksum shares beside the I/O (see _ShareJob)
         self._stats_seen: dict[tuple[int, ...], list] = {}  # every rank's layout statistics, by their hashes
         self._ranked: set[str] = {d.name for d in record.datasets if is_ranked(d.distribution)}  # sdm.Ranked datasets
+        self._archive_store: Any = None  # the object store of an archive-tier group (see _store)
 
     # --------------------------------------------------------------- metadata
     @property
@@ -208,6 +214,24 @@ class Group:
     def steps_per_file(self) -> int | None:
         """Levels 2 and 3: steps per data file (None: one file)."""
         return self.record.steps_per_file
+
+    @property
+    def tier(self) -> str:
+        """Where the group's writes go: ``"fast"`` (files) or ``"archive"`` (objects, see :attr:`archive`)."""
+        return "archive" if self.record.archive else "fast"
+
+    @property
+    def archive(self) -> str | None:
+        """``s3://BUCKET/PREFIX`` the group writes its objects to (None: the fast tier)."""
+        return self.record.archive
+
+    def _store(self) -> Any:
+        """The object store of an archive-tier group (made once)."""
+        if self._archive_store is None:
+            from .storage.backends.objectstore import ObjectStore
+
+            self._archive_store = ObjectStore(str(self.record.archive))
+        return self._archive_store
 
     def step_at(self, name: str, step: int) -> int | None:
         """The last step of *name* written at or before *step* (None: none), e.g. the topology in effect
@@ -467,7 +491,7 @@ class Group:
                 raise InvalidNameError(f"write_step needs distinct dataset names, got {names}")
             check.flag(overwrite, "overwrite")
             check.text(method, "method", optional=True)
-            choose_method(method or s.method)  # validates the name
+            self._check_write_method(method)
             convert.check_casting(casting)
             return [(self._view(n), _check_array(arrays[n], self._view(n), n, s.rank, for_read=False, casting=casting)[0])
                     for n in names]
@@ -487,18 +511,25 @@ class Group:
         # writes: one small Bcast of (offset, version, replaced version) per dataset
         places = self._reserve_everywhere(names, int(step), plan, [self._nbytes[n] for n in names])
         accesses = [self._access(n, True, statsets, i) for i, n in enumerate(names)]
-        decisions = [s.planner.choose(method or s.method, a) for a in accesses]
+        archived = self.record.archive is not None
+        decisions = [_ARCHIVE_WRITE if archived else s.planner.choose(method or s.method, a) for a in accesses]
         n = len(names)
         threads = s.checksum and self._spare_cores()
         seconds = [0.0] * n
         partials = [0] * n
         failure = None
         deferred: dict[Path, None] = {}  # open files synced once, after every transfer
+        digests: list[str] = [""] * n  # archive-tier objects: their digests (rank 0)
         for i, ((view, arr), decision, (rel, offset, _, _), name) in enumerate(zip(prepared, decisions, places, names)):  # type: ignore[arg-type]
-            path = self._absolute(rel)
+            backend: Any = self._store() if archived else s.files
+            path: Any = rel if archived else self._absolute(rel)
             sync_now = s.sync and not appends(self.level)
             share = _ShareJob(view, arr, self.dataset(name).order, threads) if s.checksum and failure is None else None
-            out, f = capture(self._transfer, path, offset, view, arr, decision.method, True, sync_now, rank=s.rank)
+            if archived and method is not None and _remote.is_method(method):
+                decision = decisions[i] = _Decision(get_method(method), f"method {method!r} asked for")
+            out, f = capture(self._transfer, backend, path, offset, view, arr, decision.method, True, sync_now,
+                             rank=s.rank, stats=[p[i] for p in statsets], size=offset + self._nbytes[name],
+                             digests=(digests, i))
             if out is not None:
                 seconds[i], sync_failure = out
                 f = f or sync_failure
@@ -525,17 +556,44 @@ class Group:
             s.files.reset_views()  # a view may have been set on some ranks only
             raise
         checksums = [integrity.to_hex(int(x)) if s.checksum else "" for x in sums]
-        for a, decision, secs in zip(accesses, decisions, slowest):  # the same on every rank
-            s.planner.observe(a, decision.method.name, float(secs))
+        if not archived:
+            for a, decision, secs in zip(accesses, decisions, slowest):  # the same on every rank
+                s.planner.observe(a, decision.method.name, float(secs))
         self._commit_dump(names, int(step), places, checksums, decisions, [float(x) for x in slowest], overwrite,
-                          [self._nbytes[n] for n in names])
+                          [self._nbytes[n] for n in names], digests if archived else None)
+
+    def _check_write_method(self, method: str | None) -> None:
+        """Refuse a write method the group's tier cannot write with (the name validated too).
+
+        Raises
+        ------
+        InvalidArgumentError
+        """
+        if not _remote.is_method(method):
+            choose_method(method or self.session.method)  # validates the name
+        elif self.record.archive is None:
+            raise InvalidArgumentError(f"method {method!r} writes to the archive tier, and group {self.name!r} writes "
+                                       f"to the fast tier; choose a fast-tier method or 'auto'")
+        elif method != _ARCHIVE_WRITE.method.name:
+            raise InvalidArgumentError(f"method {method!r} cannot write to the archive tier: an object cannot be updated "
+                                       f"in part, so group {self.name!r} writes whole objects with "
+                                       f"{_ARCHIVE_WRITE.method.name!r} (or 'auto')")
 
     def _commit_dump(self, names: Sequence[str], step: int, places: Sequence[tuple[str, int, int, int | None]],
                      checksums: Sequence[str], decisions: Sequence[Any], seconds: Sequence[float], overwrite: bool,
-                     sizes: Sequence[int]) -> None:
-        """Every rank, once the bytes of a dump are written and agreed: rank 0 commits its rows (or queues them)."""
+                     sizes: Sequence[int], digests: Sequence[str] | None = None) -> None:
+        """Every rank, once the bytes of a dump are written and agreed: rank 0 commits its rows (or queues them).
+
+        *digests*: the objects' digests of an archive-tier group (rank 0); each row then
+        carries its object's verified archive copy, committed with it.
+        """
         s = self.session
         rows = self._rows(names, step, places, checksums, decisions, seconds, overwrite, sizes) if s.rank == 0 else []
+        if digests is not None and s.rank == 0:
+            store, now = self._store(), datetime.now(timezone.utc)
+            for row, sha, nbytes in zip(rows, digests, sizes):
+                row["copy"] = {"tier": "archive", "location": store.location(row["path"]),
+                               "size": int(row["offset"]) + int(nbytes), "checksum": sha, "verified_at": now}
         if s.async_commit:
             if s.rank == 0:  # in the background; a failure surfaces at the next call or at close
                 s._commit_later(rows)
@@ -685,6 +743,12 @@ class Group:
                     f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "
                     "pass overwrite=True to replace it"
                 )
+            if (existing is not None and self.record.archive is not None and name not in self._ranked
+                    and _has_gaps(self._view(name).dist)):
+                raise InvalidArgumentError(
+                    f"step {step} of dataset {name!r} cannot be overwritten on the archive tier with a map that leaves "
+                    "rows unwritten (they would keep their earlier values in a file, but an object is written whole); "
+                    "write every row, or overwrite on the fast tier")
             replaced.append(existing.version if existing is not None else None)
         return replaced
 
@@ -718,6 +782,9 @@ class Group:
         out = []
         for name, place, version, old, nbytes in zip(names, places, versions, replaced, sizes):
             rel, offset = place  # type: ignore[misc]
+            if self.record.archive is not None:  # an object, made whole by the write (unwritten bytes: zeros)
+                out.append((rel, offset, version, old))
+                continue
             extend_file(self._absolute(rel), offset + nbytes)
             if old is not None and name not in self._ranked and _has_gaps(self._view(name).dist):
                 # rows the gappy map does not write keep their earlier values, as they would in place
@@ -773,18 +840,29 @@ class Group:
         return []
 
     def _transfer(
-        self, path: Path, offset: int, view: ResolvedView, arr: np.ndarray, method, writing: bool, sync: bool = False
+        self, backend: Any, path: Any, offset: int, view: ResolvedView, arr: np.ndarray, method, writing: bool,
+        sync: bool = False, *, stats: Sequence[Any] = (), copy: str = "", size: int = 0,
+        digests: tuple[list[str], int] | None = None,
     ) -> tuple[float, Any]:
-        """Move this rank's bytes; returns ``(seconds, sync failure)`` (open excluded, sync included).
+        """Move this rank's bytes through *backend* (the storage seam); returns ``(seconds, sync failure)``
+        (open excluded, sync included).
 
-        The collective calls (the method's I/O, ``MPI_File_sync`` when every rank syncs,
-        the close of a level-1 file) are made on every rank even when an earlier one
-        failed here, so a failure on one rank never leaves the others waiting; the I/O
-        error is raised afterwards, the sync's failure returned for the caller's
-        exchange (the sync itself is agreed on there).
+        *path* is the backend's key (an absolute path for ``mpiio``, the object's key for
+        ``objectstore``); *stats* every rank's layout statistics of this access; for an
+        object, *copy* is its archive copy's checksum (read) or *size* its size (write),
+        and ``digests[0][digests[1]]`` receives, on rank 0, the digest of the object
+        written. The collective calls (the method's I/O, ``MPI_File_sync`` when every
+        rank syncs, the close of a level-1 file) are made on every rank even when an
+        earlier one failed here, so a failure on one rank never leaves the others
+        waiting; the I/O error is raised afterwards, the sync's failure returned for the
+        caller's exchange (the sync itself is agreed on there).
         """
         s = self.session
-        fh = s.files.get(path, cache=appends(self.level))
+        if method.backend != backend.name:
+            raise InternalError(f"method {method.name!r} works through {method.backend}, the bytes are in {backend.name}")
+        fh = backend.open(path, cache=appends(self.level))
+        if backend.name == "objectstore":
+            fh.copy, fh.size = copy, size
         error: SDMError | None = None
         synced = None
         t0 = time.perf_counter()
@@ -793,8 +871,11 @@ class Group:
             with freeing(made):
                 try:
                     t = Transfer(fh, offset, view.etype, view.ftype, mem, view.piece, arr, view.order, s.comm, s.hints,
-                                 s.files.views(path), view.layout)
+                                 s.files.views(path) if backend is s.files else {}, view.layout, stats,
+                                 s.root / s.run_dir / _remote.CACHE_DIR)
                     (method.write if writing else method.read)(t)
+                    if digests is not None and backend.name == "objectstore":
+                        digests[0][digests[1]] = fh.digest
                 except MPI.Exception as exc:
                     error = StorageError(
                         f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}",
@@ -802,10 +883,10 @@ class Group:
                     )
                 except SDMError as exc:  # the method's own error: the sync below is still made on every rank
                     error = exc
-                if writing and sync:
+                if writing and sync and backend is s.files:
                     synced = s.files.sync_unagreed(path, fh)
         finally:
-            s.files.release(path, fh)
+            backend.release(path, fh)
         if error is not None:
             raise error
         return time.perf_counter() - t0, synced
@@ -900,16 +981,19 @@ class Group:
         rel, offset, expected, algorithm = got if isinstance(got, tuple) else _unpack_read_plan(got)
         view, arr, conv = prepared  # type: ignore[misc]
         access = self._access(name, False, statsets)
-        archived = _remote.is_remote(rel)  # the bytes are on the archive tier only (sdm.io.remote)
+        archived = is_object(rel)  # the bytes are on the archive tier only (sdm.io.remote)
+        backend: Any
+        key: Any
         if archived:
-            how = _remote.choose(s, method, rel, statsets, view.piece.shape, view.dtype, view.order)
-            seconds, failure = _remote.read(s.comm, how, rel, offset, view, arr, statsets,
-                                            s.root / s.run_dir / _remote.CACHE_DIR)
-            moved: tuple[float, Any] | None = (seconds, None)
+            location, copy = rel.partition("#")[::2]
+            backend, key = object_at(location)
+            chosen = get_method(_remote.choose(s, method, rel, statsets, view.piece.shape, view.dtype, view.order))
         else:
+            backend, key, copy = s.files, self._absolute(rel), ""
             decision = s.planner.choose(s.method if _remote.is_method(method) else method or s.method, access)
-            moved, failure = capture(self._transfer, self._absolute(rel), offset, view, arr, decision.method, False,
-                                     rank=s.rank)
+            chosen = decision.method
+        moved, failure = capture(self._transfer, backend, key, offset, view, arr, chosen, False, rank=s.rank,
+                                 stats=[p[0] for p in statsets], copy=copy)
         verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
         partial: int | None = 0
         if failure is None and verify_now:

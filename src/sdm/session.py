@@ -36,6 +36,7 @@ from .layout import Distribution
 from .layout.agreement import agree_view, by_value
 from .planner import Planner, choose_method
 from .segments import check_kind, release_space
+from .storage.backends.mpiio import MPIIOBackend
 from .storage import FileCache, check_level, check_name, check_steps_per_file, durability, inside, runs, trailer
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ class Session:
         self.run_id = self.run.id
         self.run_dir = self.run.dir or runs.legacy_run_dir(self.run.application, self.run.id)
         self.planner = Planner(calibration, planner_hints, self.hints)
-        self.files = FileCache(self.comm, writable=(mode != "r"), capacity=open_files, info=_info(hints),
+        self.files = MPIIOBackend(self.comm, writable=(mode != "r"), capacity=open_files, info=_info(hints),
                                sync_mode=durability.sync_mode(self.hints))
         self.sources = FileCache(self.comm, writable=False, capacity=8, info=_info(hints))  # imported files
 
@@ -342,11 +343,13 @@ class Session:
         dtype: Any = None,
         shape: Sequence[int] | None = None,
         order: str = "C",
-        level: int = 3,
+        level: int | None = None,
         view: Distribution | None = None,
         attributes: dict[str, Any] | None = None,
         kind: str = "state",
         steps_per_file: int | None = None,
+        tier: str = "fast",
+        archive: str | None = None,
     ) -> Group:
         """Define a data group (the paper's ``SDM_make_datalist``), collectively.
 
@@ -363,7 +366,8 @@ class Session:
         dtype, shape, order
             Defaults for the datasets: numpy dtype, global shape, ``"C"`` or ``"F"``.
         level : {1, 2, 3}
-            File organization level (see :mod:`sdm.storage.organization`).
+            File organization level (see :mod:`sdm.storage.organization`); default 3,
+            and 1 (the only one) on the archive tier.
         view : Distribution, optional
             Data view for every dataset (default: :class:`sdm.Block` over all ranks).
         attributes : dict, optional
@@ -374,6 +378,16 @@ class Session:
         steps_per_file : int, optional
             Levels 2 and 3: start a new data file every *steps_per_file* steps (its name
             says which steps it holds); default one file.
+        tier : {"fast", "archive"}
+            Where the group's writes go: files on the fast tier (default), or objects in
+            an S3 object store: one object per dataset and step (level 1: an object
+            cannot be appended to), assembled by aggregator ranks and uploaded in parts
+            (:mod:`sdm.io.remote`), each recorded as a verified archive copy. Reads,
+            ``sdm stage`` and ``sdm purge`` then treat them as any archived file.
+        archive : str, optional
+            ``tier="archive"``: the object store, ``s3://BUCKET/PREFIX`` (default
+            ``$SDM_ARCHIVE``); the bucket is created if needed. Server and credentials
+            as for ``sdm migrate`` (``$SDM_S3_ENDPOINT``, the AWS variables).
 
         Returns
         -------
@@ -385,11 +399,21 @@ class Session:
         """
         self._check_writable("define a group")
 
+        where, bad = capture(_archive_of, tier, archive, rank=self.rank)
+        level = (1 if where else 3) if level is None else level
+
         def specs() -> list[DatasetSpec]:
+            if bad is not None:
+                raise bad.exception(1)
             check_name(name, "group")
             check_level(level)
             check_kind(kind)
             check_steps_per_file(steps_per_file, int(level))
+            if where and level != 1:
+                raise InvalidArgumentError(
+                    f"group {name!r}: the archive tier stores one object per dataset and step (level 1), since an "
+                    f"object cannot be appended to; got level {level}. Write levels 2 and 3 on the fast tier and "
+                    "`sdm migrate --pack-below BYTES` packs small files into superfiles")
             for key, value in check.mapping(attributes, "attributes").items():
                 encode(key, value)  # refused now, before the group is defined
             if view is not None and not isinstance(view, Distribution):
@@ -406,12 +430,15 @@ class Session:
         # before anything is recorded: ranks that give different views (or a view and none)
         # would make different collective calls
         agree_view(self.comm, view, f"make_group {name!r}")
-        _same(agree(self.comm, failure, (name, level, kind, steps_per_file, local) if failure is None else None),
+        _same(agree(self.comm, failure, (name, level, kind, steps_per_file, where, local) if failure is None else None),
               "make_group")
+        if where:  # the bucket exists (made if needed) and answers before anything is recorded
+            root_call(self.comm, _ensure_bucket, where)
         if view is not None:  # a view that does not fit is refused before the group is defined
             self._check_view(view, local)  # type: ignore[arg-type]
         record = root_call(self.comm, self.catalog_call, "define_group", self.run_id, name, level, local, kind=kind,
-                           steps_per_file=None if steps_per_file is None else int(steps_per_file))
+                           steps_per_file=None if steps_per_file is None else int(steps_per_file),
+                           **({"archive": where} if where else {}))
         group = Group(self, record)
         self._groups[name] = group
         if attributes:
@@ -851,11 +878,46 @@ def open(application: str, mode: str = "w", **kwargs: Any) -> Session:  # noqa: 
     return Session(application, mode, **kwargs)
 
 
+def _archive_of(tier: Any, archive: Any) -> str | None:
+    """The archive a group writes to (``s3://BUCKET/PREFIX``), or None for the fast tier (checked, every rank alike).
+
+    Raises
+    ------
+    InvalidArgumentError
+    """
+    import os
+
+    from .storage.backends.objectstore import parse_url
+
+    if tier not in ("fast", "archive"):
+        raise InvalidArgumentError(f"tier must be 'fast' or 'archive', got {tier!r}")
+    if tier == "fast":
+        if archive is not None:
+            raise InvalidArgumentError(f"archive={archive!r} is for groups with tier='archive'")
+        return None
+    url = archive if archive is not None else os.environ.get("SDM_ARCHIVE")
+    if not url:
+        raise InvalidArgumentError("tier='archive' needs the object store: archive='s3://BUCKET/PREFIX' "
+                                   "(or $SDM_ARCHIVE)")
+    check.text(url, "archive")
+    bucket, prefix = parse_url(url)
+    return f"s3://{bucket}/{prefix}".rstrip("/")
+
+
+def _ensure_bucket(url: str) -> None:
+    """Rank 0: make the archive's bucket if needed (which also proves the server and credentials work)."""
+    from .storage.backends.objectstore import ObjectStore
+
+    ObjectStore(url).ensure_bucket()
+
+
 def _check_on_fast_tier(catalog: Catalog, run_id: int) -> None:
-    """Refuse to append to a run whose files are not all on the fast tier (purged, or being staged).
+    """Refuse to append to a run whose level-2/3 files are not all on the fast tier (purged, or being staged).
 
     New steps of a level-2/3 file are written into the file on the fast tier: a file
     purged from it would be made again around a hole where its archived steps were.
+    Level-1 files (archive-tier groups' objects among them) are never written again:
+    new steps go to new files.
 
     Raises
     ------
@@ -863,8 +925,9 @@ def _check_on_fast_tier(catalog: Catalog, run_id: int) -> None:
     """
     from .catalog.tiers import FAST, copies
 
+    appended = {f.path for f in catalog.files(run_id) if f.level > 1}
     away = sorted(path for path, found in copies(catalog, run_id).items()
-                  if not any(c.tier == FAST and c.verified for c in found))
+                  if path in appended and not any(c.tier == FAST and c.verified for c in found))
     if away:
         raise RunStateError(
             f"run {run_id} cannot be appended to: {len(away)} of its files are not on the fast tier "

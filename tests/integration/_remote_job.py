@@ -15,6 +15,7 @@ error as ``ERROR rank class: message``.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -66,11 +67,12 @@ def views(size: int, rank: int) -> dict[str, tuple[object, tuple, tuple[int, ...
     return out
 
 
-def expected(view: tuple, name: str, step: int, dtype: str) -> np.ndarray:
-    """This rank's local array: the selected rows and columns, zero ghosts."""
+def expected(view: tuple, name: str, step: int, dtype: str, ref: Any = None) -> np.ndarray:
+    """This rank's local array: the selected rows and columns of ``ref(name, step, dtype)``
+    (default :func:`reference`), zero ghosts."""
     _, (rows, cols), shape, inner = view
     out = np.zeros(shape, dtype=dtype)
-    out[inner] = reference(name, step, dtype)[np.ix_(rows, cols)]
+    out[inner] = (ref or reference)(name, step, dtype)[np.ix_(rows, cols)]
     return out
 
 

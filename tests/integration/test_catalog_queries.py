@@ -218,7 +218,7 @@ def test_step_summaries_are_rebuilt_when_a_0004_catalog_is_upgraded(catalog_url:
     with cat.engine.begin() as con:  # back to revision 0004: the summary columns did not exist
         for column in ("nsteps", "first_step", "last_step", "nbytes_written"):
             con.execute(sa.text(f"ALTER TABLE datasets DROP COLUMN {column}"))
-        for column in ("kind", "steps_per_file", "truncated_after"):  # and those of 0006
+        for column in ("kind", "steps_per_file", "truncated_after", "archive"):  # and those of 0006 and 0009
             con.execute(sa.text(f"ALTER TABLE groups DROP COLUMN {column}"))
         for table in ("tier_operations", "copies", "infos"):  # and the tables of 0008 and 0007
             con.execute(sa.text(f"DROP TABLE {table}"))

@@ -241,7 +241,7 @@ def test_bad_inputs_change_nothing(comm, mpi_tmp):
             (lambda: s.make_group("a", ["x"], dtype="f8", shape=SHAPE, kind="mesh"), InvalidArgumentError,
              "group kind must be 'state' or 'topology', got 'mesh'" + RANK0),
             (lambda: s.make_group("fields", ["T"], dtype="f8", shape=SHAPE, level=3, kind="topology"), GroupExistsError,
-             f"group 'fields' already exists in run {s.run_id} with level 3, kind 'state', steps_per_file None and "
+             f"group 'fields' already exists in run {s.run_id} with level 3, kind 'state', steps_per_file None, archive None and "
              "datasets [DatasetSpec('T', '<f8', (12, 10), 'C')]; reopen it with the same definition or use another name"),
             (lambda: s.truncate(after_step=-1), InvalidArgumentError,
              "after_step must be an integer >= 0 and <= 9223372036854775807, got -1" + RANK0),

@@ -599,7 +599,7 @@ class Catalog:
 
     # ------------------------------------------------------------------ groups
     def define_group(self, run_id: int, name: str, level: int, specs: Sequence[DatasetSpec], *,
-                     kind: str = "state", steps_per_file: int | None = None) -> GroupRecord:
+                     kind: str = "state", steps_per_file: int | None = None, archive: str | None = None) -> GroupRecord:
         """Create a group with its datasets, or return it if it exists identically.
 
         Parameters
@@ -608,6 +608,8 @@ class Catalog:
             What the group holds (checked by the caller, :func:`sdm.segments.check_kind`).
         steps_per_file : int, optional
             Levels 2 and 3: steps per data file (None: one file).
+        archive : str, optional
+            ``s3://BUCKET/PREFIX``: the group writes to the archive tier there (None: the fast tier).
 
         Raises
         ------
@@ -625,7 +627,7 @@ class Catalog:
                 ).scalar_one()
                 gid = con.execute(
                     S.groups.insert().values(run_id=run_id, name=name, level=int(level), position=pos, kind=kind,
-                                             steps_per_file=steps_per_file)
+                                             steps_per_file=steps_per_file, archive=archive)
                 ).inserted_primary_key[0]
                 for i, spec in enumerate(specs):
                     con.execute(
@@ -641,10 +643,11 @@ class Catalog:
         group = self.group(run_id, name)
         existing = [DatasetSpec(d.name, d.dtype, d.shape, d.order) for d in group.datasets]
         if row is not None and (existing != list(specs) or group.level != int(level) or group.kind != kind
-                                or group.steps_per_file != steps_per_file):
+                                or group.steps_per_file != steps_per_file or group.archive != archive):
             raise GroupExistsError(
                 f"group {name!r} already exists in run {run_id} with level {group.level}, kind {group.kind!r}, "
-                f"steps_per_file {group.steps_per_file} and datasets {existing}; reopen it with the same definition "
+                f"steps_per_file {group.steps_per_file}, archive {group.archive} and datasets {existing}; reopen it "
+                "with the same definition "
                 "or use another name"
             )
         return group
@@ -826,7 +829,8 @@ class Catalog:
 
         Each write is a dict with ``dataset_id, step, path, level, offset, nbytes,
         checksum, checksum_algo, method, seconds, nprocs, overwrite`` and optionally
-        ``reason`` and ``version``. The file's row is made by :meth:`reserve` (or here,
+        ``reason``, ``version`` and ``copy`` (a write to the archive tier: its verified
+        copy, ``tier, location, size, checksum, verified_at``, recorded with it). The file's row is made by :meth:`reserve` (or here,
         for callers that place bytes themselves). A new step is inserted (a duplicate is
         caught by the unique constraint, not a query). An overwrite (``version`` > 1)
         switches the step's row to the new bytes only if the row is still the version
@@ -881,6 +885,10 @@ class Catalog:
                         con.execute(S.writes.insert(), params)
                         con.execute(_NEW_STEP, {"s_dataset": w["dataset_id"], "s_step": int(w["step"]),
                                                 "s_nbytes": int(w["nbytes"])})
+                    if w.get("copy"):  # written to the archive tier: the object is the file's copy there
+                        from .tiers import upsert_copy
+
+                        upsert_copy(con, file_id, **{**w["copy"], "state": "verified"})
         except SAIntegrityError as exc:
             text = str(exc.orig)
             if "uq_writes_dataset_step" in text or "writes.dataset_id, writes.step" in text:

@@ -228,7 +228,7 @@ class MetaFile:
         if name == "define_group":
             _, gname, level, specs = args
             return {"t": "group", "name": gname, "level": int(level), "kind": kwargs.get("kind", "state"),
-                    "steps_per_file": kwargs.get("steps_per_file"), "datasets": [
+                    "steps_per_file": kwargs.get("steps_per_file"), "archive": kwargs.get("archive"), "datasets": [
                         {"name": s.name, "dtype": s.dtype, "shape": list(s.shape), "order": s.order} for s in specs]}
         if name == "truncate":  # every step after "after" of the groups named (None: every group) erased
             _, after, groups = args
@@ -279,8 +279,15 @@ class MetaFile:
                         "checksum": w["checksum"], "algo": w["checksum_algo"], "method": w["method"],
                         "reason": w.get("reason"), "seconds": float(w["seconds"]), "nprocs": int(w["nprocs"]),
                         "version": int(w.get("version", 1)), "replaces": w.get("replaces"),
-                        "overwrite": bool(w["overwrite"])})
+                        "overwrite": bool(w["overwrite"]), **({"copy": _copy(w["copy"])} if w.get("copy") else {})})
         return {"t": "writes", "written_at": now.isoformat(), "writes": out}
+
+
+def _copy(copy: dict[str, Any]) -> dict[str, Any]:
+    """A write's archive copy (archive-tier groups) as the meta-file keeps it."""
+    when = copy.get("verified_at")
+    return {"tier": copy["tier"], "location": copy["location"], "size": int(copy["size"]),
+            "checksum": copy.get("checksum"), "verified_at": None if when is None else when.isoformat()}
 
 
 # --------------------------------------------------------------------------- reading

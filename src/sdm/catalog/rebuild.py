@@ -112,6 +112,7 @@ def _replay(log: MetaLog) -> _Run:
             if rec["name"] not in run.groups:  # a group reopened later is defined identically
                 run.groups[rec["name"]] = {"level": rec["level"], "kind": rec.get("kind", "state"),
                                            "steps_per_file": rec.get("steps_per_file"), "truncated_after": None,
+                                           "archive": rec.get("archive"),
                                            "datasets": {d["name"]: dict(d, distribution=None) for d in rec["datasets"]}}
         elif kind == "truncate":
             names = set(run.groups) if rec["groups"] is None else set(rec["groups"])
@@ -135,6 +136,8 @@ def _replay(log: MetaLog) -> _Run:
             for w in rec["writes"]:
                 run.writes[(w["group"], w["dataset"], int(w["step"]))] = dict(w, written_at=rec["written_at"])
                 run.files.setdefault(w["path"], int(w["level"]))
+                if w.get("copy"):  # written to the archive tier: its object, verified at the write
+                    run.copies[(w["path"], w["copy"]["tier"])] = dict(w["copy"], path=w["path"])
         elif kind == "import":
             run.imports.append(rec)
         elif kind == "copy":  # sdm migrate/stage: a verified copy of a file on a tier
@@ -310,7 +313,8 @@ def _insert_groups(con: sa.Connection, rid: int, run: _Run
     for pos, (gname, g) in enumerate(run.groups.items()):
         gid = con.execute(S.groups.insert().values(
             run_id=rid, name=gname, level=int(g["level"]), position=pos, kind=g["kind"],
-            steps_per_file=g["steps_per_file"], truncated_after=g["truncated_after"]).returning(S.groups.c.id)).scalar_one()
+            steps_per_file=g["steps_per_file"], truncated_after=g["truncated_after"],
+            archive=g["archive"]).returning(S.groups.c.id)).scalar_one()
         group_ids[gname] = int(gid)
         for i, (dname, d) in enumerate(g["datasets"].items()):
             steps = summary.get((gname, dname), [])

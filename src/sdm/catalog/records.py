@@ -55,6 +55,7 @@ class GroupRecord:
     kind: str = "state"  #: ``"state"`` (written every step) or ``"topology"`` (written once or rarely)
     steps_per_file: int | None = None  #: levels 2, 3: the data file rolls over every n steps (None: one file)
     truncated_after: int | None = None  #: the step of the group's last truncation (None: never truncated)
+    archive: str | None = None  #: ``s3://BUCKET/PREFIX`` of a group written to the archive tier (None: the fast tier)
 
     def dataset(self, name: str) -> DatasetRecord | None:
         """Return the dataset called *name*, or ``None``."""

@@ -46,7 +46,8 @@ new steps must come after it); 0007 = ``infos``: named homogeneous arrays kept a
 bytes in ``data`` (C order, the byte order of ``dtype``); 0008 = storage tiers:
 ``copies`` (every copy of a file per tier: location, size, whole-copy checksum, state,
 verification time; a file without a row lives on the fast tier only, at its path) and
-``tier_operations`` (who migrated, staged or purged what, when, bytes, seconds, outcome).
+``tier_operations`` (who migrated, staged or purged what, when, bytes, seconds, outcome);
+0009 = ``groups.archive`` (``s3://BUCKET/PREFIX`` of a group written to the archive tier).
 Catalogs made before Alembic carry their version in the table ``sdm_schema``; they are
 stamped with the matching revision and upgraded in place on open.
 """
@@ -70,7 +71,7 @@ from sqlalchemy import (
 from sqlalchemy import Table
 
 #: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0008"
+SCHEMA_VERSION = "0009"
 
 #: Run states (``runs.state``).
 RUN_STATES = ("open", "closed", "interrupted")
@@ -126,6 +127,7 @@ groups = Table(
     Column("kind", String(16), nullable=False, server_default="state"),  # state | topology (0006)
     Column("steps_per_file", BigInteger, nullable=True),  # levels 2, 3: steps per data file (0006)
     Column("truncated_after", BigInteger, nullable=True),  # last truncation: new steps come after it (0006)
+    Column("archive", String(1024), nullable=True),  # s3://BUCKET/PREFIX of a group written to the archive (0009)
     UniqueConstraint("run_id", "name", name="uq_groups_run_name"),
 )
 

@@ -161,13 +161,19 @@ def put_copy(cat: "Catalog", run_id: int, path: str, tier: str, *, location: str
     _check_tier(tier)
     if state not in S.COPY_STATES:
         raise InvalidArgumentError(f"copy state must be one of {', '.join(S.COPY_STATES)}, got {state!r}")
-    c = S.copies
     with cat._tx() as con:
-        fid = _file_id(con, run_id, path)
-        values = dict(location=location, size=int(size), checksum=checksum, state=state, verified_at=verified_at)
-        done = con.execute(c.update().where(c.c.file_id == fid, c.c.tier == tier).values(**values)).rowcount
-        if not done:
-            con.execute(c.insert().values(file_id=fid, tier=tier, created_at=_now(), **values))
+        upsert_copy(con, _file_id(con, run_id, path), tier=tier, location=location, size=size, checksum=checksum,
+                    state=state, verified_at=verified_at)
+
+
+def upsert_copy(con: sa.Connection, file_id: int, *, tier: str, location: str, size: int, checksum: str | None,
+                state: str, verified_at: datetime | None) -> None:
+    """Record (or replace) the copy of file *file_id* on *tier*, in the transaction of *con*."""
+    c = S.copies
+    values = dict(location=location, size=int(size), checksum=checksum, state=state, verified_at=verified_at)
+    done = con.execute(c.update().where(c.c.file_id == file_id, c.c.tier == tier).values(**values)).rowcount
+    if not done:
+        con.execute(c.insert().values(file_id=file_id, tier=tier, created_at=_now(), **values))
 
 
 def drop_copy(cat: "Catalog", run_id: int, path: str, tier: str) -> None:

@@ -1,9 +1,12 @@
 """The interface every I/O method implements, and the registry that names them.
 
-A :class:`Transfer` is one rank's share of one collective dataset access: the open
-file, where the dataset starts in it, the element and file types, and the memory
-buffer spec.  Methods differ only in *how* they move the bytes; the bytes on disk
-are identical whichever method is used.
+A :class:`Transfer` is one rank's share of one collective dataset access: the handle
+the storage backend opened (:mod:`sdm.storage.backends`: an ``MPI.File``, or an object's
+handle on the archive tier), where the dataset starts in it, the element and file
+types, and the memory buffer spec.  Every method declares the backend it moves bytes
+through (:attr:`IOMethod.backend`), so only the methods of the bytes' backend are
+offered.  Methods differ only in *how* they move the bytes; the bytes stored are
+identical whichever method is used.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ class Transfer:
 
     Attributes
     ----------
-    fh : MPI.File
-        The open file (collectively opened by the session's communicator).
+    fh : MPI.File or ObjectHandle
+        The backend's handle: the open file (collectively opened by the session's
+        communicator) for ``mpiio`` methods, an
+        :class:`~sdm.storage.backends.objectstore.ObjectHandle` for ``objectstore`` ones.
     disp : int
         Byte offset of the dataset in the file.
     etype, filetype : MPI.Datatype
@@ -51,9 +56,14 @@ class Transfer:
     layout : object
         A key of the dataset's layout that is the same on every rank (the data view's
         identity, dtype and order), or None: the view is then set on every access.
+    stats : sequence
+        Every rank's layout statistics of this access, in rank order (what methods that
+        split the bytes between aggregators plan from; empty when not given).
+    scratch : pathlib.Path or None
+        A directory on the fast tier a method may keep bytes in (the remote reads' cache).
     """
 
-    fh: MPI.File
+    fh: Any  # MPI.File or ObjectHandle
     disp: int
     etype: MPI.Datatype
     filetype: MPI.Datatype
@@ -65,6 +75,8 @@ class Transfer:
     hints: dict = field(default_factory=dict)
     views: dict = field(default_factory=dict)
     layout: Any = None
+    stats: Any = ()
+    scratch: Any = None
 
 
 @contextmanager
@@ -96,10 +108,21 @@ def make_transfer(
 
 
 class IOMethod(ABC):
-    """An I/O method: every rank calls ``write``/``read`` (methods may be collective)."""
+    """An I/O method: every rank calls ``write``/``read`` (methods may be collective).
+
+    Attributes
+    ----------
+    name : str
+    collective : bool
+        Every rank must call it (it makes collective calls).
+    backend : str
+        The storage backend whose handles it moves bytes through
+        (:attr:`sdm.storage.backends.base.Backend.name`).
+    """
 
     name: str = ""
     collective: bool = False
+    backend: str = "mpiio"
 
     @abstractmethod
     def write(self, t: Transfer) -> None:
@@ -144,9 +167,9 @@ def get_method(name: str) -> IOMethod:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise InvalidArgumentError(f"unknown I/O method {name!r}; choose one of {method_names() + ['auto']}") from None
+        raise InvalidArgumentError(f"unknown I/O method {name!r}; choose one of {method_names(None) + ['auto']}") from None
 
 
-def method_names() -> list[str]:
-    """Names of the registered methods."""
-    return sorted(_REGISTRY)
+def method_names(backend: str | None = "mpiio") -> list[str]:
+    """Names of the registered methods of *backend* (None: of every backend)."""
+    return sorted(n for n, m in _REGISTRY.items() if backend is None or m.backend == backend)

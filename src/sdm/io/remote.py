@@ -1,9 +1,12 @@
-"""Reads from the archive tier (an S3 object store) without staging the whole file: SRB-OL's remote I/O.
+"""The I/O methods of the archive tier (an S3 object store): SRB-OL's remote I/O.
 
-When the bytes of a dataset's step are on the archive tier only (the fast copy was
-purged, :mod:`sdm.storage.tiers`), :meth:`sdm.Group.read` reads them from the object
-with one of the methods of Shen, Liao and Choudhary (sections 4.1-4.3), each rank filling
-its own piece of any distribution:
+These are :class:`~sdm.io.IOMethod` s of the ``objectstore`` backend
+(:mod:`sdm.storage.backends`): their :attr:`Transfer.fh <sdm.io.Transfer>` is an
+:class:`~sdm.storage.backends.objectstore.ObjectHandle`.  When the bytes of a dataset's
+step are on the archive tier only (the fast copy was purged, :mod:`sdm.storage.tiers`,
+or the group writes to the archive), :meth:`sdm.Group.read` reads them from the object
+without staging the whole file, with one of the methods of Shen, Liao and Choudhary
+(sections 4.1-4.3), each rank filling its own piece of any distribution:
 
 ==================  ===========================================================================
 remote-naive        every rank: one ranged GET request per contiguous file region of its
@@ -22,6 +25,14 @@ remote-superfile    for files packed into a superfile by ``sdm migrate --pack-be
                     most :data:`SUPERFILE_MEMORY` bytes), so reads of the other members make no
                     request (``auto`` picks it for a packed file)
 ==================  ===========================================================================
+
+Writes (a group made with ``archive=``) go through ``remote-collective`` only, since an
+object cannot be updated in part: the ranks send their bytes to aggregators that each
+assemble one contiguous part of the object (bytes no rank writes are zeros), and the
+parts go up as one multipart upload (each part's SHA-256 signed and checked by the
+server), completed by the first rank once every part is in: the object appears whole or
+not at all.  An object below :data:`PART_MIN` bytes times two is assembled and PUT by one
+aggregator.  :func:`put_collective` is the same for any byte ranges (ranked sections).
 
 ``auto`` (or any local method name) on an archived row lets the remote model choose
 (:func:`sdm.planner.remote.choose_remote`, the ranks' real layout statistics) with the
@@ -54,7 +65,6 @@ import hashlib
 import json
 import os
 import shutil
-import time
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -64,17 +74,18 @@ from mpi4py import MPI
 
 from .._collective import Failure, capture, root_call
 from ..errors import InvalidArgumentError, StorageError
-from ..layout.regions import Runs, expand, runs
+from ..layout.regions import expand, runs
+from ..storage.backends import SCHEME, is_object
+from .base import IOMethod, Transfer, register
 
 if TYPE_CHECKING:
     from ..catalog.tiers import Copy
-    from ..layout.views import ResolvedView
     from ..planner.remote import RemoteConstants
     from ..session import Session
-    from ..storage.backends.objectstore import ObjectStore
+    from ..storage.backends.objectstore import ObjectHandle, ObjectStore
 
-__all__ = ["METHODS", "CACHE_DIR", "is_method", "is_remote", "plan_path", "archived", "choose", "read",
-           "counters", "clear_cache"]
+__all__ = ["METHODS", "CACHE_DIR", "PART_MIN", "is_method", "plan_path", "archived", "choose", "RemoteMethod",
+           "put_collective", "counters", "clear_cache", "forget_superfiles"]
 
 #: The remote read methods, by the names ``Group.read(method=...)`` takes.
 METHODS = ("remote-naive", "remote-sieving", "remote-collective", "remote-subfile", "remote-superfile")
@@ -82,9 +93,9 @@ METHODS = ("remote-naive", "remote-sieving", "remote-collective", "remote-subfil
 SUPERFILE_MEMORY = 256 << 20
 #: The subfile cache's directory, under the run's directory.
 CACHE_DIR = ".sdm-cache"
-_SCHEME = "s3://"
+#: The smallest part of a multipart upload (S3's minimum for every part but the last).
+PART_MIN = 5 << 20
 _COUNTS = {"requests": 0, "bytes": 0}  # this process's ranged GETs
-_STORES: dict[tuple[str, str | None], "ObjectStore"] = {}
 _SUPERFILES: dict[str, bytes] = {}  # superfile location -> its bytes (fetched once, then served from memory)
 _CONSTANTS: "weakref.WeakKeyDictionary[Session, dict[str, RemoteConstants]]" = weakref.WeakKeyDictionary()
 
@@ -93,11 +104,6 @@ _CONSTANTS: "weakref.WeakKeyDictionary[Session, dict[str, RemoteConstants]]" = w
 def is_method(name: object) -> bool:
     """Whether *name* is one of :data:`METHODS`."""
     return isinstance(name, str) and name in METHODS
-
-
-def is_remote(path: str) -> bool:
-    """Whether a read plan's path names an object (``s3://...``) rather than a file under the root."""
-    return path.startswith(_SCHEME)
 
 
 def plan_path(location: str, checksum: str | None) -> str:
@@ -132,23 +138,9 @@ def archived(found: Sequence["Copy"], need: int) -> "Copy | None":
     from ..catalog.tiers import ARCHIVE
 
     for copy in found:
-        if copy.tier == ARCHIVE and copy.verified and copy.size >= need and is_remote(copy.location):
+        if copy.tier == ARCHIVE and copy.verified and copy.size >= need and is_object(copy.location):
             return copy
     return None
-
-
-def _store(location: str) -> tuple["ObjectStore", str]:
-    """The object store of the bucket of *location* (one per bucket and endpoint) and the object's key."""
-    from ..storage.backends.objectstore import ObjectStore, resolve_endpoint
-
-    bucket, _, key = location[len(_SCHEME):].partition("/")
-    if not key:
-        raise InvalidArgumentError(f"archive location {location!r} names no object")
-    endpoint = resolve_endpoint()
-    made = _STORES.get((bucket, endpoint))
-    if made is None:
-        made = _STORES[(bucket, endpoint)] = ObjectStore(f"{_SCHEME}{bucket}", endpoint=endpoint)
-    return made, key
 
 
 # ----------------------------------------------------------------------------- choice
@@ -182,10 +174,10 @@ def _constants(session: "Session", location: str) -> "RemoteConstants":
     from ..planner.remote import SRB_HPSS_2003, RemoteConstants, archive_target
     from ..storage.backends.objectstore import resolve_endpoint
 
-    parts = location[len(_SCHEME):].split("/")[:-1]  # the bucket and the folders of the object
+    parts = location[len(SCHEME):].split("/")[:-1]  # the bucket and the folders of the object
     endpoint = resolve_endpoint() or ""
     targets = ([archive_target(endpoint)] if endpoint else []) + [
-        archive_target(_SCHEME + "/".join(parts[:n])) for n in range(len(parts), 0, -1)]
+        archive_target(SCHEME + "/".join(parts[:n])) for n in range(len(parts), 0, -1)]
     known = _CONSTANTS.setdefault(session, {})
     if " ".join(targets) in known:
         return known[" ".join(targets)]
@@ -202,56 +194,68 @@ def _constants(session: "Session", location: str) -> "RemoteConstants":
     return found
 
 
-# ----------------------------------------------------------------------------- read
-def read(comm: MPI.Comm, method: str, path: str, offset: int, view: "ResolvedView", arr: np.ndarray,
-         statsets: Sequence[Any], cache: Path) -> tuple[float, Failure | None]:
-    """Fill this rank's piece of *arr* from the object of *path* (a plan path) with *method* (collective).
+# ----------------------------------------------------------------------------- the methods
+class RemoteMethod(IOMethod):
+    """One of :data:`METHODS` (collective: every rank calls it, whatever it needs).
 
-    Parameters
-    ----------
-    comm : MPI.Comm
-    method : str
-        One of :data:`METHODS`.
-    path : str
-        :func:`plan_path` of the archive copy.
-    offset : int
-        Where the dataset's bytes start in the object.
-    view : ResolvedView
-        This rank's piece, dtype and storage order.
-    arr : numpy.ndarray
-        The local array (C- or Fortran-contiguous, ghosts included).
-    statsets : sequence
-        Every rank's layout statistics (``[(bytes, regions, segments, lo, hi, ...)]``).
-    cache : pathlib.Path
-        The subfile cache's directory.
-
-    Returns
-    -------
-    (float, Failure or None)
-        Seconds spent and this rank's failure (raise it with the caller's closing exchange).
+    A failure on one rank (an S3 error) does not stop the others' collective calls: it is
+    raised once every call was made, so the caller's closing exchange raises the same
+    error on every rank.
     """
-    t0 = time.perf_counter()
-    rank = comm.Get_rank()
-    location, checksum = _split(path)
-    got, failure = capture(_prepare, location, view, arr, rank=rank)
-    if method == "remote-collective":
-        failure = _collective(comm, got, int(offset), [s[0] for s in statsets], view.dtype.itemsize, failure)
-    elif method == "remote-subfile":
-        failure = _subfile(comm, got, int(offset), location, checksum, cache, failure)
-    elif method == "remote-superfile" and failure is None:
-        assert got is not None
-        failure = capture(_superfile, got, int(offset), location, rank=rank)[1]
-    elif failure is None:
-        assert got is not None
-        fetch = _naive if method == "remote-naive" else _sieving
-        failure = capture(fetch, got, int(offset), rank=rank)[1]
-    return time.perf_counter() - t0, failure
+
+    collective = True
+    backend = "objectstore"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def read(self, t: Transfer) -> None:
+        comm = t.comm
+        assert comm is not None, "remote methods need the session's communicator"
+        rank, handle = comm.Get_rank(), t.fh  # an ObjectHandle
+        assert handle is not None
+        got, failure = capture(_Part, handle.store, handle.key, t.piece, t.order, t.array, rank=rank)
+        offset = int(t.disp)
+        if self.name == "remote-collective":
+            failure = _collective(comm, got, offset, t.stats, t.array.dtype.itemsize, failure)
+        elif self.name == "remote-subfile":
+            failure = _subfile(comm, got, offset, handle.location, handle.copy, Path(t.scratch), failure)
+        elif failure is None:
+            assert got is not None
+            fetch = {"remote-naive": _naive, "remote-sieving": _sieving}.get(self.name)
+            if fetch is None:
+                failure = capture(_superfile, got, offset, handle.location, rank=rank)[1]
+            else:
+                failure = capture(fetch, got, offset, rank=rank)[1]
+        if failure is not None:
+            raise failure.exception(1)  # the message as it was made (the closing exchange names the rank)
+
+    def write(self, t: Transfer) -> None:
+        comm = t.comm
+        assert comm is not None, "remote methods need the session's communicator"
+        rank, handle = comm.Get_rank(), t.fh
+        if self.name != "remote-collective":
+            raise InvalidArgumentError(f"method {self.name!r} cannot write to the archive tier: an object cannot be "
+                                       "updated in part, so writes assemble whole objects with 'remote-collective'")
+        got, failure = capture(_Part, handle.store, handle.key, t.piece, t.order, t.array, rank=rank)
+        starts, lengths = got.regions if got is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        data = capture(got.gather, rank=rank)[0] if got is not None and failure is None else None
+        failure = put_collective(comm, handle, int(t.disp) + starts, lengths,
+                                 data if data is not None else np.zeros(0, np.uint8), failure)
+        if failure is not None:
+            raise failure.exception(1)
+
+
+for _method in METHODS:
+    register(RemoteMethod(_method))
 
 
 class _Part:
     """This rank's part of a remote read: the store, the key, its segments and regions, the local array."""
 
-    def __init__(self, store: "ObjectStore", key: str, segments: Runs, arr: np.ndarray, itemsize: int) -> None:
+    def __init__(self, store: "ObjectStore", key: str, piece: Any, order: str, arr: np.ndarray) -> None:
+        itemsize = arr.dtype.itemsize
+        segments = runs(piece, order, itemsize, list(arr.strides))
         self.store, self.key, self.segments, self.arr, self.itemsize = store, key, segments, arr, itemsize
         f, n = segments.file, segments.length
         if f.size > 1:  # file regions: segments joined where the file continues
@@ -270,6 +274,15 @@ class _Part:
         flat[expand(self.segments.memory, self.segments.length, unit)] = \
             source.reshape(-1, unit)[expand(at, self.segments.length, unit)]
 
+    def gather(self) -> np.ndarray:
+        """The bytes of the segments in file order (what :meth:`fill` takes)."""
+        if not self.segments.count:
+            return np.zeros(0, dtype=np.uint8)
+        unit = self.itemsize
+        assert self.segments.memory is not None
+        flat = self.arr.ravel(order="K").view(np.uint8).reshape(-1, unit)
+        return flat[expand(self.segments.memory, self.segments.length, unit)].reshape(-1)
+
     def fill(self, data: np.ndarray) -> None:
         """Fill the local array from its bytes in file order (the segments one after the other)."""
         n = self.segments.length
@@ -280,12 +293,6 @@ class _Part:
         _COUNTS["requests"] += sum(1 for _, n in ranges if n > 0)
         _COUNTS["bytes"] += sum(n for _, n in ranges)
         return self.store.get_each(self.key, ranges) if each else self.store.get_ranges(self.key, ranges)
-
-
-def _prepare(location: str, view: "ResolvedView", arr: np.ndarray) -> _Part:
-    store, key = _store(location)
-    item = view.dtype.itemsize
-    return _Part(store, key, runs(view.piece, view.order, item, list(arr.strides)), arr, item)
 
 
 def _bytes(parts: Sequence[bytes]) -> np.ndarray:
@@ -342,22 +349,8 @@ def _collective(comm: MPI.Comm, p: _Part | None, offset: int, stats: Sequence[Se
     bounds = lo + itemsize * np.array([words * i // size for i in range(size + 1)], dtype=np.int64)
 
     # this rank's regions cut at the shares' bounds: requests (start, end) to each aggregator, in file order
-    a, n = p.regions
-    b = a + n
-    first = np.searchsorted(bounds, a, side="right") - 1
-    last = np.searchsorted(bounds, b - 1, side="right") - 1
-    k = last - first + 1
-    which = np.repeat(np.arange(a.size), k)
-    agg = np.arange(int(k.sum()), dtype=np.int64) - np.repeat(np.cumsum(k) - k, k) + first[which]
-    start, end = np.maximum(a[which], bounds[agg]), np.minimum(b[which], bounds[agg + 1])
-    kept = end > start
-    mine, agg = np.ascontiguousarray(np.stack([start[kept], end[kept]], axis=1), dtype=np.int64), agg[kept]
-    counts = np.bincount(agg, minlength=size).astype(np.int64)
-    theirs_counts = np.empty(size, dtype=np.int64)
-    comm.Alltoall(counts, theirs_counts)
-    theirs = np.empty((int(theirs_counts.sum()), 2), dtype=np.int64)
-    comm.Alltoallv([mine, (2 * counts, 2 * (np.cumsum(counts) - counts)), MPI.INT64_T],
-                   [theirs, (2 * theirs_counts, 2 * (np.cumsum(theirs_counts) - theirs_counts)), MPI.INT64_T])
+    mine, agg = _cut(*p.regions, bounds)
+    theirs, theirs_counts = _requests(comm, mine, agg)
 
     def aggregate() -> np.ndarray:  # one GET of the part of this rank's share that is asked for
         if not theirs.size:
@@ -370,13 +363,158 @@ def _collective(comm: MPI.Comm, p: _Part | None, offset: int, stats: Sequence[Se
     if _failed(comm, failure):
         return failure
     assert out is not None
-    send_bytes = np.bincount(np.repeat(np.arange(size), theirs_counts), weights=theirs[:, 1] - theirs[:, 0],
-                             minlength=size).astype(np.int64)
-    recv_bytes = np.bincount(agg, weights=mine[:, 1] - mine[:, 0], minlength=size).astype(np.int64)
-    data = np.empty(int(recv_bytes.sum()), dtype=np.uint8)
-    comm.Alltoallv([out, (send_bytes, np.cumsum(send_bytes) - send_bytes), MPI.BYTE],
-                   [data, (recv_bytes, np.cumsum(recv_bytes) - recv_bytes), MPI.BYTE])
+    data = _move_bytes(comm, out, theirs, theirs_counts, mine, agg)
     return capture(p.fill, data, rank=rank)[1]
+
+
+def _cut(a: np.ndarray, n: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Regions (starts *a*, lengths *n*, in file order) cut at *bounds*: ``(pieces, share)``.
+
+    *pieces* holds ``(start, end)`` rows in file order, *share* the index of the share
+    ``bounds[i]..bounds[i + 1]`` each piece lies in.
+    """
+    b = a + n
+    first = np.searchsorted(bounds, a, side="right") - 1
+    last = np.searchsorted(bounds, b - 1, side="right") - 1
+    k = last - first + 1
+    which = np.repeat(np.arange(a.size), k)
+    share = np.arange(int(k.sum()), dtype=np.int64) - np.repeat(np.cumsum(k) - k, k) + first[which]
+    start, end = np.maximum(a[which], bounds[share]), np.minimum(b[which], bounds[share + 1])
+    kept = end > start
+    return np.ascontiguousarray(np.stack([start[kept], end[kept]], axis=1), dtype=np.int64), share[kept]
+
+
+def _requests(comm: MPI.Comm, mine: np.ndarray, to: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Send each ``(start, end)`` row of *mine* to rank ``to[i]`` (rows grouped by rank, ascending).
+
+    Returns the rows every rank sent here, in rank order, and how many came from each rank.
+    """
+    size = comm.Get_size()
+    counts = np.bincount(to, minlength=size).astype(np.int64)
+    theirs_counts = np.empty(size, dtype=np.int64)
+    comm.Alltoall(counts, theirs_counts)
+    theirs = np.empty((int(theirs_counts.sum()), 2), dtype=np.int64)
+    comm.Alltoallv([mine, (2 * counts, 2 * (np.cumsum(counts) - counts)), MPI.INT64_T],
+                   [theirs, (2 * theirs_counts, 2 * (np.cumsum(theirs_counts) - theirs_counts)), MPI.INT64_T])
+    return theirs, theirs_counts
+
+
+def _move_bytes(comm: MPI.Comm, out: np.ndarray, rows_out: np.ndarray, counts_out: np.ndarray,
+                rows_in: np.ndarray, from_rank: np.ndarray) -> np.ndarray:
+    """One ``Alltoallv`` of bytes: *out* holds the bytes of *rows_out* (``counts_out[r]`` rows for rank
+    ``r``, in rank order); what comes back are the bytes of *rows_in*, sent by ``from_rank``."""
+    size = comm.Get_size()
+    send = np.bincount(np.repeat(np.arange(size), counts_out), weights=rows_out[:, 1] - rows_out[:, 0],
+                       minlength=size).astype(np.int64)
+    recv = np.bincount(from_rank, weights=rows_in[:, 1] - rows_in[:, 0], minlength=size).astype(np.int64)
+    data = np.empty(int(recv.sum()), dtype=np.uint8)
+    comm.Alltoallv([out, (send, np.cumsum(send) - send), MPI.BYTE], [data, (recv, np.cumsum(recv) - recv), MPI.BYTE])
+    return data
+
+
+# ----------------------------------------------------------------------------- collective write
+def _scatter(dst: np.ndarray, at: np.ndarray, lengths: np.ndarray, src: np.ndarray) -> None:
+    """Place the pieces of *src* (one after the other) at offsets *at* of *dst*."""
+    if at.size <= 64 or src.size >= 4096 * at.size:  # few or large pieces: slices
+        pos = 0
+        for a, n in zip(at.tolist(), lengths.tolist()):
+            dst[a:a + n] = src[pos:pos + n]
+            pos += n
+    else:
+        dst[expand(at, lengths, 1)] = src
+
+
+def put_collective(comm: MPI.Comm, handle: "ObjectHandle", starts: np.ndarray, lengths: np.ndarray,
+                   data: np.ndarray, failure: Failure | None = None) -> Failure | None:
+    """Write the object of *handle* (``handle.size`` bytes) from every rank's byte ranges (collective).
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+    handle : ObjectHandle
+        The object and its size; after the call, on rank 0, its :attr:`~ObjectHandle.digest`.
+    starts, lengths : numpy.ndarray
+        This rank's ranges of the object, in ascending order, not overlapping another
+        rank's (bytes no rank gives are zeros).
+    data : numpy.ndarray
+        The bytes of the ranges, one after the other (uint8).
+    failure : Failure, optional
+        This rank's failure so far: then nothing is written, on any rank.
+
+    Returns
+    -------
+    Failure or None
+        This rank's failure (the caller's closing exchange raises it on every rank). When
+        any step failed, no object was written (a multipart upload is aborted).
+    """
+    from ..storage.digests import DIGEST, parts_digest
+
+    size, rank = comm.Get_size(), comm.Get_rank()
+    if _failed(comm, failure):
+        return failure
+    total = int(handle.size)
+    nparts = max(1, min(size, total // PART_MIN))
+    part = -(-total // nparts) if total else 0
+    nparts = -(-total // part) if part else 1
+    bounds = np.minimum(np.arange(nparts + 1, dtype=np.int64) * part, total)
+    bounds[-1] = total
+    owner = np.array([i * size // nparts for i in range(nparts)], dtype=np.int64)  # aggregators spread out
+    mine, share = _cut(np.asarray(starts, np.int64), np.asarray(lengths, np.int64), bounds)
+    theirs, theirs_counts = _requests(comm, mine, owner[share])
+    # the bytes travel to the aggregators: the requests' reverse, with the data going out
+    sent_counts = np.bincount(owner[share], minlength=size).astype(np.int64)
+    got = _move_bytes(comm, np.ascontiguousarray(data, dtype=np.uint8), mine, sent_counts, theirs,
+                      np.repeat(np.arange(size), theirs_counts))
+    index = int(np.flatnonzero(owner == rank)[0]) if rank in owner else -1
+
+    def assemble() -> np.ndarray:
+        buf = np.zeros(int(bounds[index + 1] - bounds[index]), dtype=np.uint8)
+        _scatter(buf, theirs[:, 0] - bounds[index], theirs[:, 1] - theirs[:, 0], got)
+        return buf
+
+    buf, failure = capture(assemble, rank=rank) if index >= 0 else (None, None)
+    store, key = handle.store, handle.key
+    if nparts == 1:  # one aggregator: one PUT
+        def put() -> str:
+            assert buf is not None
+            store.put(key, buf.data)
+            return f"{DIGEST}:{hashlib.sha256(buf.data).hexdigest()}"
+
+        if rank == 0 and failure is None:
+            digest, failure = capture(put, rank=rank)
+            handle.digest = digest or ""
+        return failure
+    upload, start_failure = capture(store.start_upload, key, rank=rank) if rank == 0 else (None, None)
+    upload = comm.bcast(upload if start_failure is None else None, root=0)
+    failure = failure or start_failure
+    if upload is None:
+        return failure or (Failure(StorageError(f"the multipart upload of {handle.location} did not start"), rank)
+                           if rank == 0 else None)
+
+    def send_part() -> tuple[str, bytes]:
+        assert buf is not None
+        etag = store.put_part(key, upload, index + 1, buf.data)
+        return etag, hashlib.sha256(buf.data).digest()
+
+    sent, part_failure = capture(send_part, rank=rank) if index >= 0 and failure is None else (None, None)
+    failure = failure or part_failure
+    everyone = comm.gather((index, sent, failure is not None), root=0)
+    if rank == 0:
+        assert everyone is not None
+        parts = sorted((i, s) for i, s, _ in everyone if i >= 0)
+        if any(bad for _, _, bad in everyone) or any(s is None for _, s in parts):
+            capture(store.abort_upload, key, upload, rank=rank)
+        else:
+            def finish() -> str:
+                store.finish_upload(key, upload, [s[0] for _, s in parts])
+                return parts_digest(part, [s[1] for _, s in parts])
+
+            digest, done = capture(finish, rank=rank)
+            handle.digest = digest or ""
+            if done is not None:
+                capture(store.abort_upload, key, upload, rank=rank)
+            failure = failure or done
+    return failure
 
 
 # ----------------------------------------------------------------------------- subfile

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..errors import HintError
+from ..errors import HintError, InvalidArgumentError
 from ..io import IOMethod, get_method, method_names
 from .hints import Hints, conforms
 from .model import METHODS, CostModel
@@ -163,7 +163,12 @@ class Planner:
         if requested == "exchange" and access is not None and access.kind != "map":
             return Decision(get_method("collective"), "requested: exchange, which serves map arrays; collective here")
         if requested != "auto":
-            return Decision(get_method(requested), f"requested: {requested}")
+            method = get_method(requested)
+            if method.backend != "mpiio":
+                raise InvalidArgumentError(
+                    f"method {requested!r} moves bytes to and from the archive tier (backend {method.backend}); "
+                    f"files on the fast tier take one of {method_names() + ['auto']}")
+            return Decision(method, f"requested: {requested}")
         key = access.key() if access is not None else None
         if key is not None and key in self._decided:
             return self._decided[key]

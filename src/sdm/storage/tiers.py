@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..catalog import tiers as rows
 from ..errors import IntegrityError, InvalidArgumentError, RunStateError, StorageError
 from . import runs
+from .digests import file_digest
 from .naming import inside
 
 if TYPE_CHECKING:
@@ -453,7 +454,7 @@ def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None 
                     store.get_file(path, part)
                 else:  # a member of a superfile: its bytes only
                     part.write_bytes(store.get_range(obj[len(store.url) + 1:], at, archive.size))
-                if digest_file(part) != archive.checksum:
+                if file_digest(part, like=archive.checksum) != archive.checksum:
                     part.unlink()
                     raise IntegrityError(f"{archive.location} does not match its recorded digest {archive.checksum}; "
                                          "it was changed or damaged in the object store")

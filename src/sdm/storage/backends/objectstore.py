@@ -34,6 +34,7 @@ an object atomically).
 
 from __future__ import annotations
 
+import builtins
 import configparser
 import datetime
 import errno
@@ -52,8 +53,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ...errors import InvalidArgumentError, StorageError
+from .base import Backend
 
-__all__ = ["ObjectStore", "Credentials", "parse_url", "resolve_credentials", "resolve_endpoint"]
+__all__ = ["ObjectStore", "ObjectHandle", "Credentials", "parse_url", "resolve_credentials", "resolve_endpoint"]
 
 T = TypeVar("T")
 
@@ -91,6 +93,26 @@ def parse_url(url: str) -> tuple[str, str]:
         raise InvalidArgumentError(f"object store URL {url!r}: bucket name {parts.netloc!r} is not 3-63 "
                                    "characters of a-z, 0-9, '.' and '-'")
     return parts.netloc, parts.path.strip("/")
+
+
+def _seconds(name: str, default: float) -> float:
+    """A duration from the environment variable *name* (seconds), else *default*.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Not a number of seconds >= 0.
+    """
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise InvalidArgumentError(f"${name} must be a number of seconds >= 0, got {text!r}")
+    return value
 
 
 def resolve_endpoint(endpoint: str | None = None) -> str | None:
@@ -155,7 +177,7 @@ def _cause(exc: BaseException) -> tuple[str, bool]:
     return first[:200], False
 
 
-class ObjectStore:
+class ObjectStore(Backend):
     """Objects under ``s3://BUCKET/PREFIX`` on an S3-compatible server.
 
     Parameters
@@ -168,8 +190,9 @@ class ObjectStore:
         Seconds the server may stay silent during a request before the attempt fails.
     connect_timeout : float
         Seconds to open a connection.
-    retry_time : float
-        Total seconds spent retrying a failing call (backoffs included) before it fails.
+    retry_time : float, optional
+        Total seconds spent retrying a failing call (backoffs included) before it fails;
+        default ``$SDM_S3_RETRY_TIME``, else 60.
     backoff, max_backoff : float
         First and largest pause between attempts (doubling, with jitter).
     concurrency : int
@@ -185,12 +208,19 @@ class ObjectStore:
         No credentials.
     """
 
+    name = "objectstore"
+    tier = "archive"
+    partial_writes = False
+    collective_io = False
+
     def __init__(self, url: str, *, endpoint: str | None = None, timeout: float = 30.0,
-                 connect_timeout: float = 5.0, retry_time: float = 60.0, backoff: float = 0.1,
+                 connect_timeout: float = 5.0, retry_time: float | None = None, backoff: float = 0.1,
                  max_backoff: float = 5.0, concurrency: int = 8, part_size: int = DEFAULT_PART_SIZE) -> None:
         from obstore.store import S3Store
 
         self.bucket, self.prefix = parse_url(url)
+        if retry_time is None:
+            retry_time = _seconds("SDM_S3_RETRY_TIME", 60.0)
         self.url = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         if min(timeout, connect_timeout) <= 0 or retry_time < 0 or backoff <= 0 or max_backoff < backoff:
             raise InvalidArgumentError("ObjectStore: timeouts and backoff must be > 0, retry_time >= 0, "
@@ -408,38 +438,154 @@ class ObjectStore:
     def _bucket_request(self, method: str) -> int:
         """A SigV4-signed bucket-level request (``HEAD``/``PUT /BUCKET``); returns the status (404 too)."""
         creds = self._credentials
-        base = self.endpoint or f"https://s3.{creds.region}.amazonaws.com"
-        host = urllib.parse.urlsplit(base).netloc
-        path = f"{urllib.parse.urlsplit(base).path.rstrip('/')}/{self.bucket}"
-        now = datetime.datetime.now(datetime.timezone.utc)
-        stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
         body = b"" if method == "HEAD" or creds.region == "us-east-1" else (
             "<CreateBucketConfiguration><LocationConstraint>"
             f"{creds.region}</LocationConstraint></CreateBucketConfiguration>").encode()
+        return self._signed(method, None, {}, body, ok=(404, 409))[0]
+
+    def _signed(self, method: str, key: str | None, query: dict[str, str], body: bytes = b"",
+                ok: Sequence[int] = ()) -> tuple[int, dict[str, str], bytes]:
+        """One SigV4-signed request (payload signed: the server checks the body's SHA-256).
+
+        For the calls obstore does not make (bucket creation, the steps of a multipart
+        upload shared by several processes); *key* None addresses the bucket. Returns ``(status, headers, body)``; a
+        status in *ok* is returned too, others raise ``OSError`` (5xx: retried by
+        :meth:`_call`; the text names the status and S3's error code).
+        """
+        creds = self._credentials
+        base = self.endpoint or f"https://s3.{creds.region}.amazonaws.com"
+        host = urllib.parse.urlsplit(base).netloc
+        full = "" if key is None else "/".join(p for p in (self.prefix, key) if p)
+        path = f"{urllib.parse.urlsplit(base).path.rstrip('/')}/{self.bucket}" + (f"/{full}" if full else "")
+        now = datetime.datetime.now(datetime.timezone.utc)
+        stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
         headers = {"host": host, "x-amz-content-sha256": hashlib.sha256(body).hexdigest(), "x-amz-date": stamp}
         if creds.session_token:
             headers["x-amz-security-token"] = creds.session_token
         names = ";".join(sorted(headers))
-        canonical = "\n".join([method, urllib.parse.quote(path), "",
-                               *(f"{k}:{headers[k]}" for k in sorted(headers)), "", names,
+        uri = urllib.parse.quote(path, safe="/~")
+        args = "&".join(f"{urllib.parse.quote(k, safe='~')}={urllib.parse.quote(v, safe='~')}"
+                        for k, v in sorted(query.items()))
+        canonical = "\n".join([method, uri, args, *(f"{k}:{headers[k]}" for k in sorted(headers)), "", names,
                                headers["x-amz-content-sha256"]])
         scope = f"{day}/{creds.region}/s3/aws4_request"
         to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-        key = ("AWS4" + creds.secret_key).encode()
+        secret = ("AWS4" + creds.secret_key).encode()
         for part in (day, creds.region, "s3", "aws4_request"):
-            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-        signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+            secret = hmac.new(secret, part.encode(), hashlib.sha256).digest()
+        signature = hmac.new(secret, to_sign.encode(), hashlib.sha256).hexdigest()
         headers["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope}, "
                                     f"SignedHeaders={names}, Signature={signature}")
         del headers["host"]
-        request = urllib.request.Request(base + path, data=body if method == "PUT" else None,
+        request = urllib.request.Request(base + uri + (f"?{args}" if args else ""),
+                                         data=body if method in ("PUT", "POST") else None,
                                          method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as answer:
-                return int(answer.status)
+                return int(answer.status), dict(answer.headers.items()), answer.read()
         except urllib.error.HTTPError as exc:
-            if exc.code in (404, 409):
-                return int(exc.code)
-            raise OSError(f"status {exc.code}") from None  # 5xx retried by _call, others reported
-        except urllib.error.URLError as exc:
-            raise OSError(f"error sending request: {exc.reason}") from None
+            text = exc.read()
+            if exc.code in ok:
+                return int(exc.code), dict(exc.headers.items()), text
+            code = re.search(rb"<Code>([^<]+)</Code>", text)
+            raise OSError(f"status {exc.code}" + (f" ({code.group(1).decode()})" if code else "")) from None
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            raise OSError(f"error sending request: {getattr(exc, 'reason', exc)}") from None
+
+    # ------------------------------------------------------------------ multipart, shared by processes
+
+    def start_upload(self, key: str) -> str:
+        """Begin a multipart upload of object *key* (the parts may come from several processes); its id."""
+        self._check_key(key)
+        _, _, text = self._call("POST", key, lambda: self._signed("POST", key, {"uploads": ""}))
+        found = re.search(rb"<UploadId>([^<]+)</UploadId>", text)
+        if found is None:
+            raise StorageError(f"POST {self.location(key)}?uploads: the server answered without an upload id",
+                               errno.EIO)
+        return found.group(1).decode()
+
+    def put_part(self, key: str, upload: str, number: int, data: bytes | bytearray | memoryview) -> str:
+        """Upload part *number* (1, 2, ...; every part but the last at least 5 MiB) of an upload; its ETag.
+
+        The request is signed with the part's SHA-256, which the server checks: a part
+        that arrives changed is refused, and retried.
+        """
+        body = bytes(data)
+        query = {"partNumber": str(int(number)), "uploadId": upload}
+        _, headers, _ = self._call("PUT", key, lambda: self._signed("PUT", key, query, body))
+        etag = {k.lower(): v for k, v in headers.items()}.get("etag")
+        if not etag:
+            raise StorageError(f"PUT {self.location(key)} part {number}: the server answered without an ETag",
+                               errno.EIO)
+        return etag
+
+    def finish_upload(self, key: str, upload: str, etags: Sequence[str]) -> None:
+        """Complete an upload from its parts' ETags, in part order: the object appears whole, at once."""
+        body = ("<CompleteMultipartUpload>" + "".join(
+            f"<Part><PartNumber>{i}</PartNumber><ETag>{e}</ETag></Part>" for i, e in enumerate(etags, 1))
+            + "</CompleteMultipartUpload>").encode()
+        _, _, text = self._call("POST", key, lambda: self._signed("POST", key, {"uploadId": upload}, body))
+        failed = re.search(rb"<Error>.*?<Code>([^<]+)</Code>", text, re.S)  # S3 may fail with status 200
+        if failed is not None:
+            raise StorageError(f"POST {self.location(key)}: the upload was not completed: "
+                               f"{failed.group(1).decode()}", errno.EIO)
+
+    def abort_upload(self, key: str, upload: str) -> None:
+        """Abandon an upload (its parts are removed; the object, if any, is left as it was)."""
+        self._call("DELETE", key, lambda: self._signed("DELETE", key, {"uploadId": upload}, ok=(404,)))
+
+    # ------------------------------------------------------------------ the storage seam (sdm.storage.backends.base)
+
+    def open(self, key: str, *, cache: bool = True) -> "ObjectHandle":
+        """A handle on object *key* for the I/O methods (no request is made)."""
+        return ObjectHandle(self, self._check_key(key))
+
+    def release(self, key: str, handle: Any) -> None:
+        """Nothing to close: every request stands alone."""
+
+    def read(self, key: str, ranges: Sequence[tuple[int, int]]) -> builtins.list[bytes]:
+        """Concurrent ranged GETs (:meth:`get_ranges`)."""
+        return self.get_ranges(key, ranges)
+
+    def write(self, key: str, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
+        """Replace object *key* with *data*; an object cannot be written in part (*offset* must be 0)."""
+        if offset:
+            raise StorageError(f"PUT {self.location(key)}: an object cannot be updated in part (offset {offset}); "
+                               "it is written whole", errno.EINVAL)
+        self.put(key, data)
+
+    def sync(self, key: str, handle: Any = None) -> None:
+        """Nothing to do: a PUT that returned is durable."""
+
+    def size(self, key: str) -> int | None:
+        """:meth:`head`."""
+        return self.head(key)
+
+
+@dataclass
+class ObjectHandle:
+    """What an I/O method gets for an object (:attr:`sdm.io.Transfer.fh`): the store and the key.
+
+    Attributes
+    ----------
+    store : ObjectStore
+    key : str
+    copy : str
+        The archive copy's checksum as the catalog records it (how the remote reads' subfile
+        cache knows a new object replaced the one it mirrors); empty when unknown.
+    size : int
+        For a write: the object's size, every byte of it (bytes no rank writes are zeros).
+    digest : str
+        After a write, on the first rank: the object's digest (:func:`sdm.storage.tiers.digest_file`'s form).
+    """
+
+    store: ObjectStore
+    key: str
+    copy: str = ""
+    size: int = 0
+    digest: str = ""
+
+    @property
+    def location(self) -> str:
+        """``s3://BUCKET/PREFIX/KEY``."""
+        return self.store.location(self.key)

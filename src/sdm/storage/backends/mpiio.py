@@ -1,0 +1,90 @@
+"""The local or parallel file system through MPI-IO: the fast tier's backend.
+
+:class:`MPIIOBackend` is the session's cache of open MPI files
+(:class:`~sdm.storage.files.FileCache`: collective opens kept across accesses, the view
+last set on each) seen through the storage seam (:class:`~sdm.storage.backends.base.Backend`):
+its handles are ``MPI.File`` objects, and the independent calls are POSIX ones on the
+same paths.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from mpi4py import MPI
+
+from ..._collective import os_error
+from ..files import FileCache
+from .base import Backend
+
+__all__ = ["MPIIOBackend"]
+
+
+class MPIIOBackend(FileCache, Backend):
+    """Files under a directory tree, opened collectively through MPI-IO (keys: absolute paths).
+
+    Parameters are those of :class:`~sdm.storage.files.FileCache`.
+    """
+
+    name = "mpiio"
+    tier = "fast"
+    partial_writes = True
+    collective_io = True
+
+    def open(self, key: Any, *, cache: bool = True) -> MPI.File:
+        """The open ``MPI.File`` of path *key* (collective; :meth:`FileCache.get`)."""
+        return self.get(Path(key), cache=cache)
+
+    def read(self, key: Any, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """``pread`` of each range (short at the end of the file)."""
+        try:
+            fd = os.open(key, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise os_error(exc, f"cannot read {key}") from None
+        try:
+            return [os.pread(fd, int(n), int(o)) if n else b"" for o, n in ranges]
+        except OSError as exc:
+            raise os_error(exc, f"cannot read {key}") from None
+        finally:
+            os.close(fd)
+
+    def write(self, key: Any, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
+        """``pwrite`` *data* at *offset* (the file is created if needed; not synced: see :meth:`sync`)."""
+        try:
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            try:
+                view, at = memoryview(data).cast("B"), 0
+                while at < len(view):
+                    at += os.pwrite(fd, view[at:], int(offset) + at)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise os_error(exc, f"cannot write {key}") from None
+
+    def size(self, key: Any) -> int | None:
+        try:
+            return os.stat(key).st_size
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise os_error(exc, f"cannot stat {key}") from None
+
+    def delete(self, key: Any) -> None:
+        try:
+            Path(key).unlink(missing_ok=True)
+        except OSError as exc:
+            raise os_error(exc, f"cannot remove {key}") from None
+
+    def list(self, prefix: str = "") -> list[tuple[str, int]]:
+        """``(path, size)`` of every file under the directory *prefix*, sorted."""
+        out = []
+        for folder, _, names in os.walk(prefix or "."):
+            for name in names:
+                path = os.path.join(folder, name)
+                try:
+                    out.append((path, os.stat(path).st_size))
+                except FileNotFoundError:  # removed meanwhile
+                    continue
+        return sorted(out)

@@ -1,0 +1,70 @@
+"""Digests of whole files and objects: what an archive copy's ``checksum`` in the catalog is.
+
+Two forms:
+
+``sha256:<hex>``
+    The SHA-256 of the whole file (what :func:`sdm.storage.tiers.migrate` records).
+``sha256-parts:<part bytes>:<hex>``
+    For an object uploaded in parts by several processes (writes to the archive tier,
+    :func:`sdm.io.remote.put_collective`): the SHA-256 of the concatenated binary SHA-256
+    digests of its parts, every part *part bytes* long but the last (the form of S3's
+    composite checksums).  No process ever holds the whole object, yet anyone with the
+    bytes can check them: :func:`file_digest` with ``like=`` computes the same form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import InvalidArgumentError, StorageError
+
+__all__ = ["DIGEST", "PARTS", "parts_digest", "file_digest"]
+
+DIGEST = "sha256"
+PARTS = "sha256-parts"
+_CHUNK = 8 << 20  # bytes read at a time
+
+
+def parts_digest(part: int, digests: Sequence[bytes]) -> str:
+    """The ``sha256-parts`` digest of an object from its parts' binary SHA-256 digests, in order."""
+    return f"{PARTS}:{int(part)}:{hashlib.sha256(b''.join(digests)).hexdigest()}"
+
+
+def file_digest(path: str | Path, like: str | None = None) -> str:
+    """The digest of a whole file, in the form of *like* (default ``sha256:``).
+
+    Raises
+    ------
+    InvalidArgumentError
+        *like* is of an unknown form.
+    StorageError
+        The file cannot be read.
+    """
+    form, _, rest = (like or DIGEST).partition(":")
+    if form == DIGEST:
+        part = 0
+    elif form == PARTS and rest.partition(":")[0].isdigit() and int(rest.partition(":")[0]) > 0:
+        part = int(rest.partition(":")[0])
+    else:
+        raise InvalidArgumentError(f"unknown digest form {like!r} (known: {DIGEST}:..., {PARTS}:BYTES:...)")
+    whole = hashlib.sha256()
+    parts: list[bytes] = []
+    current, left = hashlib.sha256(), part  # the part being hashed, and its bytes still to come
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(min(_CHUNK, left) if part else _CHUNK):
+                if not part:
+                    whole.update(block)
+                    continue
+                current.update(block)
+                left -= len(block)
+                if not left:
+                    parts.append(current.digest())
+                    current, left = hashlib.sha256(), part
+    except OSError as exc:
+        raise StorageError(f"cannot read {path} for its digest: {exc.strerror}", errno=exc.errno) from None
+    if part and (left < part or not parts):  # the last, shorter part (or an empty file's one part)
+        parts.append(current.digest())
+    return parts_digest(part, parts) if part else f"{DIGEST}:{whole.hexdigest()}"
