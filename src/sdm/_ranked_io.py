@@ -51,7 +51,9 @@ from .errors import (
 from .layout.ranked import KIND
 from .storage.sections import FIXED, MAGIC, RankedCounts, header_bytes, header_length, parse_header
 from .planner import choose_method
-from .storage import appends, inside
+from .storage import appends
+from .io.remote import put_collective
+from .storage.backends import is_object, object_at
 from .storage.files import mpi_errno
 
 if TYPE_CHECKING:
@@ -61,6 +63,8 @@ __all__ = ["MAGIC", "FIXED", "RankedCounts", "header_bytes", "header_length", "p
            "set_view", "write", "read", "counts"]
 
 _DECISION = SimpleNamespace(method=SimpleNamespace(name="collective"), reason="ranked section (Write_at_all)")
+_ARCHIVE_DECISION = SimpleNamespace(method=SimpleNamespace(name="remote-collective"),
+                                    reason="ranked section on the archive tier: aggregators assemble the object")
 
 
 def stream_share(raw: np.ndarray, start: int, itemsize: int, algorithm: str) -> int:
@@ -150,7 +154,7 @@ def write(g: "Group", step: int, arrays: Mapping[str, Any], *, overwrite: bool, 
                                        "dump; write them in separate calls")
         check.flag(overwrite, "overwrite")
         check.text(method, "method", optional=True)
-        choose_method(method or s.method)  # validates the name
+        g._check_write_method(method)
         if casting is not None:
             raise InvalidArgumentError(f"casting= is not supported for ranked datasets ({names}); give the rows in "
                                        "the stored dtype")
@@ -179,8 +183,12 @@ def write(g: "Group", step: int, arrays: Mapping[str, Any], *, overwrite: bool, 
     seconds = [0.0] * len(names)
     shares = [0] * len(names)
     failure = None
+    digests = [""] * len(names)
     for i, (arr, (head, rb, before, itemsize), (rel, offset, _, _)) in enumerate(zip(rows, layouts, places)):
-        moved, f = _move(g, g._absolute(rel), offset, head, len(head) + before * rb, arr, True)
+        if g.record.archive is not None:  # an object: assembled by aggregators (sdm.io.remote)
+            moved, f = _put_object(g, rel, offset + sizes[i], offset, head, len(head) + before * rb, arr, digests, i)
+        else:
+            moved, f = _move(g, g._absolute(rel), offset, head, len(head) + before * rb, arr, True)
         seconds[i] = moved
         failure = failure or f
         if s.checksum and failure is None:
@@ -192,8 +200,9 @@ def write(g: "Group", step: int, arrays: Mapping[str, Any], *, overwrite: bool, 
         s.files.reset_views()
         raise
     checksums = [integrity.to_hex(int(x)) if s.checksum else "" for x in sums]
-    g._commit_dump(names, int(step), places, checksums, [_DECISION] * len(names), [float(x) for x in slowest],
-                   overwrite, sizes)
+    decision = _ARCHIVE_DECISION if g.record.archive is not None else _DECISION
+    g._commit_dump(names, int(step), places, checksums, [decision] * len(names), [float(x) for x in slowest],
+                   overwrite, sizes, digests if g.record.archive is not None else None)
 
 
 def _write_share(head: bytes, arr: np.ndarray, start: int, itemsize: int, rank: int) -> int:
@@ -254,25 +263,29 @@ def _move(g: "Group", path: Path, offset: int, head: bytes | None, at: int, arr:
 # ----------------------------------------------------------------------------- read
 
 
+def _where(g: "Group", rel: str) -> tuple[Any, Any]:
+    """The backend holding a read plan's path and its key there (sdm.storage.backends)."""
+    if is_object(rel):
+        return object_at(rel.partition("#")[0])
+    return g.session.files, g._absolute(rel)
+
+
 def _plan(g: "Group", name: str, step: int) -> tuple[str, int, str, str, RankedCounts, bytes]:
-    """Rank 0: where the step is, its checksum, and its header (parsed and raw)."""
+    """Rank 0: where the step is (a file, or an object on the archive tier), its checksum, its header (parsed and raw)."""
     rel, offset, checksum, algorithm = g._plan_read(name, step)
-    path = inside(g.session.root, Path(rel))
-    what = f"dataset {name!r} step {step} in {rel}"
+    backend, key = _where(g, rel)
+    what = f"dataset {name!r} step {step} in {rel.partition('#')[0]}"
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            raw = f.read(FIXED)
-            if len(raw) == FIXED:
-                length = struct.unpack_from("<Q", raw, 8)[0]
-                raw += f.read(max(0, min(length, 1 << 40) - FIXED))
-            head = parse_header(raw, what)
-            f.seek(0, 2)
-            size = f.tell()
-    except OSError as exc:
-        raise StorageError(f"cannot read the header of {what}: {exc.strerror}", errno=exc.errno) from None
+        (raw,) = backend.read(key, [(offset, FIXED)])
+        if len(raw) == FIXED:
+            length = struct.unpack_from("<Q", raw, 8)[0]
+            raw += backend.read(key, [(offset + FIXED, max(0, min(length, 1 << 40) - FIXED))])[0]
+        head = parse_header(raw, what)
+        size = backend.size(key) or 0
+    except StorageError as exc:
+        raise StorageError(f"cannot read the header of {what}: {exc}", errno=exc.errno) from None
     if size < offset + head.nbytes:
-        raise StorageError(f"data file {path} holds {size} bytes but {what} needs bytes {offset}..{offset + head.nbytes}; "
+        raise StorageError(f"data file {key} holds {size} bytes but {what} needs bytes {offset}..{offset + head.nbytes}; "
                            "the file was truncated")
     return rel, offset, checksum, algorithm, head, raw[:head.header]
 
@@ -340,16 +353,21 @@ def read(g: "Group", name: str, step: int, *, out: Any, method: str | None, veri
     got, _ = g._agree_call("read", call, failure, plan, None)
     rel, offset, expected, algorithm, head, raw = got
     verify_now = (s.verify if verify is None else bool(verify)) and bool(expected)
-    path = g._absolute(rel)
+    backend, path = _where(g, rel)
     selected, failure = capture(_selection, head, wanted, s.size, s.rank, rank=s.rank)
     first, count = selected or (0, 0)
     arr = np.empty((count, *rec.shape), dtype=stored)
-    moved, f = _move(g, path, offset, None, head.header + first * head.row_bytes, arr, False)
+    if backend is s.files:
+        moved, f = _move(g, path, offset, None, head.header + first * head.row_bytes, arr, False)
+    else:  # on the archive tier only: each rank's rows are one ranged GET
+        t0 = time.perf_counter()
+        f = capture(_get_rows, backend, path, offset + head.header + first * head.row_bytes, arr, rank=s.rank)[1]
+        moved = time.perf_counter() - t0
     failure = failure or f
     share: int | None = 0
     if verify_now and failure is None:
-        share, failure = capture(_read_share, g, path, offset, head, raw, arr, (first, count), stored.itemsize,
-                                 algorithm, rank=s.rank)
+        share, failure = capture(_read_share, g, backend, path, offset, head, raw, arr, (first, count),
+                                 stored.itemsize, algorithm, rank=s.rank)
     try:
         _, sums = g._closing(failure, [moved], [share or 0])
     except SDMError:
@@ -361,7 +379,34 @@ def read(g: "Group", name: str, step: int, *, out: Any, method: str | None, veri
     return arr
 
 
-def _read_share(g: "Group", path: Path, offset: int, head: RankedCounts, raw: bytes, arr: np.ndarray,
+def _get_rows(backend: Any, key: Any, at: int, arr: np.ndarray) -> None:
+    """Fill *arr* with its bytes at *at* of *key* (independent)."""
+    want = arr.nbytes
+    if want:
+        (got,) = backend.read(key, [(at, want)])
+        if len(got) != want:
+            raise StorageError(f"{key} ends before byte {at + want}; the object is shorter than its catalog copy")
+        arr.reshape(-1).view(np.uint8)[:] = np.frombuffer(got, dtype=np.uint8)
+
+
+def _put_object(g: "Group", rel: str, size: int, offset: int, head: bytes, at: int, arr: np.ndarray,
+                digests: list[str], i: int) -> tuple[float, Failure | None]:
+    """Write a step of a ranked dataset of an archive-tier group as (part of) one object (collective):
+    rank 0's header and every rank's rows go to aggregators (:func:`sdm.io.remote.put_collective`)."""
+    s = g.session
+    t0 = time.perf_counter()
+    handle = g._store().open(rel)
+    handle.size = size
+    rows = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
+    head_part = np.frombuffer(head, dtype=np.uint8) if s.rank == 0 else np.zeros(0, np.uint8)
+    starts = np.array([offset] * (head_part.size > 0) + [offset + at] * (rows.size > 0), dtype=np.int64)
+    lengths = np.array([head_part.size] * (head_part.size > 0) + [rows.size] * (rows.size > 0), dtype=np.int64)
+    failure = put_collective(s.comm, handle, starts, lengths, np.concatenate([head_part, rows]))
+    digests[i] = handle.digest
+    return time.perf_counter() - t0, failure
+
+
+def _read_share(g: "Group", backend: Any, path: Any, offset: int, head: RankedCounts, raw: bytes, arr: np.ndarray,
                 selected: tuple[int, int], itemsize: int, algorithm: str) -> int:
     """This rank's share of the whole step's checksum: its part of the partition (rank 0: and the header)."""
     s = g.session
@@ -370,14 +415,7 @@ def _read_share(g: "Group", path: Path, offset: int, head: RankedCounts, raw: by
         rows = arr.reshape(-1).view(np.uint8)
     else:  # a rank that asked for a range reads its part of the partition on its own (independent I/O)
         rows = np.empty(count * head.row_bytes, dtype=np.uint8)
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset + head.header + first * head.row_bytes)
-                got = f.readinto(rows.data)
-        except OSError as exc:
-            raise StorageError(f"cannot read {path} to verify a ranked section: {exc.strerror}", errno=exc.errno) from None
-        if got != rows.size:
-            raise StorageError(f"data file {path} ended while verifying a ranked section")
+        _get_rows(backend, path, offset + head.header + first * head.row_bytes, rows)
     algorithm = integrity.canonical(algorithm)
     share = stream_share(rows, head.header + first * head.row_bytes, itemsize, algorithm)
     if s.rank == 0:

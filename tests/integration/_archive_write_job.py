@@ -2,8 +2,9 @@
 
 ``write ROOT URL ARCHIVE BIG`` makes group ``a`` (``tier="archive"``) with one dataset per
 view of :func:`_remote_job.views` (Block, Cyclic, BlockCyclic, Subarray with ghosts,
-MapArray with a ghost row) and a C and a Fortran order dataset, writes steps 0 and 1 of
-each from numpy references, and with ``BIG`` > 0 a ``BIG x 1024`` float64 dataset
+MapArray with a ghost row) and a C and a Fortran order dataset, and group ``r`` with the
+ranked dataset ``particles`` (rank k gives k + 2 rows), writes steps 0 and 1 of each from
+numpy references, and with ``BIG`` > 0 a ``BIG x 1024`` float64 dataset
 ``big`` (an object of several parts at several ranks); prints ``RUN id``.
 ``read ROOT URL RUN [appended]`` reads every step back with ``auto`` and ``verify=True`` under the
 views of this job's rank count and compares each local array with the reference;
@@ -60,6 +61,10 @@ def write(root: str, url: str, archive: str, big: int) -> None:
         for step in (0, 1):
             g.write_step(step, {v: expected(view, v, step, DTYPES[v]) for v, view in mine.items()})
             g.write("fortran", step, np.asfortranarray(_block_rows("fortran", step, "<f8", SHAPE, size, rank)))
+        r = s.make_group("r", [sdm.Dataset("particles", dtype="<f8", shape=(3,))], tier="archive", archive=archive)
+        r.data_view(sdm.Ranked())
+        for step in (0, 1):  # rank k writes k + 2 rows
+            r.write("particles", step, particles(step, size)[sum(range(2, rank + 2)):sum(range(2, rank + 3))])
         if big:
             b = s.make_group("b", [sdm.Dataset("big", dtype="<f8")], shape=(big, BIG_COLUMNS), tier="archive",
                              archive=archive)
@@ -67,6 +72,12 @@ def write(root: str, url: str, archive: str, big: int) -> None:
             b.write("big", 0, _block_rows("big", 0, "<f8", (big, BIG_COLUMNS), size, rank))
         if rank == 0:
             print("RUN", s.run_id, flush=True)
+
+
+def particles(step: int, writers: int) -> np.ndarray:
+    """Every row of the ranked dataset at *step*, in writer order (writer k gave k + 2 rows)."""
+    n = sum(range(2, writers + 2))
+    return (np.arange(3 * n, dtype="<f8").reshape(n, 3) + 0.5) * (step + 1)
 
 
 def _block_rows(name: str, step: int, dtype: str, shape: tuple[int, ...], size: int, rank: int) -> np.ndarray:
@@ -94,6 +105,20 @@ def read(root: str, url: str, run: int, appended: bool = False) -> None:
         for step in g.steps("fortran"):
             assert g.read("fortran", step, verify=True).tobytes(order="A") == np.asfortranarray(
                 _block_rows("fortran", step, "<f8", SHAPE, size, rank)).tobytes(order="A")
+            compared += 1
+        r = s.group("r")
+        writers = s.run.nprocs
+        for step in r.steps("particles"):
+            every = particles(step, writers)
+            if size == writers:  # each rank its own rows
+                lo, n = sum(range(2, rank + 2)), rank + 2
+            else:  # a balanced share
+                base, extra = divmod(len(every), size)
+                lo, n = rank * base + min(rank, extra), base + (rank < extra)
+            got = r.read("particles", step, verify=True)
+            assert got.tobytes() == every[lo:lo + n].tobytes(), ("particles", step)
+            first = r.read("particles", step, ranks=(0, 1))  # the first writer's rows, on every rank
+            assert first.tobytes() == every[:2].tobytes()
             compared += 1
         if "b" in s.groups:
             b = s.group("b")

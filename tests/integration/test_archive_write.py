@@ -25,9 +25,10 @@ from sdm.catalog.rebuild import rebuild
 from sdm.catalog.tiers import copies
 from sdm.maintenance import verify_run
 from sdm.storage import tiers
+from sdm.storage.sections import parse_header
 from sdm.storage.backends.objectstore import ObjectStore
 
-from _archive_write_job import BIG_COLUMNS, DTYPES, reference
+from _archive_write_job import BIG_COLUMNS, DTYPES, particles, reference
 from _remote_job import SHAPE
 from test_rebuild import mpi
 
@@ -87,8 +88,15 @@ def test_every_distribution_written_to_the_archive_is_the_numpy_array(tmp_path: 
     store = ObjectStore(archive, endpoint=endpoint)
     found = objects_of(url, run_id)
     paths = rows_of(url, run_id)
-    assert len(paths) == 2 * (len(DTYPES) + 1) + (1 if big else 0) == len(found)
+    assert len(paths) == 2 * (len(DTYPES) + 2) + (1 if big else 0) == len(found)
     for (group, name, step), path in paths.items():
+        if name == "particles":  # a ranked section: its header, then every writer's rows in rank order
+            data = store.get(path)
+            head = parse_header(data, "particles")
+            assert list(head.counts) == list(range(2, ranks + 2))
+            assert data[head.header:] == particles(step, ranks).tobytes()
+            assert found[path][3] == expected_digest(data, ranks)
+            continue
         if name == "big":
             want = reference("big", 0, "<f8", (big, BIG_COLUMNS)).tobytes()
         elif name == "fortran":
@@ -107,7 +115,7 @@ def test_every_distribution_written_to_the_archive_is_the_numpy_array(tmp_path: 
         cat.close()
     other = 3 if ranks != 3 else 2  # read back at another rank count, every view
     reads = mpi(other, "read", str(root), url, str(run_id), job=JOB)
-    assert f"READ OK {other * (2 * (len(DTYPES) + 1) + (1 if big else 0))}" in reads, reads[-3000:]
+    assert f"READ OK {other * (2 * (len(DTYPES) + 2) + (1 if big else 0))}" in reads, reads[-3000:]
 
 
 def test_append_overwrite_stage_and_rebuild(tmp_path: Path, endpoint) -> None:
@@ -119,7 +127,7 @@ def test_append_overwrite_stage_and_rebuild(tmp_path: Path, endpoint) -> None:
     assert store.get(paths[("a", "block", 2)]) == reference("block", 2, "<f8").tobytes()
     assert store.get(paths[("a", "cyclic", 0)]) == (reference("cyclic", 0, ">i4") + 5).astype(">i4").tobytes()  # the new version
     before = objects_of(url, run_id)
-    assert "READ OK 39" in mpi(3, "read", str(root), url, str(run_id), "appended", job=JOB)
+    assert "READ OK 45" in mpi(3, "read", str(root), url, str(run_id), "appended", job=JOB)
     # a catalog rebuilt from the meta-file knows the group's archive and every object
     (tmp_path / "c.db").unlink()
     assert rebuild(root, url).added == [run_id]
@@ -145,6 +153,8 @@ def test_append_overwrite_stage_and_rebuild(tmp_path: Path, endpoint) -> None:
         data = (root / path).read_bytes()
         if name == "fortran":
             assert data == reference(name, step, "<f8").tobytes(order="F")
+        elif name == "particles":
+            assert data[parse_header(data, name).header:] == particles(step, 2).tobytes()
         elif (name, step) == ("cyclic", 0):
             assert data == (reference("cyclic", 0, ">i4") + 5).astype(">i4").tobytes()
         else:
@@ -211,3 +221,27 @@ def test_a_connection_reset_fails_the_write_clearly_and_records_nothing(tmp_path
         assert not any(c.tier == "archive" for found in copies(cat, run.id).values() for c in found)
     finally:
         cat.close()
+
+
+def test_a_ranked_dataset_migrated_and_purged_is_read_from_the_archive(tmp_path: Path, endpoint) -> None:
+    root, url = tmp_path / "root", f"sqlite:///{tmp_path}/c.db"
+    rows = particles(0, 1)
+    with sdm.open("ranked", root=str(root), catalog=url) as s:
+        g = s.make_group("r", [sdm.Dataset("particles", dtype="<f8", shape=(3,))], level=3)
+        g.data_view(sdm.Ranked())
+        g.write("particles", 0, rows)
+        run_id = s.run_id
+    store = ObjectStore(fresh_archive(), endpoint=endpoint)
+    store.ensure_bucket()
+    cat = Catalog(url)
+    try:
+        tiers.migrate(cat, run_id, store)
+        tiers.purge(cat, run_id, "fast")
+    finally:
+        cat.close()
+    assert not list(root.rglob("*.sdm"))
+    with sdm.open("ranked", "r", root=str(root), catalog=url, run=run_id) as s:
+        g = s.group("r")
+        assert g.read("particles", 0, verify=True).tobytes() == rows.tobytes()
+        assert g.read("particles", 0, ranks=(0, 1)).tobytes() == rows.tobytes()
+        assert g.ranked_counts("particles", 0).counts == (2,)
