@@ -1039,7 +1039,7 @@ class Group:
                 f"dataset {name!r} (group {self.name!r}, run {s.run_id}) was never written at step {step}; "
                 f"written steps: {steps}"
             )
-        full = inside(s.root, Path(w.path))
+        full = self._absolute(w.path)
         try:
             size = os.path.getsize(full)
         except OSError as exc:

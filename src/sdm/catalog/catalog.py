@@ -83,6 +83,12 @@ def normalize_url(url: str) -> str:
     )
 
 
+# the statement of every read's lookup, built once (building it costs more than running it on SQLite)
+_LOOKUP_WRITE = (sa.select(S.writes, S.files.c.path)
+                 .select_from(S.writes.join(S.files, S.files.c.id == S.writes.c.file_id))
+                 .where(S.writes.c.dataset_id == sa.bindparam("d"), S.writes.c.step == sa.bindparam("s")))
+
+
 class Catalog:
     """Metadata catalog of runs, groups, datasets, attributes, files and writes.
 
@@ -758,13 +764,8 @@ class Catalog:
     # ------------------------------------------------------------------ writes
     def lookup_write(self, dataset_id: int, step: int) -> WriteRecord | None:
         """Return where *step* of a dataset was written, or ``None``."""
-        w, f = S.writes, S.files
         with self.engine.connect() as con:
-            row = con.execute(
-                sa.select(w, f.c.path)
-                .select_from(w.join(f, f.c.id == w.c.file_id))
-                .where(w.c.dataset_id == dataset_id, w.c.step == int(step))
-            ).mappings().first()
+            row = con.execute(_LOOKUP_WRITE, {"d": int(dataset_id), "s": int(step)}).mappings().first()
         return None if row is None else _write_record(row)
 
     def file_end(self, run_id: int, path: str) -> int:

@@ -120,18 +120,20 @@ def _check_tier(tier: str) -> str:
     return tier
 
 
+_COPIES = (sa.select(S.files.c.path, S.files.c.alloc_end, S.copies.c.tier, S.copies.c.location, S.copies.c.size,
+                     S.copies.c.checksum, S.copies.c.state, S.copies.c.verified_at)
+           .select_from(S.files.outerjoin(S.copies, S.copies.c.file_id == S.files.c.id))
+           .where(S.files.c.run_id == sa.bindparam("r")).order_by(S.files.c.path, S.copies.c.tier))
+_COPIES_OF = _COPIES.where(S.files.c.path.in_(sa.bindparam("p", expanding=True)))  # built once: every archived read
+
+
 def copies(cat: "Catalog", run_id: int, paths: Any = None) -> dict[str, list[Copy]]:
     """Every copy of every file of a run (or of its files *paths*), by file path (files without a row: their
     implicit fast copy)."""
-    f, c = S.files, S.copies
-    q = (sa.select(f.c.path, f.c.alloc_end, c.c.tier, c.c.location, c.c.size, c.c.checksum, c.c.state, c.c.verified_at)
-         .select_from(f.outerjoin(c, c.c.file_id == f.c.id)).where(f.c.run_id == int(run_id))
-         .order_by(f.c.path, c.c.tier))
-    if paths is not None:
-        q = q.where(f.c.path.in_(list(paths)))
+    q, params = (_COPIES, {"r": int(run_id)}) if paths is None else (_COPIES_OF, {"r": int(run_id), "p": list(paths)})
     out: dict[str, list[Copy]] = {}
     with cat.engine.connect() as con:
-        for path, end, tier, location, size, checksum, state, verified_at in con.execute(q):
+        for path, end, tier, location, size, checksum, state, verified_at in con.execute(q, params):
             found = out.setdefault(path, [])
             if tier is None:
                 found.append(Copy(path, FAST, path, int(end), None, "verified", None, implicit=True))

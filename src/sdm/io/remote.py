@@ -313,15 +313,20 @@ def _sieving(p: _Part, offset: int) -> None:
 
 
 def _superfile(p: _Part, offset: int, location: str) -> None:
-    """The whole object, fetched once per process (one GET) and kept, then this rank's regions from memory."""
+    """The whole object, fetched once per process (one GET) and kept, then this rank's regions from memory.
+
+    The GET asks for one byte more than :data:`SUPERFILE_MEMORY` (no HEAD first: a
+    superfile made by ``sdm migrate`` is never that large); an object that is larger
+    is not kept, and its regions are read as sieving does.
+    """
     data = _SUPERFILES.get(location)
     if data is None:
-        if (p.store.head(p.key) or 0) > SUPERFILE_MEMORY:  # too large to keep: read as sieving does
-            _sieving(p, offset)
-            return
-        data = p.store.get(p.key)
+        data = p.store.get_range(p.key, 0, SUPERFILE_MEMORY + 1)
         _COUNTS["requests"] += 1
         _COUNTS["bytes"] += len(data)
+        if len(data) > SUPERFILE_MEMORY:  # too large to keep
+            _sieving(p, offset)
+            return
         while _SUPERFILES and sum(map(len, _SUPERFILES.values())) + len(data) > SUPERFILE_MEMORY:
             del _SUPERFILES[next(iter(_SUPERFILES))]
         _SUPERFILES[location] = data
