@@ -36,6 +36,12 @@ Cases (:data:`CASES`, run in this order; ``--only`` picks some):
     SHA-256 compared) and ``verify="upload"`` (the server's check of each signed upload's
     SHA-256 trusted); between rounds the archive copies are purged (untimed).  Goal: plain /
     migrate time (migrate's throughput relative to the plain copy) >= 0.9.
+``write``
+    Writes to the archive tier: 4 ranks write a 64 MiB float64 array (Block rows) into a
+    group made with ``tier="archive"`` (aggregators upload its parts), against a level-1
+    write on the fast tier followed by ``sdm migrate`` of that run, and against a plain
+    client upload (``ObjectStore.put_file``) of the same bytes, to the server directly.
+    No goal in the issue: the ratios say what writing to the archive costs.
 ``predicted``
     ``sdm calibrate s3://...`` through the proxy, then the remote model's prediction
     (:func:`sdm.planner.remote.predict_remote`) of each method of ``block`` and
@@ -215,6 +221,100 @@ def worker_small_read(args: argparse.Namespace) -> None:
                 if r:
                     samples[name].append(time.perf_counter() - t0)
     print(json.dumps(samples), flush=True)
+
+
+WRITE_COLUMNS = 1024  # the write case's array: (rows, 1024) float64, Block rows over the ranks
+
+
+def _write_rows(rows: int, size: int, rank: int) -> np.ndarray:
+    """This rank's rows of the write case's array (a pure function of the shape)."""
+    lo, hi = rank * rows // size, (rank + 1) * rows // size
+    return (np.arange(lo * WRITE_COLUMNS, hi * WRITE_COLUMNS, dtype=np.int64) % 1009).astype("<f8").reshape(
+        hi - lo, WRITE_COLUMNS)
+
+
+def worker_archive_write(args: argparse.Namespace) -> None:
+    """The write case, every contender in one job, ``--repeat`` rounds (order rotated, round 0 untimed):
+
+    ``archive write``: one ``write`` of a group with ``tier="archive"`` (aggregators upload the parts);
+    ``fast write + migrate``: a level-1 write on the fast tier, the session closed, then rank 0's
+    ``tiers.migrate`` of that run; ``plain upload``: rank 0's ``ObjectStore.put_file`` of a file holding
+    the same bytes.  Timed from a barrier to the slowest rank's return; rank 0 prints the samples as JSON.
+    """
+    from mpi4py import MPI
+
+    import sdm
+    from sdm.catalog import Catalog
+    from sdm.storage import tiers
+    from sdm.storage.backends.objectstore import ObjectStore
+
+    comm = MPI.COMM_WORLD
+    rows = args.files  # rows of the array
+    local = _write_rows(rows, comm.size, comm.rank)
+    archive = f"s3://{BUCKET}/writes"
+    plain = Path(args.root) / "plain.bin"
+    store = ObjectStore(archive)
+    if comm.rank == 0:
+        plain.parent.mkdir(parents=True, exist_ok=True)
+        plain.write_bytes(_write_rows(rows, 1, 0).tobytes())
+    comm.Barrier()
+    contenders = ["archive write", "fast write + migrate", "plain upload"]
+    samples: dict[str, list[float]] = {c: [] for c in contenders}
+    with sdm.open(APP, root=args.root, catalog=args.catalog, attributes={"case": "write"}) as s:
+        g = s.make_group("w", [sdm.Dataset("x", dtype="<f8")], shape=(rows, WRITE_COLUMNS), tier="archive",
+                         archive=archive)
+        g.data_view(sdm.Block(grid=[comm.size, 1]))
+        for r in range(args.repeat + 1):
+            for contender in contenders[r % 3:] + contenders[:r % 3]:
+                comm.Barrier()
+                t0 = time.perf_counter()
+                if contender == "archive write":
+                    g.write("x", r, local)
+                elif contender == "plain upload":
+                    if comm.rank == 0:
+                        store.put_file(f"plain-{r}", plain)
+                else:
+                    with sdm.open(APP, root=args.root, catalog=args.catalog) as f:
+                        fg = f.make_group("f", [sdm.Dataset("x", dtype="<f8")], shape=(rows, WRITE_COLUMNS), level=1)
+                        fg.data_view(sdm.Block(grid=[comm.size, 1]))
+                        fg.write("x", 0, local)
+                        run_id = f.run_id
+                    if comm.rank == 0:
+                        cat = Catalog(args.catalog)
+                        try:
+                            tiers.migrate(cat, run_id, store)
+                        finally:
+                            cat.close()
+                seconds = float(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+                if r:
+                    samples[contender].append(seconds)
+        if comm.rank == 0:  # the object holds the array's bytes (untimed)
+            from sdm.catalog.tiers import copies
+
+            cat = Catalog(args.catalog)
+            try:
+                (found,) = [c for p, cs in copies(cat, s.run_id).items() for c in cs if p.endswith("s00000001.sdm")]
+            finally:
+                cat.close()
+            if store.get(found.location[len(archive) + 1:]) != plain.read_bytes():
+                raise SystemExit("the archive write's object differs from the array")
+    if comm.rank == 0:
+        print(json.dumps(samples), flush=True)
+
+
+def case_write(bench: Bench) -> dict[str, Any]:
+    """Writes to the archive tier: a group with ``tier="archive"`` against a fast write then migrate, and
+    against a plain client upload of the same bytes (4 ranks, the server directly)."""
+    rows = 256 if bench.args.quick else 8192  # 2 MiB (one PUT) or 64 MiB (4 parts of 16 MiB)
+    samples = bench.job("archive-write", "--files", str(rows))
+    nbytes = rows * WRITE_COLUMNS * 8
+    out = contenders_result("Writes to the archive tier (4 ranks, Block rows of float64)",
+                            {"bytes": nbytes, "ranks": RANKS, "endpoint": "server (no proxy)"}, samples,
+                            {"plain upload / archive write (time)": ratio(samples, "plain upload", "archive write"),
+                             "fast write + migrate / archive write (time)": ratio(samples, "fast write + migrate",
+                                                                                 "archive write")})
+    out["throughput_MiBps"] = {c: stats([nbytes / MiB / s for s in v]) for c, v in samples.items()}
+    return out
 
 
 def case_superfile(bench: Bench) -> dict[str, Any]:
@@ -473,6 +573,7 @@ CASES: dict[str, Callable[[Bench], dict[str, Any]]] = {
     "noncontig": case_noncontig,
     "migrate": case_migrate,
     "superfile": case_superfile,
+    "write": case_write,
     "predicted": case_predicted,
 }
 
@@ -609,7 +710,8 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="tiny sizes, one round (a smoke test, not a measurement)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per MPI job (1800)")
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--worker", choices=("write", "read", "small-write", "small-read"), help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=("write", "read", "small-write", "small-read", "archive-write"),
+                   help=argparse.SUPPRESS)
     p.add_argument("--files", type=int, help=argparse.SUPPRESS)
     p.add_argument("--run-b", type=int, help=argparse.SUPPRESS)
     p.add_argument("--root", help=argparse.SUPPRESS)
@@ -627,6 +729,9 @@ def main() -> None:
         return
     if args.worker == "small-read":
         worker_small_read(args)
+        return
+    if args.worker == "archive-write":
+        worker_archive_write(args)
         return
     if args.worker == "read":
         worker_read(args)

@@ -371,6 +371,7 @@ def show(
                     "kind": g.kind,
                     "steps_per_file": g.steps_per_file,
                     "truncated_after": g.truncated_after,
+                    "archive": g.archive,
                     "attributes": g.attributes,
                     "datasets": [_dataset_json(g.name, d) for d in g.datasets],
                 }
@@ -417,11 +418,11 @@ def show(
     ):
         head.add_row(Text(key), Text(str(val)))
     con.print(head)
-    groups = _table("groups", "name", "level", "kind", "steps/file", "truncated after", "attributes")
+    groups = _table("groups", "name", "level", "kind", "steps/file", "truncated after", "writes to", "attributes")
     datasets = _table("datasets", "group", "name", "dtype", "shape", "order", "distribution", "steps", "attributes")
     for g in rec.groups:
         _row(groups, g.name, g.level, g.kind, g.steps_per_file or "-",
-             "-" if g.truncated_after is None else g.truncated_after, _attrs(g.attributes))
+             "-" if g.truncated_after is None else g.truncated_after, g.archive or "fast tier", _attrs(g.attributes))
         for d in g.datasets:
             own = {k: v for k, v in d.attributes.items() if g.attributes.get(k, object()) != v}
             _row(datasets, g.name, d.name, d.dtype, _shape(d.shape), d.order, _dist(d.distribution),
