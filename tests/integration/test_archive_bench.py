@@ -17,6 +17,7 @@ from quick_bench import TIMEOUT, run_quick  # tests/integration is on sys.path
 
 
 def _scratch() -> set[str]:
+    """Scratch directories of benchmark runs (this test's, and any other run's meanwhile, which it leaves alone)."""
     return {p.name for p in Path(tempfile.gettempdir()).glob("sdm-archive-bench-*")}
 
 
@@ -25,14 +26,15 @@ def test_quick_run_measures_every_case(tmp_path: Path) -> None:
     before = _scratch()
     data = run_quick("archive", tmp_path)
     cases = data["cases"]
-    assert list(cases) == ["block", "noncontig", "migrate", "superfile", "predicted"]
+    assert list(cases) == ["block", "noncontig", "migrate", "superfile", "write", "predicted"]
     assert set(cases["block"]["stats"]) == {"remote-naive", "remote-sieving", "remote-collective",
                                             "remote-subfile first", "remote-subfile second"}
     assert set(cases["noncontig"]["stats"]) == {"remote-naive", "remote-sieving", "remote-collective"}
     assert set(cases["migrate"]["stats"]) == {"migrate", "migrate-upload", "plain"}
     assert set(cases["superfile"]["stats"]) == {"10 files: one object per file", "10 files: superfile"}
     assert cases["superfile"]["ratios"]["10 files: one object per file / superfile"]["goal"] == 8
-    for name in ("block", "noncontig", "migrate", "superfile"):
+    assert set(cases["write"]["stats"]) == {"archive write", "fast write + migrate", "plain upload"}
+    for name in ("block", "noncontig", "migrate", "superfile", "write"):
         for s in cases[name]["stats"].values():
             assert s["n"] == 1 and s["median"] > 0
     assert cases["block"]["ratios"]["naive / collective"]["goal"] == 30
