@@ -373,8 +373,8 @@ class _Transfer:
     path: str
     local: Path
     size: int
-    uploaded: "Future[Any]"
-    checked: "Future[str]"
+    uploaded: Future[Any]
+    checked: Future[str]
 
 
 def _start_copy(cat: "Catalog", run_id: int, path: str, local: Path, size: int, store: Any,
@@ -390,7 +390,20 @@ def _start_copy(cat: "Catalog", run_id: int, path: str, local: Path, size: int, 
     # the fast copy first: once a file has copies rows, they are the whole truth about it
     _put(cat, run_id, path, rows.FAST, location=path, size=size, state="verified", verified_at=_now())
     _put(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size)
-    return _Transfer(path, local, size, pool.submit(store.put_file, path, local), pool.submit(check))
+    return _Transfer(path, local, size, pool.submit(_upload_mapped, store, path, local), pool.submit(check))
+
+
+def _upload_mapped(store: Any, key: str, local: Path) -> None:
+    """Upload a file from a memory map of it: the client sends (and signs) the mapped pages themselves, the
+    ones the check hashes, where uploading by path reads the file once more (twice the client's CPU time)."""
+    import mmap
+
+    with open(local, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            store.put(key, b"")
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+            store.put(key, view)
 
 
 def _finish_copy(cat: "Catalog", run_id: int, transfer: _Transfer, store: Any, verify: str) -> None:
