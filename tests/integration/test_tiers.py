@@ -566,3 +566,29 @@ def test_stage_and_purge_of_the_archive_remove_the_remote_reads_cache(run, store
         cat.close()
     assert files_of(root) == original
     assert read_all(root, url, run_id) == 9
+
+
+def test_the_read_back_finds_an_object_that_differs_from_its_file(tmp_path: Path, store: ObjectStore,
+                                                                   monkeypatch) -> None:
+    """migrate's read-back compares the object with the file byte for byte: the first range that differs."""
+    monkeypatch.setattr(tiers, "_CHUNK", 64 << 10)  # ranges of 64 KiB: several for a small file
+    local = tmp_path / "f.bin"
+    data = np.random.default_rng(3).bytes(300_000)
+    local.write_bytes(data)
+    tiers._upload_mapped(store, "f.bin", local)  # what migrate uploads, from a memory map of the file
+    assert store.get("f.bin") == data
+    assert tiers._same_object(store, "f.bin", local, len(data)) is None
+    changed = bytearray(data)
+    changed[200_000] ^= 1
+    store.put("f.bin", bytes(changed))
+    assert tiers._same_object(store, "f.bin", local, len(data)) == 3 * (64 << 10)
+    store.put("f.bin", data[:-1])  # shorter: its last range differs
+    assert tiers._same_object(store, "f.bin", local, len(data)) == 4 * (64 << 10)
+    store.put("f.bin", data + b"x")  # longer
+    assert tiers._same_object(store, "f.bin", local, len(data)) == len(data)
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    tiers._upload_mapped(store, "empty.bin", empty)
+    assert store.head("empty.bin") == 0 and tiers._same_object(store, "empty.bin", empty, 0) is None
+    assert tiers.digest_file(empty) == "sha256:" + hashlib.sha256(b"").hexdigest()
+    assert tiers.digest_file(local) == "sha256:" + hashlib.sha256(data).hexdigest()

@@ -131,7 +131,7 @@ def _digest_object(store: Any, key: str, size: int) -> str:
 
 def _same_object(store: Any, key: str, local: Path, size: int) -> int | None:
     """Read object *key* back and compare it byte for byte with the file *local*: None if equal, else the
-    offset of the first range that differs (or *size*, the object being shorter)."""
+    offset of the first range that differs (or *size*, the object being longer)."""
     import mmap
 
     if size == 0:
