@@ -520,3 +520,78 @@ def test_appending_to_a_purged_run_is_refused_until_it_is_staged(run, store: Obj
         cat.close()
     assert files_of(root) == {}
     assert read_all(root, url, run_id) == 9
+
+
+# ------------------------------------------------------------------------------------- the remote reads' cache
+
+def test_stage_and_purge_of_the_archive_remove_the_remote_reads_cache(run, store: ObjectStore, monkeypatch) -> None:
+    """The subfile cache mirrors archive copies for reads without a fast copy: stale once the fast copies are
+    back (stage) or the archive copies are gone (purge of the archive); removed then, and only on success."""
+    import shutil
+
+    from sdm.io import remote
+
+    monkeypatch.setenv("SDM_S3_ENDPOINT", store.endpoint or "")
+    root, url, run_id = run
+    original = files_of(root)
+
+    def fill_cache() -> Path:
+        with sdm.open("tiers", "r", root=str(root), catalog=url, run=run_id) as s:
+            got = s.group("fields").read("T", 1, method="remote-subfile", verify=True)
+        np.testing.assert_array_equal(got, field("T", 1))
+        (cache,) = root.rglob(remote.CACHE_DIR)
+        assert sorted(p.suffix for p in cache.iterdir()) == [".bytes", ".json"]
+        return cache
+
+    cat = Catalog(url)
+    try:
+        tiers.migrate(cat, run_id, store)
+        tiers.purge(cat, run_id, "fast")
+        cache = fill_cache()
+        kept = cache.with_name("kept-cache")
+        shutil.copytree(cache, kept)
+        with pytest.raises(RunStateError):  # a failed operation leaves the cache alone
+            tiers.purge(cat, run_id, "archive", store)
+        assert sorted(p.name for p in cache.iterdir()) == sorted(p.name for p in kept.iterdir())
+
+        staged = tiers.stage(cat, run_id, store)
+        assert not cache.exists() and files_of(root) == original
+        assert staged.notes and staged.notes[0].startswith("removed the remote reads' cache (")
+        (last,) = [o for o in rows.operations(cat, run_id) if o.operation == "stage"]
+        assert last.detail == staged.notes[0]
+
+        kept.rename(cache)  # a cache left behind (by a stage of an earlier version, say)
+        purged = tiers.purge(cat, run_id, "archive", store)
+        assert purged.files == len(original) and not cache.exists() and store.list() == []
+        assert purged.notes[0].startswith("removed the remote reads' cache (")
+        assert tiers.purge(cat, run_id, "archive", store).notes == []  # nothing left to remove: no note
+    finally:
+        cat.close()
+    assert files_of(root) == original
+    assert read_all(root, url, run_id) == 9
+
+
+def test_the_read_back_finds_an_object_that_differs_from_its_file(tmp_path: Path, store: ObjectStore,
+                                                                   monkeypatch) -> None:
+    """migrate's read-back compares the object with the file byte for byte: the first range that differs."""
+    monkeypatch.setattr(tiers, "_CHUNK", 64 << 10)  # ranges of 64 KiB: several for a small file
+    local = tmp_path / "f.bin"
+    data = np.random.default_rng(3).bytes(300_000)
+    local.write_bytes(data)
+    tiers._upload_mapped(store, "f.bin", local)  # what migrate uploads, from a memory map of the file
+    assert store.get("f.bin") == data
+    assert tiers._same_object(store, "f.bin", local, len(data)) is None
+    changed = bytearray(data)
+    changed[200_000] ^= 1
+    store.put("f.bin", bytes(changed))
+    assert tiers._same_object(store, "f.bin", local, len(data)) == 3 * (64 << 10)
+    store.put("f.bin", data[:-1])  # shorter: its last range differs
+    assert tiers._same_object(store, "f.bin", local, len(data)) == 4 * (64 << 10)
+    store.put("f.bin", data + b"x")  # longer
+    assert tiers._same_object(store, "f.bin", local, len(data)) == len(data)
+    empty = tmp_path / "empty.bin"
+    empty.write_bytes(b"")
+    tiers._upload_mapped(store, "empty.bin", empty)
+    assert store.head("empty.bin") == 0 and tiers._same_object(store, "empty.bin", empty, 0) is None
+    assert tiers.digest_file(empty) == "sha256:" + hashlib.sha256(b"").hexdigest()
+    assert tiers.digest_file(local) == "sha256:" + hashlib.sha256(data).hexdigest()

@@ -9,12 +9,13 @@ every operation is logged there (who, when, what, bytes, seconds, outcome).
 
 Rules that keep the data:
 
-* **A copy counts only once verified.** :func:`migrate` first checks the fast copy's
-  bytes against every row's checksum (a damaged file is never archived), records the
-  archive copy as ``copying``, uploads, then reads the object's digest back and compares
-  it with the fast copy's, recorded in the catalog; only then is the archive copy
-  ``verified``.  :func:`stage` does the same the other way (download to a temporary name,
-  check every row, rename).
+* **A copy counts only once verified.** :func:`migrate` records the archive copy as
+  ``copying``, uploads, checks the fast copy's bytes against every row's checksum (a
+  damaged file is never archived) and computes its digest beside the upload, then reads
+  the object back and compares it byte for byte with the file; only then is the archive
+  copy ``verified``, with the digest.  Files are pipelined (the next one uploads while the
+  last is read back), each counted on its own.  :func:`stage` does the same the other
+  way (download to a temporary name, check the digest and every row, rename).
 * **Purge needs a verified copy elsewhere.** :func:`purge` of a tier is refused, for
   every file of the run and before anything is removed, unless each file has a verified
   copy on another tier.  The catalog forgets the copy before its bytes are removed, so
@@ -22,6 +23,11 @@ Rules that keep the data:
 * **Idempotent.** A copy already verified is skipped; one left ``copying`` by a crash is
   made again; a purge interrupted between the catalog and the removal finishes the
   removal when run again.
+
+After a successful :func:`stage`, and :func:`purge` of the archive, the run's subfile
+cache of remote reads (``<run directory>/.sdm-cache``, :func:`sdm.io.remote.clear_cache`)
+is removed: it mirrors archive copies for reads without a fast copy, so it is stale once
+the fast copies are back or the archive copies gone.
 
 All three hold the run's marker exclusively (:func:`sdm.storage.runs.exclusive`), so
 they never run while a session writes the run.
@@ -32,6 +38,8 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -88,45 +96,87 @@ def _now() -> datetime:
 
 
 def digest_file(path: Path) -> str:
-    """``"sha256:<hex>"`` of a whole file."""
+    """``"sha256:<hex>"`` of a whole file (hashed from a memory map: no copy of its bytes)."""
+    import mmap
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(_CHUNK), b""):
-            h.update(block)
+        size = os.fstat(f.fileno()).st_size
+        if size:
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+                for start in range(0, size, _CHUNK):
+                    h.update(view[start:start + _CHUNK])
     return f"{DIGEST}:{h.hexdigest()}"
 
 
-def _digest_object(store: Any, key: str, size: int) -> str:
-    """``"sha256:<hex>"`` of an object, read back in ranges (the next ones fetched while one is hashed)."""
-    from concurrent.futures import ThreadPoolExecutor
+def _read_back(store: Any, key: str, size: int, each: Callable[[int, bytes], None]) -> None:
+    """Read an object back in ranges, in order, the next ones fetched while *each(offset, bytes)* handles one."""
 
-    h = hashlib.sha256()
     starts = list(range(0, size, _CHUNK))
     with ThreadPoolExecutor(max_workers=_AHEAD, thread_name_prefix="sdm-readback") as pool:
         pending = [pool.submit(store.get_range, key, o, min(_CHUNK, size - o)) for o in starts[:_AHEAD]]
-        for i in range(len(starts)):
+        for i, start in enumerate(starts):
             data = pending[i].result()
             if i + _AHEAD < len(starts):
                 o = starts[i + _AHEAD]
                 pending.append(pool.submit(store.get_range, key, o, min(_CHUNK, size - o)))
-            h.update(data)
+            each(start, data)
+
+
+def _digest_object(store: Any, key: str, size: int) -> str:
+    """``"sha256:<hex>"`` of an object, read back in ranges."""
+    h = hashlib.sha256()
+    _read_back(store, key, size, lambda _, data: h.update(data))
     return f"{DIGEST}:{h.hexdigest()}"
+
+
+def _same_object(store: Any, key: str, local: Path, size: int) -> int | None:
+    """Read object *key* back and compare it byte for byte with the file *local*: None if equal, else the
+    offset of the first range that differs (or *size*, the object being longer)."""
+    import mmap
+
+    if size == 0:
+        return None if store.head(key) == 0 else 0
+    differs: list[int] = []
+    with open(local, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        def compare(start: int, data: bytes) -> None:
+            if not differs and data != mapped[start:start + _CHUNK]:
+                differs.append(start)
+
+        _read_back(store, key, size, compare)
+        if not differs and store.head(key) != size:
+            differs.append(size)
+    return differs[0] if differs else None
+
+
+Check = tuple[str, Any, str]  # a row's name, its WriteRecord, its dtype
+
+
+def _row_checks(cat: "Catalog", run_id: int, path: str) -> list[Check]:
+    """The committed rows of *path*, what :func:`_check_local` checks (read from the catalog here)."""
+    rec = cat.run(run_id, steps=False)
+    dtypes = {(g.name, d.name): d.dtype for g in rec.groups for d in g.datasets}
+    return [(f"{gname}/{dname} step {w.step}", w, dtypes[(gname, dname)])
+            for gname, dname, w in cat.writes(run_id, paths=[path])]
+
+
+def _check_local(run_id: int, local: Path, checks: list[Check]) -> None:
+    """Every row of *checks* whole in *local*; else an IntegrityError naming the rows (no catalog access)."""
+    from ..maintenance import row_problem
+
+    bad = []
+    for name, w, dtype in checks:
+        problem = row_problem(local, w, dtype)
+        if problem is not None:
+            bad.append(f"{name}: {problem}")
+    if bad:
+        raise IntegrityError(f"{local} does not hold what run {run_id}'s catalog says: {'; '.join(bad[:5])}"
+                             + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""))
 
 
 def _check_rows(cat: "Catalog", run_id: int, path: str, local: Path) -> None:
     """Every committed row of *path* whole in *local*; else an IntegrityError naming the rows."""
-    from ..maintenance import row_problem
-
-    rec = cat.run(run_id, steps=False)
-    dtypes = {(g.name, d.name): d.dtype for g in rec.groups for d in g.datasets}
-    bad = []
-    for gname, dname, w in cat.writes(run_id, paths=[path]):
-        problem = row_problem(local, w, dtypes[(gname, dname)])
-        if problem is not None:
-            bad.append(f"{gname}/{dname} step {w.step}: {problem}")
-    if bad:
-        raise IntegrityError(f"{local} does not hold what run {run_id}'s catalog says: {'; '.join(bad[:5])}"
-                             + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""))
+    _check_local(run_id, local, _row_checks(cat, run_id, path))
 
 
 def _run(cat: "Catalog", run_id: int) -> tuple[Path, str]:
@@ -232,7 +282,8 @@ def migrate(cat: "Catalog", run_id: int, store: Any, *, pack_below: int = 0, ver
     verify : {"read-back", "upload"}
         In both, the file's bytes are checked against every row's checksum and its SHA-256
         computed while it uploads. ``"read-back"`` (default): the object is then read back
-        and its SHA-256 must equal the file's. ``"upload"``: the object store's own check
+        and must equal the file byte for byte (so its SHA-256 is the file's; comparing
+        costs a fifth of hashing). ``"upload"``: the object store's own check
         is trusted instead: every upload request is signed with the SHA-256 of its body
         (AWS SigV4 signed payloads, the client's default), and the server refuses a body
         that does not match (``XAmzContentSHA256Mismatch``; the test server does), so the
@@ -260,33 +311,47 @@ def migrate(cat: "Catalog", run_id: int, store: Any, *, pack_below: int = 0, ver
         total = sum(c[0].size for c in todo.values())
         done = 0
         waiting: list[tuple[str, Path, int]] = []  # small files, packed at the end
-        for path, found in todo.items():
-            archive, fast = _find(found, rows.ARCHIVE), _find(found, rows.FAST)
-            size = (fast or found[0]).size
-            if _whole(archive, ends.get(path, 0)):
-                report.skipped += 1
-            elif fast is None or not fast.verified:
-                raise RunStateError(f"{path} of run {run_id} has no verified copy on the fast tier to migrate "
-                                    f"from; `sdm stage {run_id}` first")
-            else:
-                local = inside(root, Path(path))
-                size = local.stat().st_size
-                if size <= pack_below:
-                    _check_rows(cat, run_id, path, local)
-                    waiting.append((path, local, size))
-                    continue
-                digest = _upload_checked(cat, run_id, path, local, size, store)
-                remote = _digest_object(store, path, size) if verify == "read-back" else digest
-                if remote != digest:
-                    raise IntegrityError(f"the archive copy {store.location(path)} of {path} differs from the file "
-                                         f"after its upload ({remote} vs {digest}); it stays unverified")
-                _put(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size,
-                              checksum=digest, state="verified", verified_at=_now())
-                report.files += 1
-                report.nbytes += size
-            done += size
+        flying: deque[_Transfer] = deque()  # files uploading, oldest first
+
+        def land() -> None:
+            nonlocal done
+            transfer = flying.popleft()
+            _finish_copy(cat, run_id, transfer, store, verify)
+            report.files += 1
+            report.nbytes += transfer.size
+            done += transfer.size
             if progress is not None:
                 progress(done, total)
+
+        with ThreadPoolExecutor(max_workers=2 * IN_FLIGHT, thread_name_prefix="sdm-migrate") as pool:
+            try:
+                for path, found in todo.items():
+                    archive, fast = _find(found, rows.ARCHIVE), _find(found, rows.FAST)
+                    if _whole(archive, ends.get(path, 0)):
+                        report.skipped += 1
+                        done += (fast or found[0]).size
+                        if progress is not None:
+                            progress(done, total)
+                        continue
+                    if fast is None or not fast.verified:
+                        raise RunStateError(f"{path} of run {run_id} has no verified copy on the fast tier to "
+                                            f"migrate from; `sdm stage {run_id}` first")
+                    local = inside(root, Path(path))
+                    size = local.stat().st_size
+                    if size <= pack_below:
+                        _check_rows(cat, run_id, path, local)
+                        waiting.append((path, local, size))
+                        continue
+                    flying.append(_start_copy(cat, run_id, path, local, size, store, pool))
+                    if len(flying) >= IN_FLIGHT:
+                        land()
+                while flying:
+                    land()
+            except BaseException:
+                for transfer in flying:  # not started: never; running: left to end, their copies stay copying
+                    transfer.uploaded.cancel()
+                    transfer.checked.cancel()
+                raise
         for group in _packs(waiting):
             pack(cat, run_id, store, group, todo)
             report.files += len(group)
@@ -298,35 +363,75 @@ def migrate(cat: "Catalog", run_id: int, store: Any, *, pack_below: int = 0, ver
     return _logged(cat, run_id, "migrate", rows.ARCHIVE, work)
 
 
-def _upload_checked(cat: "Catalog", run_id: int, path: str, local: Path, size: int, store: Any) -> str:
-    """Upload a file while its rows are checked and its digest computed beside the upload; the digest.
+#: Files :func:`migrate` has in flight at once: the next one uploads while the last is read back.
+IN_FLIGHT = 2
 
-    The archive copy is still ``copying``: a file that fails its check is never counted,
-    whatever was uploaded (a rerun uploads it again).
-    """
-    from concurrent.futures import ThreadPoolExecutor
+
+@dataclass
+class _Transfer:
+    """A file :func:`migrate` is copying: its upload and its check (rows, then the digest) under way."""
+
+    path: str
+    local: Path
+    size: int
+    uploaded: Future[Any]
+    checked: Future[str]
+
+
+def _start_copy(cat: "Catalog", run_id: int, path: str, local: Path, size: int, store: Any,
+                pool: ThreadPoolExecutor) -> _Transfer:
+    """Record a file's copies (its fast copy, its archive copy ``copying``), then start its upload and, beside
+    it, the check of its rows and its digest (in *pool*; the catalog is read here, never by the pool)."""
+    checks = _row_checks(cat, run_id, path)
 
     def check() -> str:
-        _check_rows(cat, run_id, path, local)
+        _check_local(run_id, local, checks)
         return digest_file(local)
 
     # the fast copy first: once a file has copies rows, they are the whole truth about it
     _put(cat, run_id, path, rows.FAST, location=path, size=size, state="verified", verified_at=_now())
     _put(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdm-check") as pool:
-        checked = pool.submit(check)
-        try:
-            store.put_file(path, local)
-        finally:
-            try:
-                digest = checked.result()
-            except IntegrityError:  # a damaged file is never archived: its object and copy row go
-                _drop(cat, run_id, path, rows.ARCHIVE)
-                store.delete(path)
-                raise
+    return _Transfer(path, local, size, pool.submit(_upload_mapped, store, path, local), pool.submit(check))
+
+
+def _upload_mapped(store: Any, key: str, local: Path) -> None:
+    """Upload a file from a memory map of it: the client sends (and signs) the mapped pages themselves, the
+    ones the check hashes, where uploading by path reads the file once more (twice the client's CPU time)."""
+    import mmap
+
+    with open(local, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            store.put(key, b"")
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+            store.put(key, view)
+
+
+def _finish_copy(cat: "Catalog", run_id: int, transfer: _Transfer, store: Any, verify: str) -> None:
+    """Wait for a file's upload and check, verify its archive copy (*verify*, see :func:`migrate`), record it.
+
+    The archive copy stays ``copying`` until then: a file that fails its check is never
+    counted, whatever was uploaded (its object and copy row go), nor one whose object
+    differs from it (a rerun uploads it again).
+    """
+    path, local, size = transfer.path, transfer.local, transfer.size
+    wait([transfer.uploaded, transfer.checked])
+    try:
+        digest = transfer.checked.result()
+    except IntegrityError:  # a damaged file is never archived
+        _drop(cat, run_id, path, rows.ARCHIVE)
+        store.delete(path)
+        raise
+    transfer.uploaded.result()
     _put(cat, run_id, path, rows.FAST, location=path, size=size, checksum=digest, state="verified",
-                  verified_at=_now())
-    return digest
+         verified_at=_now())
+    if verify == "read-back":
+        at = _same_object(store, path, local, size)
+        if at is not None:
+            raise IntegrityError(f"the archive copy {store.location(path)} of {path} differs from the file after its "
+                                 f"upload (from byte {at} on); it stays unverified")
+    _put(cat, run_id, path, rows.ARCHIVE, location=store.location(path), size=size, checksum=digest,
+         state="verified", verified_at=_now())
 
 
 def _fast_copy(cat: "Catalog", run_id: int, path: str, local: Path, size: int) -> str:
@@ -428,7 +533,7 @@ def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None 
     StorageError
         The object store or the file system failed.
     """
-    root, _ = _run(cat, run_id)
+    root, rel_dir = _run(cat, run_id)
 
     def work(report: TierReport) -> None:
         todo = rows.copies(cat, run_id)
@@ -469,6 +574,7 @@ def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None 
             done += size
             if progress is not None:
                 progress(done, total)
+        _clear_remote_cache(root / rel_dir, report)
 
     return _logged(cat, run_id, "stage", rows.FAST, work)
 
@@ -484,7 +590,7 @@ def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
     StorageError
         A copy cannot be removed (the catalog has forgotten it already: a rerun removes it).
     """
-    root, _ = _run(cat, run_id)
+    root, rel_dir = _run(cat, run_id)
     other = rows.ARCHIVE if tier == rows.FAST else rows.FAST
 
     def work(report: TierReport) -> None:
@@ -520,8 +626,20 @@ def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
             done += size
             if progress is not None:
                 progress(done, total)
+        if tier == rows.ARCHIVE:
+            _clear_remote_cache(root / rel_dir, report)
 
     return _logged(cat, run_id, "purge", tier, work)
+
+
+def _clear_remote_cache(run_dir: Path, report: TierReport) -> None:
+    """Remove the run's subfile cache of remote reads (:func:`sdm.io.remote.clear_cache`), stale once the fast
+    copies are back (never read while they exist) or the archive copies it mirrors are gone; noted in *report*."""
+    from ..io.remote import clear_cache
+
+    held = clear_cache(run_dir)
+    if held:
+        report.notes.append(f"removed the remote reads' cache ({held} bytes)")
 
 
 def _sync(path: Path) -> None:
