@@ -32,8 +32,8 @@ Cases (:data:`CASES`, run in this order; ``--only`` picks some):
 ``migrate``
     :func:`sdm.storage.tiers.migrate` of a run of 4 files of 64 MiB against a plain client
     copy of the same files (:meth:`ObjectStore.put_file` of each, no verification) to the
-    same server, with ``verify="read-back"`` (the default: every object read back and its
-    SHA-256 compared) and ``verify="upload"`` (the server's check of each signed upload's
+    same server, with ``verify="read-back"`` (the default: every object read back and
+    compared byte for byte with its file) and ``verify="upload"`` (the server's check of each signed upload's
     SHA-256 trusted); between rounds the archive copies are purged (untimed).  Goal: plain /
     migrate time (migrate's throughput relative to the plain copy) >= 0.9.
 ``write``
@@ -521,7 +521,8 @@ def _migrate_parts(cat: Any, run_id: int, store: Any, paths: list[Path], keys: l
     steps: dict[str, Callable[[], Any]] = {
         "row checksums (local file)": lambda: [tiers._check_rows(cat, run_id, k, p) for k, p in zip(keys, paths)],
         "SHA-256 (local file)": lambda: [tiers.digest_file(p) for p in paths],
-        "read-back digest (GET + SHA-256)": lambda: [tiers._digest_object(store, k, n) for k, n in zip(keys, sizes)],
+        "read-back (GET + byte comparison)": lambda: [tiers._same_object(store, k, p, n)
+                                                      for k, p, n in zip(keys, paths, sizes)],
     }
     out = {}
     for part, step in steps.items():

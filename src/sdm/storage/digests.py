@@ -15,6 +15,7 @@ Two forms:
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Sequence
 
@@ -49,22 +50,24 @@ def file_digest(path: str | Path, like: str | None = None) -> str:
         part = int(rest.partition(":")[0])
     else:
         raise InvalidArgumentError(f"unknown digest form {like!r} (known: {DIGEST}:..., {PARTS}:BYTES:...)")
+    import mmap
+
     whole = hashlib.sha256()
     parts: list[bytes] = []
-    current, left = hashlib.sha256(), part  # the part being hashed, and its bytes still to come
     try:
         with open(path, "rb") as f:
-            while block := f.read(min(_CHUNK, left) if part else _CHUNK):
-                if not part:
-                    whole.update(block)
-                    continue
-                current.update(block)
-                left -= len(block)
-                if not left:
-                    parts.append(current.digest())
-                    current, left = hashlib.sha256(), part
+            size = os.fstat(f.fileno()).st_size
+            if size:  # hashed from a memory map: no copy of the bytes
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+                    for lo in range(0, size, part or size):
+                        h = hashlib.sha256() if part else whole
+                        hi = min(size, lo + part) if part else size
+                        for start in range(lo, hi, _CHUNK):
+                            h.update(view[start:min(hi, start + _CHUNK)])
+                        if part:
+                            parts.append(h.digest())
     except OSError as exc:
         raise StorageError(f"cannot read {path} for its digest: {exc.strerror}", errno=exc.errno) from None
-    if part and (left < part or not parts):  # the last, shorter part (or an empty file's one part)
-        parts.append(current.digest())
+    if part and not parts:  # an empty file: one empty part
+        parts.append(hashlib.sha256().digest())
     return parts_digest(part, parts) if part else f"{DIGEST}:{whole.hexdigest()}"

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..catalog import tiers as rows
 from ..errors import IntegrityError, InvalidArgumentError, RunStateError, StorageError
 from . import runs
-from .digests import file_digest
+from .digests import DIGEST, file_digest
 from .naming import inside
 
 if TYPE_CHECKING:
@@ -61,7 +61,6 @@ Progress = Callable[[int, int], None]
 
 _CHUNK = 8 << 20  # bytes read at a time for a digest
 _AHEAD = 3  # ranges of an object fetched ahead while one is hashed
-DIGEST = "sha256"
 
 
 @dataclass
@@ -96,17 +95,8 @@ def _now() -> datetime:
 
 
 def digest_file(path: Path) -> str:
-    """``"sha256:<hex>"`` of a whole file (hashed from a memory map: no copy of its bytes)."""
-    import mmap
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size:
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
-                for start in range(0, size, _CHUNK):
-                    h.update(view[start:start + _CHUNK])
-    return f"{DIGEST}:{h.hexdigest()}"
+    """``"sha256:<hex>"`` of a whole file (:func:`sdm.storage.digests.file_digest`)."""
+    return file_digest(path)
 
 
 def _read_back(store: Any, key: str, size: int, each: Callable[[int, bytes], None]) -> None:
@@ -121,13 +111,6 @@ def _read_back(store: Any, key: str, size: int, each: Callable[[int, bytes], Non
                 o = starts[i + _AHEAD]
                 pending.append(pool.submit(store.get_range, key, o, min(_CHUNK, size - o)))
             each(start, data)
-
-
-def _digest_object(store: Any, key: str, size: int) -> str:
-    """``"sha256:<hex>"`` of an object, read back in ranges."""
-    h = hashlib.sha256()
-    _read_back(store, key, size, lambda _, data: h.update(data))
-    return f"{DIGEST}:{h.hexdigest()}"
 
 
 def _same_object(store: Any, key: str, local: Path, size: int) -> int | None:
