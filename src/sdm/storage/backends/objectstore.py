@@ -14,6 +14,14 @@ concurrency and buffers live in Rust with the GIL released for the whole call, w
 boto3 spends most of a small request in Python.  boto3 remains an optional
 extra (``pip install sdm[bench]``) for that comparison only.
 
+Two kinds of request obstore does not make are signed here (AWS SigV4, the payload's
+SHA-256 signed, so the server checks every body): bucket creation, and the steps of a
+multipart upload whose parts come from several processes (:meth:`ObjectStore.start_upload`,
+:meth:`~ObjectStore.put_part`, :meth:`~ObjectStore.finish_upload`,
+:meth:`~ObjectStore.abort_upload`: how aggregator ranks write one object,
+:func:`sdm.io.remote.put_collective`).  :class:`ObjectStore` is the archive tier's
+backend (:class:`~sdm.storage.backends.base.Backend`; handles are :class:`ObjectHandle`).
+
 Endpoint: the ``endpoint=`` argument, else ``$SDM_S3_ENDPOINT``, ``$AWS_ENDPOINT_URL_S3``,
 ``$AWS_ENDPOINT_URL``, else AWS itself.  Credentials: ``$AWS_ACCESS_KEY_ID`` /
 ``$AWS_SECRET_ACCESS_KEY`` (``$AWS_SESSION_TOKEN``), else the profile ``$AWS_PROFILE``
