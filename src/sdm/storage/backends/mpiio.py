@@ -37,6 +37,10 @@ class MPIIOBackend(FileCache, Backend):
         """The open ``MPI.File`` of path *key* (collective; :meth:`FileCache.get`)."""
         return self.get(Path(key), cache=cache)
 
+    def release(self, key: Any, handle: MPI.File) -> None:
+        """Close *handle* unless the cache keeps it (collective; :meth:`FileCache.release`)."""
+        super().release(Path(key), handle)
+
     def read(self, key: Any, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """``pread`` of each range (short at the end of the file)."""
         try:
