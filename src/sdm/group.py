@@ -65,6 +65,7 @@ from .storage.durability import node_comm
 from .storage.files import mpi_errno
 
 if TYPE_CHECKING:
+    from .lazy import DatasetArray
     from .session import Session
 
 __all__ = ["Dataset", "Group"]
@@ -185,6 +186,22 @@ class Group:
     def datasets(self) -> list[str]:
         """Dataset names in group order."""
         return list(self._datasets)
+
+    def __getitem__(self, name: str) -> "DatasetArray":
+        """Dataset *name* as a lazy array over ``(steps, *shape)`` that reads only what is indexed
+        (:class:`sdm.lazy.DatasetArray`): ``g["T"][20, 10:15, :]``, ``g["T"][:, 0, 0]``.
+
+        Raises
+        ------
+        KeyError
+            No such dataset (the message names the closest ones).
+        """
+        from .lazy import dataset_array
+
+        return dataset_array(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._datasets
 
     def dataset(self, name: str) -> DatasetRecord:
         """The catalog record of a dataset (dtype, shape, order).
@@ -793,8 +810,9 @@ class Group:
             out.append((rel, offset, version, old))
         return out
 
-    def _access(self, name: str, writing: bool, statsets: list, index: int = 0) -> Access:
-        """The planner's view of access *index* of a call, built from every rank's layout statistics."""
+    def _access(self, name: str, writing: bool, statsets: list, index: int = 0, kind: str | None = None) -> Access:
+        """The planner's view of access *index* of a call, built from every rank's layout statistics
+        (*kind*: the pieces' kind, default the data view's)."""
         rec = self.dataset(name)
         itemsize = from_text(rec.dtype).itemsize
         access = Access.from_stats(
@@ -807,7 +825,7 @@ class Group:
             order=rec.order,
             row_bytes=row_bytes(rec.shape, itemsize, rec.order),
         )
-        return replace(access, kind=self._view(name).piece.kind)
+        return replace(access, kind=kind or self._view(name).piece.kind)
 
     def _rows(
         self,
@@ -894,8 +912,8 @@ class Group:
     # ------------------------------------------------------------------- read
     def read(self, name: str, step: int, out: np.ndarray | None = None, *, method: str | None = None,
              verify: bool | None = None, dtype: Any = None, casting: str | None = None,
-             ranks: tuple[int, int] | None = None) -> np.ndarray:
-        """Read this rank's piece of dataset *name* at time *step* (collective).
+             ranks: tuple[int, int] | None = None, box: Any = None) -> np.ndarray:
+        """Read this rank's piece of dataset *name* at time *step* (collective), or a box of it.
 
         Parameters
         ----------
@@ -924,6 +942,15 @@ class Group:
             number of ranks, else a balanced share of all rows, in order. Ranked rows
             are read in their stored dtype (no *out*, *dtype* or *casting*); the
             verification covers the whole step.
+        box : tuple, optional
+            Read this box of the global array instead of the rank's piece of the data
+            view: per dimension an int, a ``start:stop:step`` slice (step > 0) or ``...``,
+            as numpy's basic indexing (:func:`sdm.layout.boxes.parse_box`). Each rank
+            gives its own box; boxes may overlap, be empty or leave parts unread, and only
+            their bytes are read. The result keeps every dimension (an int gives extent
+            1); *out*, if given, has that shape. Either every rank gives a box or none.
+            A box is not checked against the step's checksum (it covers the whole
+            step): ``verify=True`` is refused, the session's default skipped.
 
         Returns
         -------
@@ -936,10 +963,14 @@ class Group:
         StorageError, IntegrityError, CollectiveMismatchError
         """
         if self._is_ranked(name):
+            if box is not None:
+                raise InvalidArgumentError(f"box= does not apply to ranked dataset {name!r}; select rows with ranks=")
             return _ranked_io.read(self, name, step, out=out, method=method, verify=verify, dtype=dtype,
                                    casting=casting, ranks=ranks)
         s = self.session
-        verify_now = s.verify if not isinstance(verify, (bool, np.bool_)) else bool(verify)
+        boxed = box is not None
+        verify_now = (s.verify if not isinstance(verify, (bool, np.bool_)) else bool(verify)) and not boxed
+        made: list[ResolvedView] = []  # a box's view, freed after the read
 
         def local() -> tuple[ResolvedView, np.ndarray, convert.Conversion | None]:
             _check_step(step)
@@ -950,7 +981,11 @@ class Group:
             if not _remote.is_method(method):
                 choose_method(method or s.method)  # validates the name
             convert.check_casting(casting)
-            view = self._view(name)
+            if boxed and verify is True:
+                raise InvalidArgumentError(
+                    f"a box of dataset {name!r} cannot be checked against the step's checksum, which covers the "
+                    "whole step; read it with verify=False (or read the whole step with verify=True)")
+            view = self._box_view(name, box, made) if boxed else self._view(name)
             wanted = None if dtype is None else check_dtype(dtype, f"the dtype read of dataset {name!r}")
             conv = None
             if out is None:
@@ -968,54 +1003,70 @@ class Group:
                 fortran = not checked.flags.c_contiguous
             return view, np.zeros(view.piece.memory_shape, dtype=view.dtype, order="F" if fortran else "C"), conv
 
-        prepared, failure = capture(local, rank=s.rank)
-        plan = None
-        if s.rank == 0:
-            failure = s._settle() or failure  # an earlier dump's commit failure surfaces first
-            if failure is None:
-                plan, failure = capture(self._plan_read, name, int(step), rank=0)
-        stats = [prepared[0].stats(prepared[1])] if prepared else None
-        target = prepared[2].dst if prepared and prepared[2] else None  # converting reads agree on one more exchange
-        call = (_key(name), _key(step), _key(method), _key(verify), None if target is None else dtype_text(target))
-        got, statsets = self._agree_call("read", call, failure, plan, stats, _pack_read_plan(plan))
-        rel, offset, expected, algorithm = got if isinstance(got, tuple) else _unpack_read_plan(got)
-        view, arr, conv = prepared  # type: ignore[misc]
-        access = self._access(name, False, statsets)
-        archived = is_object(rel)  # the bytes are on the archive tier only (sdm.io.remote)
-        backend: Any
-        key: Any
-        if archived:
-            location, copy = rel.partition("#")[::2]
-            backend, key = object_at(location)
-            chosen = get_method(_remote.choose(s, method, rel, statsets, view.piece.shape, view.dtype, view.order))
-        else:
-            backend, key, copy = s.files, self._absolute(rel), ""
-            decision = s.planner.choose(s.method if _remote.is_method(method) else method or s.method, access)
-            chosen = decision.method
-        moved, failure = capture(self._transfer, backend, key, offset, view, arr, chosen, False, rank=s.rank,
-                                 stats=[p[0] for p in statsets], copy=copy)
-        verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
-        partial: int | None = 0
-        if failure is None and verify_now:
-            partial, failure = capture(self._verify_share, name, step, view, arr, algorithm, rank=s.rank)
         try:
-            slowest, sums = self._closing(failure, [moved[0] if moved else 0.0], [partial or 0])
-        except SDMError:
-            s.files.reset_views()  # a view may have been set on some ranks only
-            raise
-        if not archived:
-            s.planner.observe(access, decision.method.name, float(slowest[0]))  # the same everywhere
-        if verify_now and integrity.to_hex(int(sums[0])) != expected:
-            raise IntegrityError(
-                f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
-                f"{algorithm}:{expected}; the file was changed or damaged after the write"
-            )
-        if conv is not None:  # after the bytes are verified: a damaged file is an IntegrityError first
-            converted, failure = capture(convert.unpack, conv, arr, view.piece, out is not None, rank=s.rank)
-            exchange(s.comm, failure, [])  # out is set only once every rank converted
-            assert converted is not None  # the exchange raised every rank's failure
-            return converted if out is None else convert.place(converted, view.piece, out)
-        return arr
+            prepared, failure = capture(local, rank=s.rank)
+            plan = None
+            if s.rank == 0:
+                failure = s._settle() or failure  # an earlier dump's commit failure surfaces first
+                if failure is None:
+                    plan, failure = capture(self._plan_read, name, int(step), rank=0)
+            stats = [prepared[0].stats(prepared[1])] if prepared else None
+            target = prepared[2].dst if prepared and prepared[2] else None  # converting reads agree on one more exchange
+            call = (_key(name), _key(step), _key(method), _key(verify), None if target is None else dtype_text(target),
+                    boxed)
+            got, statsets = self._agree_call("read", call, failure, plan, stats, _pack_read_plan(plan))
+            rel, offset, expected, algorithm = got if isinstance(got, tuple) else _unpack_read_plan(got)
+            view, arr, conv = prepared  # type: ignore[misc]
+            access = self._access(name, False, statsets, kind="box" if boxed else None)
+            archived = is_object(rel)  # the bytes are on the archive tier only (sdm.io.remote)
+            backend: Any
+            key: Any
+            if archived:
+                location, copy = rel.partition("#")[::2]
+                backend, key = object_at(location)
+                chosen = get_method(_remote.choose(s, method, rel, statsets, view.piece.shape, view.dtype, view.order))
+            else:
+                backend, key, copy = s.files, self._absolute(rel), ""
+                decision = s.planner.choose(s.method if _remote.is_method(method) else method or s.method, access)
+                chosen = decision.method
+            moved, failure = capture(self._transfer, backend, key, offset, view, arr, chosen, False, rank=s.rank,
+                                     stats=[p[0] for p in statsets], copy=copy)
+            verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
+            partial: int | None = 0
+            if failure is None and verify_now:
+                partial, failure = capture(self._verify_share, name, step, view, arr, algorithm, rank=s.rank)
+            try:
+                slowest, sums = self._closing(failure, [moved[0] if moved else 0.0], [partial or 0])
+            except SDMError:
+                s.files.reset_views()  # a view may have been set on some ranks only
+                raise
+            if not archived:
+                s.planner.observe(access, decision.method.name, float(slowest[0]))  # the same everywhere
+            if verify_now and integrity.to_hex(int(sums[0])) != expected:
+                raise IntegrityError(
+                    f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
+                    f"{algorithm}:{expected}; the file was changed or damaged after the write"
+                )
+            if conv is not None:  # after the bytes are verified: a damaged file is an IntegrityError first
+                converted, failure = capture(convert.unpack, conv, arr, view.piece, out is not None, rank=s.rank)
+                exchange(s.comm, failure, [])  # out is set only once every rank converted
+                assert converted is not None  # the exchange raised every rank's failure
+                return converted if out is None else convert.place(converted, view.piece, out)
+            return arr
+        finally:
+            for v in made:
+                v.free()
+
+    def _box_view(self, name: str, box: Any, made: list[ResolvedView]) -> ResolvedView:
+        """The view of this rank's *box* of dataset *name* (appended to *made*, to be freed after the read)."""
+        from .layout.boxes import Hyperslab, parse_box
+
+        rec = self.dataset(name)
+        dist = Hyperslab(parse_box(box, rec.shape, f"box of dataset {name!r}"))
+        s = self.session
+        view = ResolvedView(dist, dist.piece(rec.shape, s.size, s.rank), from_text(rec.dtype), rec.order)
+        made.append(view)
+        return view
 
     def _verify_share(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, algorithm: str) -> int:
         """This rank's share of a read's checksum, with the algorithm the row was written with."""

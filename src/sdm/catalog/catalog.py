@@ -768,6 +768,14 @@ class Catalog:
             row = con.execute(_LOOKUP_WRITE, {"d": int(dataset_id), "s": int(step)}).mappings().first()
         return None if row is None else _write_record(row)
 
+    def dataset_writes(self, dataset_id: int) -> dict[int, WriteRecord]:
+        """Every step of a dataset with where it was written (one query): ``{step: WriteRecord}``."""
+        w, f = S.writes, S.files
+        with self.engine.connect() as con:
+            rows = con.execute(sa.select(w, f.c.path).select_from(w.join(f, f.c.id == w.c.file_id))
+                               .where(w.c.dataset_id == int(dataset_id))).mappings()
+            return {int(row["step"]): _write_record(row) for row in rows}
+
     def file_end(self, run_id: int, path: str) -> int:
         """First free byte of a data file: the end of its last recorded write."""
         w, f = S.writes, S.files

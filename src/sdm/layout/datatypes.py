@@ -58,9 +58,45 @@ def file_type(piece: Piece, etype: MPI.Datatype, order: str) -> MPI.Datatype:
     elif piece.kind == "cyclic":
         distribs, dargs, psizes, rank = piece.darray  # type: ignore[misc]
         t = etype.Create_darray(int(np.prod(psizes)), rank, list(piece.shape), distribs, dargs, psizes, mpi_order(order))
+    elif piece.kind == "box":
+        t = _product_type(piece, etype, order)
     else:
         t = etype.Create_subarray(list(piece.shape), list(piece.counts), list(piece.starts), mpi_order(order))
     return t.Commit()
+
+
+def _product_type(piece: Piece, etype: MPI.Datatype, order: str) -> MPI.Datatype:
+    """The file type of a piece that is a product of index lists (a strided box): one indexed block per
+    dimension, the fastest storage dimension innermost, each index at its byte offset in the global array;
+    resized to the whole array.  Uncommitted."""
+    itemsize = etype.Get_extent()[1]
+    shape = list(piece.shape)
+    strides = [itemsize] * len(shape)  # bytes between neighbours in each dimension, in storage order
+    dims = list(range(len(shape)))[::-1] if order == "C" else list(range(len(shape)))
+    for prev, d in zip(dims, dims[1:]):
+        strides[d] = strides[prev] * shape[prev]
+    t = etype
+    made: list[MPI.Datatype] = []
+    for d in dims:
+        step = np.diff(piece.indices[d])
+        if piece.indices[d].size > 1 and (step == step[0]).all():  # evenly spaced: one vector
+            t = t.Create_hvector(int(piece.indices[d].size), 1, int(step[0]) * strides[d])
+            t = _shifted(t, int(piece.indices[d][0]) * strides[d], made)
+        else:
+            t = t.Create_hindexed_block(1, [int(i) * strides[d] for i in piece.indices[d]])
+        made.append(t)
+    whole = t.Create_resized(0, int(np.prod(shape, dtype=np.int64)) * itemsize)
+    for m in made:
+        m.Free()
+    return whole
+
+
+def _shifted(t: MPI.Datatype, offset: int, made: list[MPI.Datatype]) -> MPI.Datatype:
+    """*t* placed at byte *offset* (one hindexed block); *t* goes to *made* to be freed."""
+    if offset == 0:
+        return t
+    made.append(t)
+    return t.Create_hindexed_block(1, [offset])
 
 
 def memory_spec(array: np.ndarray, piece: Piece, etype: MPI.Datatype, order: str) -> tuple[list, list[MPI.Datatype]]:

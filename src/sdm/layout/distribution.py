@@ -345,12 +345,17 @@ class BlockCyclic(_Grid):
         Ranks along each dimension, as for :class:`Block`.
     blocks : int or sequence of int
         Block size in each dimension (one int for all).
+    ghosts : int or sequence, optional
+        Ghost layers of the local array, as for :class:`Block`: the interior holds this
+        rank's elements (its blocks, in global order), the layers around it are left to
+        the application (reads leave them untouched, writes ignore them).
     """
 
     kind = "block_cyclic"
 
-    def __init__(self, grid: Sequence[int] | None = None, blocks: int | Sequence[int] = 1) -> None:
+    def __init__(self, grid: Sequence[int] | None = None, blocks: int | Sequence[int] = 1, ghosts: Any = 0) -> None:
         super().__init__(grid)
+        self.ghosts = _check_ghosts(ghosts)
         if isinstance(blocks, (int, np.integer)) and not isinstance(blocks, (bool, np.bool_)):
             self.blocks: int | tuple[int, ...] = check.integer(blocks, "block size", minimum=1, maximum=2**31 - 1)
         else:
@@ -378,7 +383,7 @@ class BlockCyclic(_Grid):
         return Piece(
             shape=shape,
             counts=tuple(len(i) for i in indices),
-            ghosts=((0, 0),) * len(shape),
+            ghosts=_norm_ghosts(self.ghosts, len(shape), shape),
             indices=tuple(indices),
             kind="cyclic",
             darray=(distribs, list(blocks), list(grid), rank),
@@ -390,19 +395,21 @@ class BlockCyclic(_Grid):
             "kind": self.kind,
             "grid": None if self.grid is None else list(self.grid),
             "blocks": int(b) if isinstance(b, (int, np.integer)) else [int(x) for x in b],
+            "ghosts": _ghosts_json(self.ghosts),
         }
 
 
 class Cyclic(BlockCyclic):
-    """Cyclic (round-robin, block size 1) distribution over a process grid."""
+    """Cyclic (round-robin, block size 1) distribution over a process grid (*ghosts* as for :class:`BlockCyclic`)."""
 
     kind = "cyclic"
 
-    def __init__(self, grid: Sequence[int] | None = None) -> None:
-        super().__init__(grid, 1)
+    def __init__(self, grid: Sequence[int] | None = None, ghosts: Any = 0) -> None:
+        super().__init__(grid, 1, ghosts)
 
     def to_json(self):
-        return {"kind": self.kind, "grid": None if self.grid is None else list(self.grid)}
+        return {"kind": self.kind, "grid": None if self.grid is None else list(self.grid),
+                "ghosts": _ghosts_json(self.ghosts)}
 
 
 class Subarray(Distribution):

@@ -80,6 +80,19 @@ class Backend(ABC):
             The key cannot be read; a range past its end comes back short.
         """
 
+    def read_into(self, key: Any, offset: int, out: Any) -> int:
+        """Read ``len(out)`` bytes of *key* from *offset* into the writable buffer *out*; the bytes read
+        (fewer at the end). Backends that can read without a copy override it.
+
+        Raises
+        ------
+        StorageError
+        """
+        view = memoryview(out).cast("B")
+        (data,) = self.read(key, [(int(offset), len(view))])
+        view[:len(data)] = data
+        return len(data)
+
     @abstractmethod
     def write(self, key: Any, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
         """Write *data* at *offset* of *key* (independent).

@@ -33,6 +33,10 @@ class MPIIOBackend(FileCache, Backend):
     partial_writes = True
     collective_io = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fds: dict[str, int] = {}  # read-only descriptors kept by read_into
+
     def open(self, key: Any, *, cache: bool = True) -> MPI.File:
         """The open ``MPI.File`` of path *key* (collective; :meth:`FileCache.get`)."""
         return self.get(Path(key), cache=cache)
@@ -53,6 +57,42 @@ class MPIIOBackend(FileCache, Backend):
             raise os_error(exc, f"cannot read {key}") from None
         finally:
             os.close(fd)
+
+    def read_into(self, key: Any, offset: int, out: Any) -> int:
+        """``preadv`` straight into *out* (no copy), the file descriptor kept open for the next call."""
+        view = memoryview(out).cast("B")
+        fd = self._fd(key)
+        done = 0
+        try:
+            while done < len(view):
+                n = os.preadv(fd, [view[done:]], int(offset) + done)
+                if n == 0:
+                    break
+                done += n
+        except OSError as exc:
+            raise os_error(exc, f"cannot read {key}") from None
+        return done
+
+    def _fd(self, key: Any) -> int:
+        """A read-only descriptor of *key*, kept for the next reads (a few at most, the oldest closed)."""
+        fds = self._fds
+        name = str(key)
+        fd = fds.get(name)
+        if fd is None:
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise os_error(exc, f"cannot read {key}") from None
+            while len(fds) >= 16:
+                os.close(fds.pop(next(iter(fds))))
+            fds[name] = fd
+        return fd
+
+    def close_all(self) -> None:
+        """Close every cached MPI file and every descriptor kept by :meth:`read_into` (collective)."""
+        while self._fds:
+            os.close(self._fds.popitem()[1])
+        super().close_all()
 
     def write(self, key: Any, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
         """``pwrite`` *data* at *offset* (the file is created if needed; not synced: see :meth:`sync`)."""
