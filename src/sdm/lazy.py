@@ -47,7 +47,10 @@ def closest(name: object, names: list[str]) -> str:
     """``"; did you mean 'x'?"`` for the names closest to *name* (or ``""``)."""
     if not isinstance(name, str):
         return ""
-    near = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    lowered: dict[str, list[str]] = {}
+    for n in names:  # a difference of case alone is the closest there is
+        lowered.setdefault(n.lower(), []).append(n)
+    near = [n for low in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6) for n in lowered[low]]
     if not near:
         return ""
     return "; did you mean " + " or ".join(repr(n) for n in near) + "?"
