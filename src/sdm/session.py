@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+import numpy as np
 from mpi4py import MPI
 
 from . import _validate as check
@@ -40,8 +41,6 @@ from .storage.backends.mpiio import MPIIOBackend
 from .storage import FileCache, check_level, check_name, check_steps_per_file, durability, inside, runs, trailer
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from .catalog.catalog import Catalog
 
 __all__ = ["Session", "open"]
@@ -350,6 +349,8 @@ class Session:
         steps_per_file: int | None = None,
         tier: str = "fast",
         archive: str | None = None,
+        dims: Sequence[str] | None = None,
+        coords: dict[str, Any] | None = None,
     ) -> Group:
         """Define a data group (the paper's ``SDM_make_datalist``), collectively.
 
@@ -389,6 +390,14 @@ class Session:
             ``$SDM_ARCHIVE``); the bucket is created if needed. Server and credentials
             as for ``sdm migrate`` (``$SDM_S3_ENDPOINT``, the AWS variables).
 
+        dims : sequence of str, optional
+            Dimension names for every dataset that does not give its own
+            (:class:`sdm.Dataset` ``dims=``), e.g. ``("z", "y", "x")``; xarray
+            (``engine="sdm"``) and the exports use them (default ``dim_0``, ...).
+        coords : dict of str to array, optional
+            Coordinate values of named dimensions (``{"x": np.linspace(0, 1, nx)}``), one
+            1-D array as long as the dimension; kept as infos ``coord.<name>`` of the group.
+
         Returns
         -------
         Group
@@ -418,7 +427,9 @@ class Session:
                 encode(key, value)  # refused now, before the group is defined
             if view is not None and not isinstance(view, Distribution):
                 raise InvalidArgumentError(f"view must be a Distribution (Block, Cyclic, MapArray, ...), got {type(view).__name__}")
-            out = [Dataset.of(d).spec(dtype=dtype, shape=shape, order=order) for d in check.names(datasets, "datasets")]
+            out = [Dataset.of(d).spec(dtype=dtype, shape=shape, order=order, dims=dims)
+                   for d in check.names(datasets, "datasets")]
+            _check_coords(coords, out, name)
             names = [s.name for s in out]
             if not out:
                 raise InvalidNameError(f"group {name!r} needs at least one dataset")
@@ -443,6 +454,8 @@ class Session:
         self._groups[name] = group
         if attributes:
             group.set_attributes(attributes)
+        for dim, values in (coords or {}).items():
+            group.set_info(f"coord.{dim}", np.asarray(values))
         if view is not None:
             group.data_view(view)
         return group
@@ -876,6 +889,27 @@ def open(application: str, mode: str = "w", **kwargs: Any) -> Session:  # noqa: 
     ...     g.write("rho", 0, local_rho)
     """
     return Session(application, mode, **kwargs)
+
+
+def _check_coords(coords: Any, specs: Sequence[DatasetSpec], group: str) -> None:
+    """Coordinates name a dimension some dataset has, one 1-D array as long as that dimension.
+
+    Raises
+    ------
+    InvalidArgumentError
+    """
+    extents: dict[str, set[int]] = {}
+    for spec in specs:
+        for d, n in zip(spec.dims or (), spec.shape):
+            extents.setdefault(d, set()).add(n)
+    for dim, values in check.mapping(coords, "coords").items():
+        if dim not in extents:
+            raise InvalidArgumentError(f"group {group!r}: coordinate {dim!r} names no dimension of its datasets "
+                                       f"(dims: {sorted(extents)})")
+        arr = np.asarray(values)
+        if arr.ndim != 1 or {arr.size} != extents[dim]:
+            raise InvalidArgumentError(f"group {group!r}: coordinate {dim!r} must be 1-D with "
+                                       f"{'/'.join(map(str, sorted(extents[dim])))} values, got shape {arr.shape}")
 
 
 def _archive_of(tier: Any, archive: Any) -> str | None:

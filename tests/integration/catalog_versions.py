@@ -36,7 +36,8 @@ def make_version_1(url: str) -> None:
             for table, column in (("runs", "dir"), ("runs", "state"), ("runs", "writers"), ("files", "alloc_end"),
                                   ("writes", "version"), ("datasets", "nsteps"), ("datasets", "first_step"),
                                   ("datasets", "last_step"), ("datasets", "nbytes_written"), ("groups", "kind"),
-                                  ("groups", "steps_per_file"), ("groups", "truncated_after"), ("groups", "archive")):
+                                  ("groups", "steps_per_file"), ("groups", "truncated_after"), ("groups", "archive"),
+                                  ("datasets", "dims")):
                 con.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
             con.execute(sa.text("DROP TABLE catalog_info"))
             con.execute(sa.text("DROP TABLE IF EXISTS alembic_version"))

@@ -140,11 +140,12 @@ def test_a_0006_catalog_is_upgraded_and_takes_infos(catalog_url: str) -> None:
         for table in ("tier_operations", "copies", "infos"):
             con.execute(sa.text(f"DROP TABLE {table}"))
         con.execute(sa.text("ALTER TABLE groups DROP COLUMN archive"))
+        con.execute(sa.text("ALTER TABLE datasets DROP COLUMN dims"))
         con.execute(sa.text("UPDATE alembic_version SET version_num = '0006'"))
     cat.close()
     cat = Catalog(catalog_url, create=False)  # upgraded in place
     try:
-        assert cat.schema_version == "0009" and sa.inspect(cat.engine).has_table("infos")
+        assert cat.schema_version == "0010" and sa.inspect(cat.engine).has_table("infos")
         assert cat.run(run).attributes == {"k": 1} and cat.infos(run) == []
         cat.set_info(run, "units", np.array(["m"]))
         np.testing.assert_array_equal(cat.info(run, "units").array(), np.array(["m"]))

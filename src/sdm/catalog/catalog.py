@@ -644,10 +644,11 @@ class Catalog:
                             dtype=spec.dtype,
                             shape=json.dumps(list(spec.shape)),
                             storage_order=spec.order,
+                            dims=None if spec.dims is None else json.dumps(list(spec.dims)),
                         )
                     )
         group = self.group(run_id, name)
-        existing = [DatasetSpec(d.name, d.dtype, d.shape, d.order) for d in group.datasets]
+        existing = [DatasetSpec(d.name, d.dtype, d.shape, d.order, d.dims) for d in group.datasets]
         if row is not None and (existing != list(specs) or group.level != int(level) or group.kind != kind
                                 or group.steps_per_file != steps_per_file or group.archive != archive):
             raise GroupExistsError(

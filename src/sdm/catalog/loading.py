@@ -119,6 +119,7 @@ def load_runs(
         dsets[drow["group_id"]].append(DatasetRecord(
             id=drow["id"], name=drow["name"], position=drow["position"], dtype=drow["dtype"],
             shape=tuple(json.loads(drow["shape"])), order=drow["storage_order"],
+            dims=None if drow["dims"] is None else tuple(json.loads(drow["dims"])),
             distribution=json.loads(drow["distribution"]) if drow["distribution"] else None,
             attributes=attrs.get(("d", drow["id"]), {}), steps=lists.get(drow["id"], ()) if steps else None,
             nsteps=int(drow["nsteps"]), first_step=drow["first_step"], last_step=drow["last_step"],

@@ -229,7 +229,8 @@ class MetaFile:
             _, gname, level, specs = args
             return {"t": "group", "name": gname, "level": int(level), "kind": kwargs.get("kind", "state"),
                     "steps_per_file": kwargs.get("steps_per_file"), "archive": kwargs.get("archive"), "datasets": [
-                        {"name": s.name, "dtype": s.dtype, "shape": list(s.shape), "order": s.order} for s in specs]}
+                        {"name": s.name, "dtype": s.dtype, "shape": list(s.shape), "order": s.order,
+                         **({"dims": list(s.dims)} if s.dims is not None else {})} for s in specs]}
         if name == "truncate":  # every step after "after" of the groups named (None: every group) erased
             _, after, groups = args
             return {"t": "truncate", "after": int(after), "groups": None if groups is None else list(groups)}

@@ -320,7 +320,8 @@ def _insert_groups(con: sa.Connection, rid: int, run: _Run
             steps = summary.get((gname, dname), [])
             did = con.execute(S.datasets.insert().values(
                 group_id=gid, name=dname, position=i, dtype=d["dtype"], shape=json.dumps(list(d["shape"])),
-                storage_order=d["order"], distribution=None if d["distribution"] is None else json.dumps(d["distribution"]),
+                storage_order=d["order"], dims=None if d.get("dims") is None else json.dumps(list(d["dims"])),
+                distribution=None if d["distribution"] is None else json.dumps(d["distribution"]),
                 nsteps=len(steps), first_step=min(steps, default=None), last_step=max(steps, default=None),
                 nbytes_written=nbytes.get((gname, dname), 0)).returning(S.datasets.c.id)).scalar_one()
             dataset_ids[(gname, dname)] = int(did)

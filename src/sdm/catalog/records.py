@@ -19,6 +19,7 @@ class DatasetRecord:
     order: str
     distribution: dict[str, Any] | None = None
     attributes: dict[str, Any] = field(default_factory=dict)
+    dims: tuple[str, ...] | None = None  #: the dimension names the writer gave (None: none given)
     #: Every committed step, ascending; ``None`` when the query did not read them
     #: (``Catalog.find`` reads them with ``steps=True``): the summary below is always there.
     steps: tuple[int, ...] | None = ()
@@ -134,18 +135,22 @@ class Truncation:
 class DatasetSpec:
     """What a group definition says of one dataset (picklable, no catalog ids)."""
 
-    __slots__ = ("name", "dtype", "shape", "order")
+    __slots__ = ("name", "dtype", "shape", "order", "dims")
 
-    def __init__(self, name: str, dtype: str, shape: Sequence[int], order: str) -> None:
+    def __init__(self, name: str, dtype: str, shape: Sequence[int], order: str,
+                 dims: Sequence[str] | None = None) -> None:
         self.name, self.dtype, self.shape, self.order = name, dtype, tuple(int(s) for s in shape), order
+        self.dims = None if dims is None else tuple(str(d) for d in dims)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DatasetSpec) and (self.name, self.dtype, self.shape, self.order) == (
+        return isinstance(other, DatasetSpec) and (self.name, self.dtype, self.shape, self.order, self.dims) == (
             other.name,
             other.dtype,
             other.shape,
             other.order,
+            other.dims,
         )
 
     def __repr__(self) -> str:
-        return f"DatasetSpec({self.name!r}, {self.dtype!r}, {self.shape}, {self.order!r})"
+        dims = "" if self.dims is None else f", dims={self.dims}"
+        return f"DatasetSpec({self.name!r}, {self.dtype!r}, {self.shape}, {self.order!r}{dims})"

@@ -47,7 +47,8 @@ bytes in ``data`` (C order, the byte order of ``dtype``); 0008 = storage tiers:
 ``copies`` (every copy of a file per tier: location, size, whole-copy checksum, state,
 verification time; a file without a row lives on the fast tier only, at its path) and
 ``tier_operations`` (who migrated, staged or purged what, when, bytes, seconds, outcome);
-0009 = ``groups.archive`` (``s3://BUCKET/PREFIX`` of a group written to the archive tier).
+0009 = ``groups.archive`` (``s3://BUCKET/PREFIX`` of a group written to the archive tier);
+0010 = ``datasets.dims`` (the dimension names the writer gave, a JSON list; NULL: none).
 Catalogs made before Alembic carry their version in the table ``sdm_schema``; they are
 stamped with the matching revision and upgraded in place on open.
 """
@@ -71,7 +72,7 @@ from sqlalchemy import (
 from sqlalchemy import Table
 
 #: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0009"
+SCHEMA_VERSION = "0010"
 
 #: Run states (``runs.state``).
 RUN_STATES = ("open", "closed", "interrupted")
@@ -141,6 +142,7 @@ datasets = Table(
     Column("dtype", String(1024), nullable=False),  # sdm.dtypes.dtype_text: '<f8', or a structured dtype's descr
     Column("shape", Text, nullable=False),  # JSON list of ints
     Column("storage_order", String(1), nullable=False),  # 'C' or 'F'
+    Column("dims", Text, nullable=True),  # JSON list of dimension names (0010)
     Column("distribution", Text, nullable=True),  # JSON of the writer's data view
     # the committed steps' summary, raised with each new step in its commit (0005)
     Column("nsteps", BigInteger, nullable=False, server_default="0"),
