@@ -100,7 +100,7 @@ def ncdump(path: Path, group: str | None, name: str) -> tuple[tuple[int, ...], n
     return shape, np.array([float(v) for v in data.replace(",", " ").split()])
 
 
-def same(got: np.ndarray, want: np.ndarray) -> None:
+def same(got: Any, want: Any) -> None:
     np.testing.assert_array_equal(np.asarray(got, dtype=np.float64).ravel(), np.asarray(want, np.float64).ravel())
 
 
@@ -135,7 +135,7 @@ def test_export_read_by_real_tools(runs: dict[str, Any], tmp_path: Path, fmt: st
             else:
                 arr = zarr.open_array(str(out), path=f"{group}/{name}", mode="r")
                 assert arr.shape == want.shape and arr.dtype == want.dtype
-                assert arr.metadata.dimension_names[0] == "step"
+                assert arr.metadata.dimension_names[0] == "step"  # type: ignore[union-attr,index]
                 assert arr.shards == (1, *want.shape[1:]) and arr.chunks[0] == 1
                 same(arr[...], want)
                 assert arr.attrs["sdm_dataset"] == name
