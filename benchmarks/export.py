@@ -32,7 +32,7 @@ import numpy as np
 from mpi4py import MPI
 
 import sdm
-from sdm.export import FORMATS, export
+from sdm.exporting import FORMATS, export
 
 from _io_bench import RESULTS, meta, write_results
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import sdm
-from sdm.export import export, import_file
+from sdm import export
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -31,7 +31,7 @@ def _export(
 ) -> None:
     """Export a run to HDF5, NetCDF-4 or Zarr v3, step by step (the file appears only when complete)."""
     from ..errors import InvalidArgumentError
-    from ..export import export
+    from ..exporting import export
 
     if not fmt or not out:
         raise InvalidArgumentError("sdm export needs --format hdf5|netcdf|zarr and --out PATH")
@@ -53,7 +53,7 @@ def _import(
 ) -> None:
     """Import an HDF5, NetCDF-4 or Zarr v3 file into a new run (arrays with a leading `step` dimension step by step)."""
     from ..errors import InvalidArgumentError
-    from ..export import import_file
+    from ..exporting import import_file
 
     if not fmt or not application:
         raise InvalidArgumentError("sdm import needs --format hdf5|netcdf|zarr and --application APP")

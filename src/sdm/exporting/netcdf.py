@@ -21,7 +21,7 @@ __all__ = ["NetCDFSink", "NetCDFSource"]
 
 
 class NetCDFSink:
-    """A NetCDF-4 file being written (see :class:`sdm.export.Sink`)."""
+    """A NetCDF-4 file being written (see :class:`sdm.exporting.Sink`)."""
 
     def __init__(self, path: Path, compression: bool) -> None:
         self.file = netCDF4.Dataset(path, "w", format="NETCDF4")
@@ -82,7 +82,7 @@ def _steps(group: Any) -> list[int] | None:
 
 
 class NetCDFSource:
-    """A NetCDF file being imported (see :class:`sdm.export.Source`)."""
+    """A NetCDF file being imported (see :class:`sdm.exporting.Source`)."""
 
     def __init__(self, path: Path) -> None:
         self.file = netCDF4.Dataset(path, "r")

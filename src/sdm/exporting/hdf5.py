@@ -19,7 +19,7 @@ __all__ = ["HDF5Sink", "HDF5Source"]
 
 
 class HDF5Sink:
-    """An HDF5 file being written (see :class:`sdm.export.Sink`)."""
+    """An HDF5 file being written (see :class:`sdm.exporting.Sink`)."""
 
     def __init__(self, path: Path, compression: bool) -> None:
         self.file = h5py.File(path, "w", libver="earliest")
@@ -79,7 +79,7 @@ def _scale_name(ds: Any, axis: int) -> str | None:
 
 
 class HDF5Source:
-    """An HDF5 file being imported (see :class:`sdm.export.Source`)."""
+    """An HDF5 file being imported (see :class:`sdm.exporting.Source`)."""
 
     def __init__(self, path: Path) -> None:
         self.file = h5py.File(path, "r")

@@ -40,7 +40,7 @@ def inner_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 
 
 class ZarrSink:
-    """A Zarr v3 store being written (see :class:`sdm.export.Sink`)."""
+    """A Zarr v3 store being written (see :class:`sdm.exporting.Sink`)."""
 
     def __init__(self, path: Path, compression: bool) -> None:
         self.path = path
@@ -92,7 +92,7 @@ class ZarrSink:
 
 
 class ZarrSource:
-    """A Zarr v3 store being imported (see :class:`sdm.export.Source`)."""
+    """A Zarr v3 store being imported (see :class:`sdm.exporting.Source`)."""
 
     def __init__(self, path: Path) -> None:
         self.root = zarr.open_group(store=str(path), mode="r")
