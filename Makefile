@@ -24,7 +24,7 @@ ifdef CI
 export PIP_PROGRESS_BAR := off
 endif
 
-.PHONY: help venv postgres tools demo test bench clean
+.PHONY: help venv postgres tools readers demo test bench clean
 
 help:
 	@echo "make venv      create .venv (Python >= 3.11) and pip install -e '.[test,bench,analysis]'"
@@ -32,6 +32,7 @@ help:
 	@echo "make test      mypy src, unit + integration tests (real PostgreSQL), then tests/mpi on $(MPI_NPS) ranks"
 	@echo "make bench     run every benchmark (BENCHMARKS=... on NP=$(NP) ranks, SERIAL_BENCHMARKS=...); results in benchmarks/results"
 	@echo "make postgres  make sure the PostgreSQL server binaries for the tests are installed"
+	@echo "make readers   make sure h5dump and ncdump (Debian hdf5-tools, netcdf-bin) are installed for the export tests"
 	@echo "make tools     build versitygw (S3 server) and toxiproxy into .tools/bin for the tests (needs Go)"
 	@echo "make clean     remove .venv, test results, demo data and build leftovers"
 
@@ -64,6 +65,11 @@ postgres:
 tools:
 	@$(PYTHON) tests/integration/s3server.py install
 
+# Installs Debian's hdf5-tools (h5dump) and netcdf-bin (ncdump) only if missing: the export
+# tests read the exported files back with them (tests/integration/readers.py).
+readers:
+	@$(PYTHON) tests/integration/readers.py install
+
 # ---------------------------------------------------------------------------- running
 
 demo: venv
@@ -95,7 +101,7 @@ run_part = echo "======== $(1): $(2)"; \
 	{ $(2); } </dev/null 2>&1 | tee $(RESULTS)/$(1).log; \
 	echo $${PIPESTATUS[0]} > $(RESULTS)/$(1).rc
 
-test: venv postgres tools
+test: venv postgres tools readers
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
 	@$(call run_part,mypy,timeout -k 30 600 $(PY) -m mypy)
 	@$(call run_part,pytest,timeout -k 30 $(PYTEST_TIMEOUT) $(PY) -m pytest $(PYTEST_DIRS) -q -p no:cacheprovider)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .catalog import Catalog
     from .group import Dataset, Group
     from .layout import Block, BlockCyclic, Cyclic, Distribution, MapArray, Ranked, Subarray
+    from .exporting import export, import_file
     from .session import Session, open
 
 __version__ = "0.1.0"
@@ -41,6 +42,8 @@ _LAZY = {
     "Subarray": "layout",
     "MapArray": "layout",
     "Ranked": "layout",
+    "export": "exporting",  # runs to HDF5, NetCDF-4, Zarr v3
+    "import_file": "exporting",  # and back
 }
 
 
@@ -118,6 +121,8 @@ __all__ = [
     "migrate",
     "stage",
     "purge",
+    "export",
+    "import_file",
     "Session",
     "Group",
     "Dataset",

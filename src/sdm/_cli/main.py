@@ -550,6 +550,10 @@ from .tiers import register as _register_tier_commands  # noqa: E402 - migrate, 
 
 _register_tier_commands(app)
 
+from .export import register as _register_export_commands  # noqa: E402 - export, import
+
+_register_export_commands(app)
+
 
 def _guard(typer_app: typer.Typer) -> None:
     """Every command, also those registered elsewhere, prints one-line errors and no traceback."""

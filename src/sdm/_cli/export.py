@@ -1,0 +1,81 @@
+"""``sdm export`` (a run to HDF5, NetCDF-4 or Zarr v3) and ``sdm import`` (such a file into a new run)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from .main import RUN_ID_MAX, CatalogOpt, JsonOpt, _console, _emit_json, _handles_errors, _size
+from .maintenance import _progress
+
+__all__ = ["register"]
+
+FormatOpt = Annotated[str, typer.Option("--format", "-f", metavar="hdf5|netcdf|zarr", help="The file format.")]
+RootOpt = Annotated[str | None, typer.Option("--root", metavar="DIR", help="Data root (default $SDM_ROOT).")]
+
+
+def _export(
+    run: Annotated[int, typer.Argument(metavar="RUN", help="Run id (see `sdm ls APP`).", min=1, max=RUN_ID_MAX)],
+    fmt: FormatOpt = "",
+    out: Annotated[str, typer.Option("--out", "-o", metavar="PATH", help="The file (a directory for zarr).")] = "",
+    group: Annotated[str | None, typer.Option("--group", metavar="G", help="Only this group, flat at the root.")] = None,
+    steps: Annotated[str | None, typer.Option("--steps", metavar="START:STOP[:STRIDE]",
+                                              help="Only these steps (STOP excluded), or one step K.")] = None,
+    compression: Annotated[bool, typer.Option("--compression", help="gzip (hdf5), zlib (netcdf), zstd (zarr).")]
+    = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing PATH.")] = False,
+    root: RootOpt = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Export a run to HDF5, NetCDF-4 or Zarr v3, step by step (the file appears only when complete)."""
+    from ..errors import InvalidArgumentError
+    from ..exporting import export
+
+    if not fmt or not out:
+        raise InvalidArgumentError("sdm export needs --format hdf5|netcdf|zarr and --out PATH")
+    with _progress(f"export run {run}") as bar:
+        report = export(run, format=fmt, out=out, catalog=catalog, root=root, group=group, steps=steps,
+                        compression=compression, overwrite=overwrite, progress=bar.callback)
+    _say(report, f"run {report.run} -> {report.out} ({report.format}): {report.arrays} arrays, {report.steps} steps, "
+                 f"{_size(report.nbytes)} in {report.seconds:.2f} s", as_json)
+
+
+def _import(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="An HDF5 or NetCDF-4 file, or a Zarr v3 store.")],
+    fmt: FormatOpt = "",
+    application: Annotated[str, typer.Option("--application", "--app", metavar="APP",
+                                             help="The application of the new run.")] = "",
+    root: RootOpt = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import an HDF5, NetCDF-4 or Zarr v3 file into a new run (arrays with a leading `step` dimension step by step)."""
+    from ..errors import InvalidArgumentError
+    from ..exporting import import_file
+
+    if not fmt or not application:
+        raise InvalidArgumentError("sdm import needs --format hdf5|netcdf|zarr and --application APP")
+    with _progress(f"import {file}") as bar:
+        report = import_file(file, format=fmt, application=application, catalog=catalog, root=root,
+                             progress=bar.callback)
+    _say(report, f"{report.source} ({report.format}) -> run {report.run} of {report.application}: "
+                 f"{report.datasets} datasets in {len(report.groups)} groups, {report.steps} steps, "
+                 f"{_size(report.nbytes)} in {report.seconds:.2f} s", as_json)
+
+
+def _say(report: Any, line: str, as_json: bool) -> None:
+    if as_json:
+        _emit_json(vars(report))
+        return
+    con = _console()
+    con.print(line)
+    for note in report.notes:
+        con.print(f"  note: {note}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``export`` and ``import`` to the ``sdm`` command."""
+    app.command("export")(_handles_errors(_export))
+    app.command("import")(_handles_errors(_import))

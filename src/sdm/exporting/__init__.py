@@ -1,0 +1,616 @@
+"""Export a run to HDF5, NetCDF-4 or Zarr v3, and import such files into a new run.
+
+:func:`export` (``sdm export``) writes one file (a directory for Zarr) with, per SDM
+group, one group of the file holding one array per dataset of shape ``(steps, *shape)``,
+the ``step`` dimension first and a ``step`` coordinate holding the step numbers, plus
+the run's, group's and dataset's attributes. With ``group=`` the file is flat: that
+group's arrays at its root. The formats differ only in how they say it:
+
+* HDF5 (h5py): h5py dimension scales for ``step`` and every other dimension
+  (``dim_0``, ... holding ``0..n-1``), attributes as HDF5 attributes, gzip with
+  ``compression=True``; chunks of one step.
+* NetCDF-4 (netCDF4): CF-style, ``step`` an unlimited dimension with a coordinate
+  variable, the others plain dimensions; zlib with ``compression=True``.
+* Zarr v3 (zarr-python): one chunk per step along ``step``, stored through zarr's
+  sharding codec with one shard per step (inner chunks of at most about 1 MiB), so a
+  step is written once, whole, and never read back; ``dimension_names`` name the
+  dimensions; zstd with ``compression=True``.
+
+The data stream step by step: one step of one dataset is in memory at a time. A step
+that one dataset of a group lacks but another has is written as the fill value (NaN
+for floating point, 0 else) and listed in the array's ``sdm_missing_steps``
+attribute (and in the report's notes), which :func:`import_file` honours. Map-array
+datasets come in global row order (the serial read's order). A ranked dataset
+(:class:`sdm.Ranked`) has a number of rows that changes with the step, so it has no
+``(steps, rows, ...)`` array: it becomes a sub-group named after it holding one array
+``step_K`` of shape ``(rows, *row_shape)`` per step K (dimension ``rows_K``).
+
+The file is written under a temporary name beside *out* and renamed at the end, so a
+failure leaves nothing behind; an existing *out* is refused unless ``overwrite``.
+
+:func:`import_file` (``sdm import``) reads such a file, or any HDF5/NetCDF/Zarr file,
+into a new run: each group of the file becomes an SDM group (arrays at the root: a group
+named by the root's ``sdm_group`` attribute, else ``data``); an array whose first
+dimension is ``step`` becomes a dataset written step by step at the step numbers of
+the ``step`` coordinate, any other array a dataset with a single step 0. Sub-groups
+(ranked datasets) are not imported and are named in the notes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from ..errors import GroupNotFoundError, InvalidArgumentError, SDMError, StorageError
+
+if TYPE_CHECKING:
+    from ..catalog import DatasetRecord, GroupRecord, RunRecord
+    from ..group import Group
+
+__all__ = ["FORMATS", "ExportReport", "ImportReport", "export", "import_file", "parse_steps", "Sink", "Source",
+           "SourceArray"]
+
+#: The formats, by their names on the command line.
+FORMATS = ("hdf5", "netcdf", "zarr")
+
+#: The name of the step dimension and of its coordinate.
+STEP = "step"
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ExportReport:
+    """What :func:`export` wrote."""
+
+    run: int
+    format: str
+    out: str
+    groups: list[str]
+    arrays: int
+    steps: int  #: steps of datasets read and written
+    nbytes: int  #: bytes of data written (before compression)
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ImportReport:
+    """What :func:`import_file` wrote."""
+
+    run: int
+    application: str
+    source: str
+    format: str
+    groups: list[str]
+    datasets: int
+    steps: int  #: steps of datasets written
+    nbytes: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+
+class Sink(Protocol):
+    """A file being written (one per format): groups, dimensions, arrays and attributes."""
+
+    root: Any
+
+    def group(self, parent: Any, name: str) -> Any:
+        """A new group *name* in *parent*."""
+
+    def dimension(self, group: Any, name: str, size: int, values: np.ndarray | None) -> None:
+        """Declare dimension *name* of *size* in *group*; *values*: its coordinate (the steps), if any."""
+
+    def array(self, group: Any, name: str, dtype: np.dtype, shape: tuple[int, ...], dims: tuple[str, ...],
+              fill: Any) -> Any:
+        """A new array (first dimension ``step`` when *dims* start with it)."""
+
+    def attrs(self, obj: Any, attrs: dict[str, Any]) -> None:
+        """Set attributes on a group or an array."""
+
+    def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
+        """Write step *index* of *array* (``None``: the whole array)."""
+
+    def close(self) -> None:
+        """Finish the file."""
+
+
+@dataclass
+class SourceArray:
+    """One array of a file to import."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]  #: one step's shape
+    steps: list[int] | None  #: step numbers along the first dimension; None: no step dimension
+    attrs: dict[str, Any]
+    read: Callable[[int | None], np.ndarray]  #: step index (None: the whole array) -> values
+
+
+class Source(Protocol):
+    """A file being imported (one per format)."""
+
+    def groups(self) -> Iterator[tuple[str | None, dict[str, Any], list[SourceArray], list[str]]]:
+        """``(name or None for the root, attributes, arrays, names of sub-groups)`` per group."""
+
+    def attrs(self) -> dict[str, Any]:
+        """The root's attributes."""
+
+    def close(self) -> None:
+        """Close the file."""
+
+
+# ------------------------------------------------------------------ arguments
+def parse_steps(spec: str | None) -> tuple[int, int | None, int]:
+    """``START:STOP[:STRIDE]`` (STOP excluded, as a Python slice), ``START:``, ``:STOP`` or ``K``.
+
+    Returns
+    -------
+    (start, stop or None, stride)
+
+    Raises
+    ------
+    InvalidArgumentError
+        Anything else (negative numbers, a stride < 1, text).
+    """
+    if spec is None:
+        return 0, None, 1
+    bad = InvalidArgumentError(f"bad steps {spec!r}: write START:STOP[:STRIDE] (STOP excluded), START:, :STOP or one "
+                               "step K, with integers >= 0 and STRIDE >= 1")
+    parts = str(spec).strip().split(":")
+    if len(parts) > 3 or not all(p.strip().isdigit() or (p.strip() == "" and len(parts) > 1) for p in parts):
+        raise bad
+    nums = [int(p) if p.strip() else None for p in parts]
+    if len(nums) == 1:
+        assert nums[0] is not None
+        return nums[0], nums[0] + 1, 1
+    start, stop = nums[0] or 0, nums[1]
+    stride = 1 if len(nums) < 3 or nums[2] is None else nums[2]
+    if stride < 1:
+        raise bad
+    return start, stop, stride
+
+
+def _selected(steps: tuple[int, ...] | list[int], start: int, stop: int | None, stride: int) -> list[int]:
+    return [s for s in steps if s >= start and (stop is None or s < stop) and (s - start) % stride == 0]
+
+
+def _check_format(fmt: Any) -> str:
+    if not isinstance(fmt, str) or fmt.lower() not in FORMATS:
+        raise InvalidArgumentError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return fmt.lower()
+
+
+def _sink(fmt: str, path: Path, compression: bool) -> Sink:
+    if fmt == "hdf5":
+        from .hdf5 import HDF5Sink
+
+        return HDF5Sink(path, compression)
+    if fmt == "netcdf":
+        from .netcdf import NetCDFSink
+
+        return NetCDFSink(path, compression)
+    from .zarrv3 import ZarrSink
+
+    return ZarrSink(path, compression)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def _beside(out: Path, overwrite: bool) -> Iterator[Path]:
+    """A temporary path beside *out*, renamed to *out* when the block ends well, removed otherwise."""
+    if out.exists() and not overwrite:
+        raise InvalidArgumentError(f"{out} already exists; pass --overwrite (overwrite=True) to replace it")
+    if not out.parent.is_dir():
+        raise StorageError(f"cannot write {out}: directory {out.parent} does not exist")
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    _remove(tmp)
+    try:
+        yield tmp
+        if out.exists():
+            _remove(out)
+        os.replace(tmp, out)
+    finally:
+        _remove(tmp)
+
+
+# ------------------------------------------------------------------ attributes
+def attribute_value(value: Any, *, json_only: bool = False) -> Any:
+    """An SDM attribute as a file attribute: numbers and text as they are, ``bool`` as 0/1
+    (HDF5 and NetCDF have no boolean; Zarr keeps it: *json_only*), anything else as JSON text."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value) if json_only else np.int8(value)
+    if isinstance(value, (int, float, str, np.integer, np.floating)):
+        return value.item() if isinstance(value, np.generic) else value
+    return json.dumps(value, default=str)
+
+
+def _plain(value: Any) -> Any:
+    """A file attribute as an SDM attribute (int, float, str, bool), or None when it is none of them."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        if value.size != 1:
+            return None
+        value = value.reshape(()).item()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value if isinstance(value, (bool, int, float, str)) else None
+
+
+def _dims(record: DatasetRecord, ranked: bool) -> tuple[str, ...]:
+    dims = getattr(record, "dims", None)
+    if dims and len(dims) == len(record.shape):
+        return tuple(str(d) for d in dims)
+    start = 1 if ranked else 0  # a ranked dataset's rows come first
+    return tuple(f"dim_{i + start}" for i in range(len(record.shape)))
+
+
+def _fill(dtype: np.dtype) -> Any:
+    return np.nan if dtype.kind in "fc" else 0
+
+
+# ------------------------------------------------------------------ export
+@dataclass
+class _Item:
+    """One dataset to export, with the steps the file holds for it."""
+
+    record: DatasetRecord
+    dtype: np.dtype
+    ranked: bool
+    steps: list[int]  # the dataset's own (selected) steps
+    dims: tuple[str, ...]
+
+
+def _plan(rec: RunRecord, group: str | None, steps: str | None) -> list[tuple[GroupRecord, list[_Item], list[int]]]:
+    from ..dtypes import from_text
+    from ..layout.ranked import is_ranked
+
+    spec = parse_steps(steps)
+    names = [g.name for g in rec.groups]
+    if group is not None and group not in names:
+        raise GroupNotFoundError(f"run {rec.id} has no group {group!r}; its groups are {names}")
+    plan = []
+    for g in rec.groups:
+        if group is not None and g.name != group:
+            continue
+        items = []
+        for d in g.datasets:
+            ranked = is_ranked(d.distribution)
+            items.append(_Item(d, from_text(d.dtype).newbyteorder("="), ranked, _selected(d.steps or (), *spec),
+                               _dims(d, ranked)))
+        plan.append((g, items, sorted({s for i in items if not i.ranked for s in i.steps})))
+    if not any(i.steps for _, items, _ in plan for i in items):
+        where = f"group {group!r} of run {rec.id}" if group is not None else f"run {rec.id}"
+        raise InvalidArgumentError(f"{where} has no step in steps {steps!r}; `sdm show {rec.id}` lists its steps")
+    return plan
+
+
+def _check_dtypes(fmt: str, plan: list[tuple[GroupRecord, list[_Item], list[int]]]) -> None:
+    for g, items, _ in plan:
+        for i in items:
+            dt = i.dtype
+            if dt.fields is not None and fmt != "hdf5":
+                raise InvalidArgumentError(f"dataset {g.name}/{i.record.name}: a structured dtype ({dt}) cannot be "
+                                           f"exported to {fmt}; export to hdf5")
+            if fmt == "netcdf" and dt.kind not in "iuf":
+                raise InvalidArgumentError(f"dataset {g.name}/{i.record.name}: NetCDF-4 has no {dt} variables; "
+                                           "export to hdf5 or zarr")
+
+
+def export(run: int, *, format: str, out: str | os.PathLike[str], catalog: str | None = None,  # noqa: A002
+           root: str | os.PathLike[str] | None = None, group: str | None = None, steps: str | None = None,
+           compression: bool = False, overwrite: bool = False, progress: Progress | None = None) -> ExportReport:
+    """Export run *run* to an HDF5 file, a NetCDF-4 file or a Zarr v3 store (``sdm export``).
+
+    Parameters
+    ----------
+    run : int
+        Run id.
+    format : {"hdf5", "netcdf", "zarr"}
+    out : path
+        The file (a directory for Zarr) to make; refused if it exists unless *overwrite*.
+    catalog : str, optional
+        Catalog URL (default ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT``).
+    root : path, optional
+        Data root to read from (default: the run's own).
+    group : str, optional
+        Export this group only, flat at the file's root.
+    steps : str, optional
+        ``START:STOP[:STRIDE]`` (STOP excluded), ``START:``, ``:STOP`` or one step ``K``.
+    compression : bool
+        gzip (HDF5), zlib (NetCDF) or zstd (Zarr).
+    overwrite : bool
+        Replace an existing *out*.
+    progress : callable, optional
+        Called with ``(bytes done, bytes in all)`` after every step written.
+
+    Returns
+    -------
+    ExportReport
+
+    Raises
+    ------
+    RunNotFoundError, GroupNotFoundError, InvalidArgumentError, StorageError
+        Nothing is left at *out* (nor beside it) after an error.
+    """
+    from .. import config
+    from ..catalog import Catalog
+
+    fmt = _check_format(format)
+    parse_steps(steps)
+    if group is not None and not isinstance(group, str):
+        raise InvalidArgumentError(f"group must be a group name, got {group!r}")
+    target = Path(out).expanduser().absolute()
+    if target.exists() and not overwrite:
+        raise InvalidArgumentError(f"{target} already exists; pass --overwrite (overwrite=True) to replace it")
+    url = catalog or config.default_catalog_url()
+    cat = Catalog(url, create=False)
+    try:
+        rec = cat.run(run)
+    finally:
+        cat.close()
+    plan = _plan(rec, group, steps)
+    _check_dtypes(fmt, plan)
+    t0 = time.perf_counter()
+    import sdm
+
+    with sdm.open(rec.application, "r", catalog=url, run=rec.id, **({"root": root} if root is not None else {})) as s, \
+            _beside(target, overwrite) as tmp:
+        sink = _sink(fmt, tmp, compression)
+        try:
+            report = _write(sink, s, rec, plan, flat=group is not None, fmt=fmt, progress=progress)
+        finally:
+            sink.close()
+    report.out, report.seconds = str(target), time.perf_counter() - t0
+    return report
+
+
+def _total(plan: list[tuple[GroupRecord, list[_Item], list[int]]]) -> int:
+    total = 0
+    for _, items, steps in plan:
+        for i in items:
+            if not i.ranked:
+                total += len(steps) * i.record.nbytes
+    return total
+
+
+def _write(sink: Sink, s: Any, rec: RunRecord, plan: list[tuple[GroupRecord, list[_Item], list[int]]], *,
+           flat: bool, fmt: str, progress: Progress | None) -> ExportReport:
+    js = fmt == "zarr"
+    head = {"sdm_application": rec.application, "sdm_run": rec.id, "sdm_created": str(rec.created_at),
+            "sdm_nprocs": rec.nprocs}
+    sink.attrs(sink.root, {k: attribute_value(v, json_only=js) for k, v in {**rec.attributes, **head}.items()})
+    report = ExportReport(rec.id, fmt, "", [g.name for g, _, _ in plan], 0, 0, 0, 0.0)
+    total, done = _total(plan), 0
+    for g, items, steps in plan:
+        where = sink.root if flat else sink.group(sink.root, g.name)
+        gattrs = {**g.attributes, "sdm_group": g.name, "sdm_level": g.level, "sdm_kind": g.kind}
+        sink.attrs(where, {k: attribute_value(v, json_only=js) for k, v in gattrs.items()})
+        if steps:
+            sink.dimension(where, STEP, len(steps), np.asarray(steps, dtype=np.int64))
+        sizes: dict[str, int] = {}
+        group = s.group(g.name)
+        for item in items:
+            if not item.steps:
+                report.notes.append(f"{g.name}/{item.record.name}: no step selected, not exported")
+                continue
+            if item.ranked:
+                done = _ranked(sink, where, group, item, js, report, done, total, progress)
+                continue
+            dims = _shared(sink, where, item, sizes)
+            missing = sorted(set(steps) - set(item.steps))
+            attrs = _array_attrs(g, item, js)
+            if missing:
+                attrs["sdm_missing_steps"] = missing if js else np.asarray(missing, dtype=np.int64)
+                report.notes.append(f"{g.name}/{item.record.name}: steps {missing} are missing; written as the fill "
+                                    f"value {_fill(item.dtype)}")
+            arr = sink.array(where, item.record.name, item.dtype, (len(steps), *item.record.shape), (STEP, *dims),
+                             _fill(item.dtype))
+            sink.attrs(arr, attrs)
+            have = set(item.steps)
+            for index, step in enumerate(steps):
+                if step in have:
+                    data = group.read(item.record.name, step)
+                    report.steps += 1
+                else:
+                    data = np.full(item.record.shape, _fill(item.dtype), dtype=item.dtype)
+                sink.put(arr, index, np.ascontiguousarray(data, dtype=item.dtype))
+                del data
+                done += item.record.nbytes
+                report.nbytes += item.record.nbytes
+                if progress is not None:
+                    progress(done, total)
+            report.arrays += 1
+    return report
+
+
+def _array_attrs(g: GroupRecord, item: _Item, js: bool) -> dict[str, Any]:
+    extra = {"sdm_group": g.name, "sdm_dataset": item.record.name, "sdm_dtype": item.record.dtype,
+             "sdm_order": item.record.order, "sdm_distribution": json.dumps(item.record.distribution)}
+    return {k: attribute_value(v, json_only=js) for k, v in {**item.record.attributes, **extra}.items()}
+
+
+def _shared(sink: Sink, where: Any, item: _Item, sizes: dict[str, int]) -> tuple[str, ...]:
+    """The dataset's dimension names in its group, each declared once (a name already used with
+    another size becomes ``NAME_SIZE``)."""
+    out = []
+    for name, size in zip(item.dims, item.record.shape):
+        if sizes.get(name, size) != size:
+            name = f"{name}_{size}"
+        if name not in sizes:
+            sizes[name] = size
+            sink.dimension(where, name, size, None)
+        out.append(name)
+    return tuple(out)
+
+
+def _ranked(sink: Sink, where: Any, group: Group, item: _Item, js: bool, report: ExportReport, done: int,
+            total: int, progress: Progress | None) -> int:
+    """A ranked dataset: a sub-group holding one ``(rows, *row_shape)`` array ``step_K`` per step."""
+    sub = sink.group(where, item.record.name)
+    attrs = {k: attribute_value(v, json_only=js) for k, v in item.record.attributes.items()}
+    attrs.update(sdm_dataset=item.record.name, sdm_dtype=item.record.dtype, sdm_ranked=1)
+    sink.attrs(sub, attrs)
+    sizes: dict[str, int] = {}
+    for step in item.steps:
+        data = np.ascontiguousarray(group.read(item.record.name, step), dtype=item.dtype)
+        rows = f"rows_{step}"
+        sink.dimension(sub, rows, data.shape[0], None)
+        dims = _shared(sink, sub, _Item(item.record, item.dtype, True, [], item.dims), sizes)
+        arr = sink.array(sub, f"step_{step}", item.dtype, data.shape, (rows, *dims), _fill(item.dtype))
+        sink.attrs(arr, {"sdm_step": step})
+        sink.put(arr, None, data)
+        report.steps += 1
+        report.arrays += 1
+        report.nbytes += data.nbytes
+        if progress is not None:
+            progress(done, total)
+    report.notes.append(f"{item.record.name}: ranked dataset, exported as one array per step in sub-group "
+                        f"{item.record.name}/ (step_K, rows_K rows)")
+    return done
+
+
+# ------------------------------------------------------------------ import
+def _source(fmt: str, path: Path) -> Source:
+    if fmt == "hdf5":
+        from .hdf5 import HDF5Source
+
+        return HDF5Source(path)
+    if fmt == "netcdf":
+        from .netcdf import NetCDFSource
+
+        return NetCDFSource(path)
+    from .zarrv3 import ZarrSource
+
+    return ZarrSource(path)
+
+
+def _sdm_attrs(attrs: dict[str, Any], notes: list[str], where: str) -> dict[str, Any]:
+    """The attributes SDM can keep (not ``sdm_*``, not the formats' own ``_*``/``CLASS``/...)."""
+    from ..catalog.values import encode
+
+    out = {}
+    for key, value in attrs.items():
+        if key.startswith(("sdm_", "_")) or key in {"CLASS", "NAME", "REFERENCE_LIST", "DIMENSION_LIST", "DIMENSION_LABELS"}:
+            continue
+        plain = _plain(value)
+        try:
+            if plain is None:
+                raise InvalidArgumentError("not a number or text")
+            encode(key, plain)
+        except InvalidArgumentError:
+            notes.append(f"{where}: attribute {key!r} not imported (not an SDM attribute value)")
+            continue
+        out[key] = plain
+    return out
+
+
+def import_file(path: str | os.PathLike[str], *, format: str, application: str,  # noqa: A002
+                catalog: str | None = None, root: str | os.PathLike[str] | None = None,
+                progress: Progress | None = None) -> ImportReport:
+    """Import an HDF5, NetCDF-4 or Zarr v3 file into a new run of *application* (``sdm import``).
+
+    Parameters
+    ----------
+    path : path
+        The file (a directory for Zarr).
+    format : {"hdf5", "netcdf", "zarr"}
+    application : str
+    catalog : str, optional
+        Catalog URL (default ``$SDM_CATALOG`` or the SQLite catalog in the data root).
+    root : path, optional
+        Data root of the new run (default ``$SDM_ROOT`` or ``./sdm-data``).
+    progress : callable, optional
+        Called with ``(bytes done, bytes in all)`` after every step written.
+
+    Returns
+    -------
+    ImportReport
+
+    Raises
+    ------
+    InvalidArgumentError, StorageError
+        A bad format, or a file that cannot be read as it.
+    """
+    import sdm
+
+    fmt = _check_format(format)
+    src_path = Path(path).expanduser().absolute()
+    if not src_path.exists():
+        raise StorageError(f"cannot import {src_path}: no such file or directory")
+    t0 = time.perf_counter()
+    try:
+        source = _source(fmt, src_path)
+    except SDMError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the libraries' own errors, said once
+        raise StorageError(f"cannot read {src_path} as {fmt}: {type(exc).__name__}: {exc}") from None
+    notes: list[str] = []
+    try:
+        groups = list(source.groups())
+        head = source.attrs()
+        run_attrs = {**_sdm_attrs(head, notes, "file"), "imported_from": str(src_path), "imported_format": fmt}
+        total = sum(a.dtype.itemsize * math.prod(a.shape) * len(a.steps or [0]) for _, _, arrays, _ in groups
+                    for a in arrays)
+        kwargs: dict[str, Any] = {"attributes": run_attrs}
+        if catalog is not None:
+            kwargs["catalog"] = catalog
+        if root is not None:
+            kwargs["root"] = root
+        with sdm.open(application, "w", **kwargs) as s:
+            report = ImportReport(s.run_id, application, str(src_path), fmt, [], 0, 0, 0, 0.0, notes)
+            for name, gattrs, arrays, subs in groups:
+                gname = name if name is not None else str(_plain(head.get("sdm_group")) or "data")
+                for sub in subs:
+                    notes.append(f"{gname}/{sub}: a sub-group, not imported")
+                if not arrays:
+                    continue
+                _import_group(s, gname, gattrs, arrays, report, total, progress)
+    finally:
+        source.close()
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _import_group(s: Any, gname: str, gattrs: dict[str, Any], arrays: list[SourceArray], report: ImportReport,
+                  total: int, progress: Progress | None) -> None:
+    import sdm
+
+    notes = report.notes
+    specs = [sdm.Dataset(a.name, shape=a.shape, dtype=a.dtype) for a in arrays]
+    g = s.make_group(gname, specs, attributes=_sdm_attrs(gattrs, notes, gname))
+    report.groups.append(gname)
+    for a in arrays:
+        own = _sdm_attrs(a.attrs, notes, f"{gname}/{a.name}")
+        if own:
+            g.set_attributes(own, datasets=[a.name])
+        skip = {int(x) for x in np.atleast_1d(a.attrs.get("sdm_missing_steps", []))}
+        for index, step in enumerate(a.steps if a.steps is not None else [None]):
+            if step in skip:
+                continue
+            data = a.read(index if step is not None else None)
+            g.write(a.name, 0 if step is None else int(step), np.ascontiguousarray(data))
+            report.steps += 1
+            report.nbytes += data.nbytes
+            if progress is not None:
+                progress(report.nbytes, total)
+        report.datasets += 1
