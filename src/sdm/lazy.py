@@ -70,7 +70,7 @@ class DatasetArray:
         self.name = name
         self.record = group.dataset(name)
         self._steps = np.array(group.steps(name), dtype=np.int64)
-        self._rows: dict[int, tuple[Any, Any, int]] | None = None  # serial: step -> (backend, key, offset)
+        self._where: tuple[list[tuple[Any, Any]], np.ndarray, np.ndarray] | None = None  # serial: see _table
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -129,42 +129,74 @@ class DatasetArray:
         positions = box.indices()[0]
         space = Box(box.ranges[1:], [d - 1 for d in box.dropped if d > 0])
         out = np.empty((positions.size, *space.counts), dtype=self.dtype)
-        for i, position in enumerate(positions.tolist()):
-            self._read_step(int(self._steps[position]), space, out[i])
+        if self.group.session.size > 1 or out.size == 0:
+            for i, step in enumerate(self._steps[positions].tolist()):  # collective: every rank its own box
+                self._read_view(int(step), space, out[i])
+        else:
+            self._read_serial(positions, space, out)
         return out.reshape(box.shape)
 
-    def _read_step(self, step: int, space: Box, out: np.ndarray) -> None:
-        """Fill *out* (the box's counts, C order) with the box *space* of one step."""
-        g = self.group
-        if g.session.size > 1:  # collective: every rank reads its own box
-            g.read(self.name, step, out=out, box=tuple(slice(a, b, c) for a, b, c in space.ranges), verify=False)
-            return
-        backend, key, offset = self._row(step)
+    def _read_view(self, step: int, space: Box, out: np.ndarray) -> None:
+        """One step's box through :meth:`sdm.Group.read` (an MPI-IO file view, or the archive's methods)."""
+        self.group.read(self.name, step, out=out, box=tuple(slice(a, b, c) for a, b, c in space.ranges),
+                        verify=False)
+
+    def _read_serial(self, positions: np.ndarray, space: Box, out: np.ndarray) -> None:
+        """One process: the box's runs in the file computed once for every step; the bytes copied from a
+        memory map of each file on the fast tier (a point over many steps of one file: one numpy gather),
+        read by ranged requests from the archive tier, or through a file view when they are scattered."""
         rec = self.record
-        piece = Hyperslab(space).piece(rec.shape, 1, 0)
-        itemsize = out.dtype.itemsize
-        if out.size == 0:
-            return
-        segments = runs(piece, rec.order, itemsize, list(out.strides))
-        if segments.count > DIRECT_RUNS:  # scattered: an MPI-IO file view reads them in one call
-            g.read(self.name, step, out=out, box=tuple(slice(a, b, c) for a, b, c in space.ranges), verify=False)
+        segments = runs(Hyperslab(space).piece(rec.shape, 1, 0), rec.order, out.dtype.itemsize,
+                        list(out.strides[1:]))
+        if segments.count > DIRECT_RUNS:
+            for i, step in enumerate(self._steps[positions].tolist()):
+                self._read_view(int(step), space, out[i])
             return
         assert segments.memory is not None
-        flat = out.reshape(-1).view(np.uint8)
-        for f, m, n in zip(segments.file.tolist(), segments.memory.tolist(), segments.length.tolist()):
-            got = backend.read_into(key, offset + f, flat[m:m + n])
-            if got != n:
-                raise StorageError(f"{key} ends before byte {offset + f + n}; step {step} of {self.name!r} "
+        f, m, n = segments.file, segments.memory, segments.length
+        flat = out.reshape(positions.size, -1).view(np.uint8)
+        files, file_of, offset_of = self._table()
+        chosen_files, offsets = file_of[positions], offset_of[positions]
+        for index in np.unique(chosen_files).tolist():
+            backend, key = files[index]
+            rows = np.flatnonzero(chosen_files == index)
+            if backend.name != "mpiio":
+                for i in rows.tolist():
+                    self._read_ranges(backend, key, int(offsets[i]), f, m, n, flat[i], int(self._steps[positions[i]]))
+                continue
+            mapped = backend.mapped(key, int(offsets[rows].max() + (f + n).max()))
+            if f.size == 1 and int(n[0]) <= 4096:  # a point or a short run per step: one gather
+                span = np.arange(int(n[0]))
+                flat[rows[:, None], int(m[0]) + span] = mapped[offsets[rows][:, None] + int(f[0]) + span]
+                continue
+            for i in rows.tolist():
+                offset = int(offsets[i])
+                for a, b, c in zip(f.tolist(), m.tolist(), n.tolist()):
+                    flat[i, b:b + c] = mapped[offset + a:offset + a + c]
+
+    def _read_ranges(self, backend: Any, key: Any, offset: int, f: np.ndarray, m: np.ndarray, n: np.ndarray,
+                     flat: np.ndarray, step: int) -> None:
+        """One step's runs read into *flat* by the backend's ranged reads."""
+        for a, b, c in zip(f.tolist(), m.tolist(), n.tolist()):
+            if backend.read_into(key, offset + a, flat[b:b + c]) != c:
+                raise StorageError(f"{key} ends before byte {offset + a + c}; step {step} of {self.name!r} "
                                    "is shorter than its catalog row")
 
-    def _row(self, step: int) -> tuple[Any, Any, int]:
-        """Where the bytes of *step* are: ``(backend, key, offset)``; every step's looked up at the first call."""
-        if self._rows is None:
-            self._rows = _rows(self.group, self.name)
-        found = self._rows.get(step)
-        if found is None:
-            raise StepNotFoundError(f"dataset {self.name!r} step {step} is no longer in the catalog")
-        return found
+    def _table(self) -> tuple[list[tuple[Any, Any]], np.ndarray, np.ndarray]:
+        """Where every step's bytes are, by position: ``(files as (backend, key), file index, offset)``;
+        looked up at the first call."""
+        if self._where is None:
+            rows = _rows(self.group, self.name)
+            lost = [int(s) for s in self._steps.tolist() if int(s) not in rows]
+            if lost:
+                raise StepNotFoundError(f"dataset {self.name!r} steps {lost[:5]} are no longer in the catalog")
+            files: dict[tuple[int, str], int] = {}
+            places = [(backend, key) for backend, key, _ in (rows[int(s)] for s in self._steps.tolist())]
+            index = [files.setdefault((id(b), str(k)), len(files)) for b, k in places]
+            unique = {i: p for i, p in zip(index, places)}
+            self._where = ([unique[i] for i in range(len(files))], np.array(index, dtype=np.int64),
+                           np.array([rows[int(s)][2] for s in self._steps.tolist()], dtype=np.int64))
+        return self._where
 
 
 class _StepArray:

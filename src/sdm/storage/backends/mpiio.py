@@ -13,9 +13,11 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 from mpi4py import MPI
 
 from ..._collective import os_error
+from ...errors import StorageError
 from ..files import FileCache
 from .base import Backend
 
@@ -36,6 +38,7 @@ class MPIIOBackend(FileCache, Backend):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._fds: dict[str, int] = {}  # read-only descriptors kept by read_into
+        self._maps: dict[str, np.memmap] = {}  # read-only memory maps kept by mapped
 
     def open(self, key: Any, *, cache: bool = True) -> MPI.File:
         """The open ``MPI.File`` of path *key* (collective; :meth:`FileCache.get`)."""
@@ -73,6 +76,27 @@ class MPIIOBackend(FileCache, Backend):
             raise os_error(exc, f"cannot read {key}") from None
         return done
 
+    def mapped(self, key: Any, end: int) -> np.ndarray:
+        """The bytes of file *key* as a read-only memory map (uint8), at least *end* of them (kept for the
+        next calls; made again when the file grew).
+
+        Raises
+        ------
+        StorageError
+            The file cannot be mapped, or is shorter than *end*.
+        """
+        name = str(key)
+        found = self._maps.get(name)
+        if found is None or found.size < end:
+            try:
+                found = self._maps[name] = np.memmap(name, dtype=np.uint8, mode="r")
+            except (OSError, ValueError) as exc:
+                raise StorageError(f"cannot map {key}: {exc}") from None
+            if found.size < end:
+                raise StorageError(f"data file {key} holds {found.size} bytes, fewer than the {end} its rows need; "
+                                   "the file was truncated")
+        return found
+
     def _fd(self, key: Any) -> int:
         """A read-only descriptor of *key*, kept for the next reads (a few at most, the oldest closed)."""
         fds = self._fds
@@ -92,6 +116,7 @@ class MPIIOBackend(FileCache, Backend):
         """Close every cached MPI file and every descriptor kept by :meth:`read_into` (collective)."""
         while self._fds:
             os.close(self._fds.popitem()[1])
+        self._maps.clear()
         super().close_all()
 
     def write(self, key: Any, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
