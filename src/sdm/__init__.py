@@ -47,7 +47,8 @@ _LAZY = {
 }
 
 
-_SUBMODULES = {"catalog", "config", "irregular", "integrity", "layout", "io", "planner", "storage", "examples"}
+_SUBMODULES = {"catalog", "config", "irregular", "integrity", "layout", "io", "planner", "storage", "examples", "xarray",
+               "lazy"}
 
 
 def __getattr__(name: str) -> Any:
