@@ -245,3 +245,16 @@ def test_a_ranked_dataset_migrated_and_purged_is_read_from_the_archive(tmp_path:
         assert g.read("particles", 0, verify=True).tobytes() == rows.tobytes()
         assert g.read("particles", 0, ranks=(0, 1)).tobytes() == rows.tobytes()
         assert g.ranked_counts("particles", 0).counts == (2,)
+
+
+def test_boxes_and_lazy_indexing_read_the_archive_by_ranged_gets(tmp_path: Path, endpoint) -> None:
+    """A run only the archive holds: a box read (the remote methods) and lazy indexing (ranged GETs)."""
+    root, url, archive = tmp_path / "root", f"sqlite:///{tmp_path}/c.db", fresh_archive()
+    run_id = int(mpi(2, "write", str(root), url, archive, "0", job=JOB).split("RUN ")[1].split()[0])
+    with sdm.open("archived", "r", root=str(root), catalog=url, run=run_id) as s:
+        g = s.group("a")
+        want = reference("block", 1, "<f8")
+        np.testing.assert_array_equal(g.read("block", 1, box=(slice(2, 9, 3), 4)), want[2:9:3, 4:5])
+        np.testing.assert_array_equal(g["block"][:, 5, 1:3], np.stack([reference("block", k, "<f8")[5, 1:3]
+                                                                       for k in (0, 1)]))
+        np.testing.assert_array_equal(g["fortran"][1, 3], reference("fortran", 1, "<f8")[3])
