@@ -498,7 +498,8 @@ def histories(
 def find(
     conditions: Annotated[
         list[str] | None,
-        typer.Argument(metavar="KEY=VALUE", help="Attribute conditions: = != < <= > >=.", show_default=False),
+        typer.Argument(metavar="KEY=VALUE", help="Attribute conditions: = != < <= > >= (quote them in the shell: "
+                      "'nx>=32').", show_default=False),
     ] = None,
     application: Annotated[str | None, typer.Option("--app", metavar="APP", help="Only this application.")] = None,
     since: Annotated[str | None, typer.Option("--since", metavar="DATE", help="Runs from this ISO date/time (UTC).")] = None,

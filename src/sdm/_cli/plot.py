@@ -46,7 +46,7 @@ def _plot(
         result = P.plot_series(run, dataset, point=point, reduce=reduce, group=group, slice=slice_, out=out,
                                catalog=catalog)
     if as_json:
-        _emit_json({"path": str(result.path), "steps": list(result.steps), "shape": list(result.data.shape),
+        _emit_json({"path": str(result.path.resolve()), "steps": list(result.steps), "shape": list(result.data.shape),
                     "title": result.title, "labels": list(result.labels),
                     "values": result.data.tolist() if step is None else None})
         return
