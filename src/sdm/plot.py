@@ -357,7 +357,7 @@ def _save(fig: Any, path: Path) -> None:
         plt.close(fig)
 
 
-def plot_slice(run: int, dataset: str, step: int, *, group: str | None = None, slice: str | None = None,
+def plot_slice(run: int, dataset: str, step: int, *, group: str | None = None, select: str | None = None,
                out: str | Path | None = None, catalog: str | None = None, cmap: str = "viridis") -> Plot:
     """Write a PNG of a 2-D slice of one step of a dataset.
 
@@ -371,7 +371,7 @@ def plot_slice(run: int, dataset: str, step: int, *, group: str | None = None, s
         The step to plot.
     group : str, optional
         The dataset's group (needed only when several groups have a dataset of that name).
-    slice : str, optional
+    select : str, optional
         Which 2-D slice (see :func:`parse_slice`); default the middle of the leading dimensions.
     out : str or Path, optional
         The PNG to write (default ``run<R>-<group>-<dataset>-step<K>.png``).
@@ -391,16 +391,17 @@ def plot_slice(run: int, dataset: str, step: int, *, group: str | None = None, s
     """
     with _Target(run, dataset, group, catalog) as t:
         t.check_step(step)
-        index = parse_slice(slice, t.shape, t.dims)
+        index = parse_slice(select, t.shape, t.dims)
         data = _read(t.group, t.name, step, index)
-        rows, cols = (t.dims[k] for k in range(len(index)) if not isinstance(index[k], int))
+        row_k, col_k = (k for k, i in enumerate(index) if isinstance(i, slice))
+        rows, cols = t.dims[row_k], t.dims[col_k]
         fixed = [f"{t.dims[k]}={i}" for k, i in enumerate(index) if isinstance(i, int)]
         title = t.title(f"step {step}" + (f" [{', '.join(fixed)}]" if fixed else ""))
         path = t.out(out, f"step{step}")
         fig, ax = _figure()
         shown = data.real if np.iscomplexobj(data) else data
         image = ax.imshow(shown.astype(np.float64), origin="lower", cmap=cmap, interpolation="nearest",
-                          aspect="auto", extent=_extent(index, t.shape, rows_k=_free(index)[0], cols_k=_free(index)[1]))
+                          aspect="auto", extent=(*_span(index, t.shape, col_k), *_span(index, t.shape, row_k)))
         fig.colorbar(image, ax=ax, label=t.name)
         ax.set_xlabel(cols)
         ax.set_ylabel(rows)
@@ -409,26 +410,23 @@ def plot_slice(run: int, dataset: str, step: int, *, group: str | None = None, s
     return Plot(path=path, data=data, steps=(step,), index=index, title=title, labels=(rows, cols))
 
 
-def _free(index: Index) -> list[int]:
-    return [k for k, i in enumerate(index) if isinstance(i, slice)]
+def _span(index: Index, shape: Sequence[int], k: int) -> tuple[float, float]:
+    """Where the image covers dimension *k*: pixel centres on the indices its slice selects."""
+    sl = index[k]
+    assert isinstance(sl, slice)
+    r = range(*sl.indices(shape[k]))
+    return r[0] - r.step / 2, r[-1] + r.step / 2
 
 
-def _extent(index: Index, shape: Sequence[int], *, rows_k: int, cols_k: int) -> tuple[float, float, float, float]:
-    """Image extent in index coordinates: pixel centres on the selected indices (first..last)."""
-    def span(k: int) -> tuple[float, float]:
-        sl = index[k]
-        assert isinstance(sl, slice)
-        r = range(*sl.indices(shape[k]))
-        step = r.step
-        return r[0] - step / 2, r[-1] + step / 2
-
-    x0, x1 = span(cols_k)
-    y0, y1 = span(rows_k)
-    return x0, x1, y0, y1
+def _reduce(how: str, values: np.ndarray) -> Any:
+    """``mean`` (in float64, whatever the dtype), ``min`` or ``max`` of an array."""
+    if how == "mean":
+        return np.mean(values, dtype=np.float64)
+    return np.min(values) if how == "min" else np.max(values)
 
 
 def plot_series(run: int, dataset: str, *, point: str | None = None, reduce: str | None = None,
-                group: str | None = None, slice: str | None = None, out: str | Path | None = None,
+                group: str | None = None, select: str | None = None, out: str | Path | None = None,
                 catalog: str | None = None) -> Plot:
     """Write a PNG of one point, or of a reduction of each step, against the step.
 
@@ -441,10 +439,10 @@ def plot_series(run: int, dataset: str, *, point: str | None = None, reduce: str
     point : str, optional
         One index per dimension (``"3,4,5"``).
     reduce : {"mean", "min", "max"}, optional
-        Reduce each step (or its *slice*) to one value; exactly one of *point* and *reduce*.
+        Reduce each step (or its part *select*) to one value; exactly one of *point* and *reduce*.
     group : str, optional
         The dataset's group.
-    slice : str, optional
+    select : str, optional
         With *reduce*: reduce this part of each step (see :func:`parse_slice`; any number of
         dimensions may be left).
     out : str or Path, optional
@@ -467,7 +465,7 @@ def plot_series(run: int, dataset: str, *, point: str | None = None, reduce: str
     if reduce is not None and reduce not in REDUCTIONS:
         raise InvalidArgumentError(f"reduction {reduce!r} is not one of {', '.join(REDUCTIONS)}"
                                    f"{closest(reduce, REDUCTIONS)}")
-    if point is not None and slice is not None:
+    if point is not None and select is not None:
         raise InvalidArgumentError("--slice goes with --reduce (the part of each step to reduce), not with --point")
     with _Target(run, dataset, group, catalog) as t:
         if not t.steps:
@@ -479,12 +477,10 @@ def plot_series(run: int, dataset: str, *, point: str | None = None, reduce: str
             values = np.array([_read(t.group, t.name, s, index) for s in t.steps])
         else:
             assert reduce is not None
-            index = parse_slice(slice, t.shape, t.dims, free=None)
-            part = f"[{_index_text(index)}]" if slice else ""
+            index = parse_slice(select, t.shape, t.dims, free=None)
+            part = f"[{_index_text(index)}]" if select else ""
             ylabel = f"{reduce}({t.name}{part})"
-            fn = getattr(np, reduce)
-            values = np.array([fn(_read(t.group, t.name, s, index), dtype=np.float64) if reduce == "mean"
-                               else fn(_read(t.group, t.name, s, index)) for s in t.steps])
+            values = np.array([_reduce(reduce, _read(t.group, t.name, s, index)) for s in t.steps])
         title = t.title(f"{len(t.steps)} steps")
         path = t.out(out, "series")
         fig, ax = _figure()

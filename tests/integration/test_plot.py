@@ -83,7 +83,7 @@ def _check_png(path: Path) -> np.ndarray:
 def test_slice_equals_numpy(written, tmp_path, spec, index):
     catalog, run = written
     out = tmp_path / "slice.png"
-    p = plot_slice(run, "T", 7, slice=spec, out=out, catalog=catalog)
+    p = plot_slice(run, "T", 7, select=spec, out=out, catalog=catalog)
     want = _values(7)["T"][index]
     assert want.ndim == 2
     np.testing.assert_array_equal(p.data, want)
@@ -93,7 +93,7 @@ def test_slice_equals_numpy(written, tmp_path, spec, index):
 
 def test_slice_title_and_labels(written, tmp_path):
     catalog, run = written
-    p = plot_slice(run, "fields/T", 3, slice="dim_1=2", out=tmp_path / "t.png", catalog=catalog)
+    p = plot_slice(run, "fields/T", 3, select="dim_1=2", out=tmp_path / "t.png", catalog=catalog)
     assert p.title == f"run {run} (heat): fields/T step 3 [dim_1=2]\ncase=plot nx=6"
     assert p.labels == ("dim_0", "dim_2") and p.index == (slice(None), 2, slice(None))
     np.testing.assert_array_equal(p.data, _values(3)["T"][:, 2, :])
@@ -134,7 +134,7 @@ def test_reduction_series_equals_numpy(written, tmp_path, reduce):
     p = plot_series(run, "T", reduce=reduce, out=tmp_path / "r.png", catalog=catalog)
     want = [getattr(np, reduce)(_values(s)["T"]) for s in STEPS]
     np.testing.assert_allclose(p.data, want, rtol=1e-12)
-    part = plot_series(run, "u", reduce=reduce, slice="2:5,:3", out=tmp_path / "r2.png", catalog=catalog)
+    part = plot_series(run, "u", reduce=reduce, select="2:5,:3", out=tmp_path / "r2.png", catalog=catalog)
     np.testing.assert_allclose(part.data, [getattr(np, reduce)(_values(s)["u"][2:5, :3]) for s in STEPS])
     assert part.labels == ("step", f"{reduce}(u[2:5,:3])") and p.labels == ("step", f"{reduce}(T)")
     _check_png(p.path)
@@ -152,16 +152,16 @@ def test_reduction_series_equals_numpy(written, tmp_path, reduce):
      "run {run} has no group 'feilds'; its groups are fields, flat, other; did you mean 'fields'?"),
     (lambda r, c, o: plot_slice(r + 1, "T", 3, out=o, catalog=c), RunNotFoundError,
      "no run {next} in catalog '{url}'"),
-    (lambda r, c, o: plot_slice(r, "T", 3, slice="9,:,:", out=o, catalog=c), InvalidArgumentError,
+    (lambda r, c, o: plot_slice(r, "T", 3, select="9,:,:", out=o, catalog=c), InvalidArgumentError,
      "slice '9,:,:' does not fit shape 6x5x7: index 9 of dimension dim_0 is outside 0..5"),
-    (lambda r, c, o: plot_slice(r, "T", 3, slice=":,:,8:", out=o, catalog=c), InvalidArgumentError,
+    (lambda r, c, o: plot_slice(r, "T", 3, select=":,:,8:", out=o, catalog=c), InvalidArgumentError,
      "slice ':,:,8:' does not fit shape 6x5x7: '8:' selects nothing of dimension dim_2 (length 7)"),
-    (lambda r, c, o: plot_slice(r, "T", 3, slice="1,2,3,4", out=o, catalog=c), InvalidArgumentError,
+    (lambda r, c, o: plot_slice(r, "T", 3, select="1,2,3,4", out=o, catalog=c), InvalidArgumentError,
      "slice '1,2,3,4' has 4 indices but the dataset has 3 dimension(s) (shape 6x5x7)"),
-    (lambda r, c, o: plot_slice(r, "T", 3, slice="z=1", out=o, catalog=c), InvalidArgumentError,
+    (lambda r, c, o: plot_slice(r, "T", 3, select="z=1", out=o, catalog=c), InvalidArgumentError,
      "slice 'z=1': the dataset has no dimension 'z'; its dimensions are dim_0, dim_1, dim_2 "
      "(or give one index per dimension, e.g. '0,:,:')"),
-    (lambda r, c, o: plot_slice(r, "T", 3, slice="1,2", out=o, catalog=c), InvalidArgumentError,
+    (lambda r, c, o: plot_slice(r, "T", 3, select="1,2", out=o, catalog=c), InvalidArgumentError,
      "slice '1,2' leaves 1 dimension(s); a 2-D plot needs 2"),
     (lambda r, c, o: plot_slice(r, "line", 3, out=o, catalog=c), InvalidArgumentError,
      "the dataset (shape 8) has 1 dimension(s); a 2-D plot needs 2; plot a time series with --point or --reduce"),

@@ -41,9 +41,9 @@ def _plot(
         raise typer.BadParameter("give --step K (a 2-D slice), --point I,J,... or --reduce mean|min|max "
                                  "(a time series)")
     if step is not None:
-        result = P.plot_slice(run, dataset, step, group=group, slice=slice_, out=out, catalog=catalog)
+        result = P.plot_slice(run, dataset, step, group=group, select=slice_, out=out, catalog=catalog)
     else:
-        result = P.plot_series(run, dataset, point=point, reduce=reduce, group=group, slice=slice_, out=out,
+        result = P.plot_series(run, dataset, point=point, reduce=reduce, group=group, select=slice_, out=out,
                                catalog=catalog)
     if as_json:
         _emit_json({"path": str(result.path.resolve()), "steps": list(result.steps), "shape": list(result.data.shape),
