@@ -1,7 +1,8 @@
 """Defaults for where SDM keeps data and metadata, overridable by environment.
 
 ``SDM_ROOT``     directory under which SDM creates every data file (default ``./sdm-data``)
-``SDM_CATALOG``  catalog URL (default ``sqlite:///<SDM_ROOT>/catalog.db``)
+``SDM_CATALOG``  catalog URL, or the path of an SQLite catalog file (default
+                 ``sqlite:///<SDM_ROOT>/catalog.db``)
 ``SDM_SYNC``     ``0`` to skip the data sync before each catalog commit (default ``1``)
 ``SDM_CHECKSUM`` ``0`` to skip the checksum (``mix64-v2``) of each write (default ``1``)
 ``SDM_OPEN_FILES`` data files a session keeps open at levels 2 and 3 (default 64, at most a
@@ -11,9 +12,10 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-__all__ = ["default_root", "default_catalog_url", "sync_enabled", "checksum_enabled", "open_files"]
+__all__ = ["default_root", "default_catalog_url", "catalog_url", "sync_enabled", "checksum_enabled", "open_files"]
 
 
 def default_root() -> Path:
@@ -22,12 +24,38 @@ def default_root() -> Path:
 
 
 def default_catalog_url(root: Path | None = None) -> str:
-    """Return ``$SDM_CATALOG`` or an SQLite catalog inside the data root."""
+    """Return ``$SDM_CATALOG`` (a URL or a file path) or an SQLite catalog inside the data root."""
     url = os.environ.get("SDM_CATALOG")
     if url:
-        return url
+        return catalog_url(url)
     root = Path(root) if root is not None else default_root()
     return f"sqlite:///{root / 'catalog.db'}"
+
+
+# "scheme:" at the start: a URL (perhaps mistyped, "sqlite:/x"), never taken for a file name
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+def catalog_url(value: str) -> str:
+    """Return the catalog URL meant by *value*: a URL as it is, a plain path as its SQLite URL.
+
+    ``runs/catalog.db``, ``./catalog.db`` or ``/data/catalog.db`` (no ``scheme:`` in
+    front) mean that SQLite file, made absolute: ``sqlite:////abs/runs/catalog.db``.
+    Anything that starts like a URL (``sqlite:/x``, ``host:5432/db``) is returned as it
+    is, for :func:`sdm.catalog.normalize_url` to accept or refuse with a clear message.
+
+    Parameters
+    ----------
+    value : str
+        A catalog URL or the path of an SQLite catalog file (``~`` is expanded).
+
+    Returns
+    -------
+    str
+    """
+    if not value or "://" in value or _SCHEME.match(value) or "\0" in value:
+        return value
+    return f"sqlite:///{Path(value).expanduser().resolve()}"
 
 
 def _flag(name: str) -> bool:

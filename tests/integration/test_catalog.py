@@ -523,8 +523,10 @@ def test_sqlite_under_a_missing_directory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("url, message", [
     ("mysql://u@h/db", "catalog URL scheme 'mysql' is not supported; use sqlite:/// or postgresql://"),
-    ("catalog.db", "catalog URL 'catalog.db' is not a URL; use sqlite:///path/to/catalog.db or "
-                   "postgresql://user@host:port/dbname"),
+    ("sqlite:/catalog.db", "catalog URL 'sqlite:/catalog.db' is not a URL; use sqlite:///path/to/catalog.db or "
+                           "postgresql://user@host:port/dbname"),
+    ("host:5432/db", "catalog URL 'host:5432/db' is not a URL; use sqlite:///path/to/catalog.db or "
+                     "postgresql://user@host:port/dbname"),
 ])
 def test_bad_catalog_urls(url: str, message: str) -> None:
     with pytest.raises(CatalogUnavailableError) as info:

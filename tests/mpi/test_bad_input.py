@@ -120,7 +120,7 @@ def test_unsafe_characters_are_sanitized(comm, mpi_tmp):
 @pytest.mark.parametrize("url, match", [
     ("postgresql://nobody@127.0.0.1:1/nothing", r"cannot open catalog 'postgresql://nobody@127\.0\.0\.1:1/nothing'"),
     ("mysql://x/y", r"catalog URL scheme 'mysql' is not supported"),
-    ("not a url", r"catalog URL 'not a url' is not a URL"),
+    ("sqlite:/not/a/url", r"catalog URL 'sqlite:/not/a/url' is not a URL"),
 ])
 def test_unreachable_catalog(comm, mpi_tmp, url, match):
     err = _raises_everywhere(comm, sdm.CatalogUnavailableError, match, lambda: sdm.open("x", root=mpi_tmp, catalog=url))

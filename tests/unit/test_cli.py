@@ -180,7 +180,7 @@ def test_show_run(filled: dict) -> None:
     w = next(line for line in out.splitlines() if "fields/rho" in line and "│   12 │" in line)
     assert [c.strip() for c in w.split("│")[1:-1]] == [
         "fields/rho", "12", "ASTRO3D/run-000001/fields.dat", str(2 * filled["rho_nbytes"]),
-        str(filled["rho_nbytes"]), "sum64:000000000000000c", "collective", "0.125000"]
+        str(filled["rho_nbytes"]), "sum64:000000000000000c", "collective", "0.125000", "-"]  # no reason recorded
 
 
 def test_show_json(filled: dict) -> None:

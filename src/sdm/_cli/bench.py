@@ -142,7 +142,7 @@ def _hints(items: list[str] | None) -> dict[str, str]:
 
 
 def _catalog_url(catalog: str | None, directory: Path) -> str:
-    return catalog or config.default_catalog_url(directory)
+    return config.catalog_url(catalog) if catalog else config.default_catalog_url(directory)
 
 
 def _latest(url: str, target: str) -> dict[str, Any] | None:

@@ -30,6 +30,7 @@ from rich.text import Text
 from .. import config
 from ..catalog.urls import mask_urls
 from ..errors import ApplicationNotFoundError, CatalogUnavailableError, SDMError
+from ..suggest import closest
 
 if TYPE_CHECKING:  # the catalog (SQLAlchemy) loads when a command opens it, never for --help
     from ..catalog import Catalog, RunRecord
@@ -52,7 +53,8 @@ CatalogOpt = Annotated[
         "--catalog",
         "-c",
         metavar="URL",
-        help="Catalog URL (default: $SDM_CATALOG, else sqlite:///$SDM_ROOT/catalog.db).",
+        help="Catalog URL, or the path of an SQLite catalog file (default: $SDM_CATALOG, "
+             "else sqlite:///$SDM_ROOT/catalog.db).",
         show_default=False,
     ),
 ]
@@ -106,7 +108,7 @@ RUN_ID_MAX = 2**63 - 1  # run ids are signed 64-bit catalog keys
 @contextmanager
 def _open(url: str | None) -> Iterator[Catalog]:
     """Open the catalog read-only (never creates one), closing it afterwards."""
-    url = url or config.default_catalog_url()
+    url = config.catalog_url(url) if url else config.default_catalog_url()
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         if path and path != ":memory:" and not Path(path).is_file():
@@ -318,8 +320,10 @@ def ls(
         try:
             runs, totals, total = cat.list_runs(application, limit=limit, offset=offset)
         except ApplicationNotFoundError:
+            known = [a["name"] for a in cat.applications()]
             raise ApplicationNotFoundError(
                 f"no application {application!r} in catalog {cat.url!r}; `sdm ls` lists the applications"
+                f"{closest(application, known)}"
             ) from None
         runs = [_with_current_state(cat, r) for r in runs]
     more = max(total - offset - len(runs), 0)
@@ -393,6 +397,7 @@ def show(
                     "checksum": w.checksum,
                     "checksum_algo": w.checksum_algo,
                     "method": w.method,
+                    "reason": w.reason,
                     "seconds": w.seconds,
                     "nprocs": w.nprocs,
                     "written_at": _iso(w.written_at),
@@ -441,10 +446,11 @@ def show(
             _row(itable, i.name, i.source, i.offset, i.dtype, _shape(i.shape), i.mode, _size(i.nbytes), f"{i.seconds:.4f}")
         con.print(itable)
     if writes:
-        wtable = _table("writes", "dataset", "step", "file", "offset", "bytes", "checksum", "method", "seconds")
+        wtable = _table("writes", "dataset", "step", "file", "offset", "bytes", "checksum", "method", "seconds",
+                        "reason")
         for gname, dname, w in wrows:
             _row(wtable, f"{gname}/{dname}", w.step, w.path, w.offset, w.nbytes,
-                 f"{w.checksum_algo}:{w.checksum}", w.method, f"{w.seconds:.6f}")
+                 f"{w.checksum_algo}:{w.checksum}", w.method, f"{w.seconds:.6f}", w.reason or "-")
         con.print(wtable)
 
 
@@ -492,7 +498,8 @@ def histories(
 def find(
     conditions: Annotated[
         list[str] | None,
-        typer.Argument(metavar="KEY=VALUE", help="Attribute conditions: = != < <= > >=.", show_default=False),
+        typer.Argument(metavar="KEY=VALUE", help="Attribute conditions: = != < <= > >= (quote them in the shell: "
+                      "'nx>=32').", show_default=False),
     ] = None,
     application: Annotated[str | None, typer.Option("--app", metavar="APP", help="Only this application.")] = None,
     since: Annotated[str | None, typer.Option("--since", metavar="DATE", help="Runs from this ISO date/time (UTC).")] = None,
@@ -553,6 +560,10 @@ _register_tier_commands(app)
 from .export import register as _register_export_commands  # noqa: E402 - export, import
 
 _register_export_commands(app)
+
+from .plot import register as _register_plot_command  # noqa: E402 - plot
+
+_register_plot_command(app)
 
 
 def _guard(typer_app: typer.Typer) -> None:

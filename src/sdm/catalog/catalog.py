@@ -28,6 +28,8 @@ from ..errors import (
     RunNotFoundError,
     StepExistsError,
 )
+from ..config import catalog_url
+from ..suggest import closest
 from . import database as D
 from . import info_rows as IR
 from . import infos as I
@@ -54,16 +56,18 @@ def _inserted_id(result: Any) -> int:
 
 
 def normalize_url(url: str) -> str:
-    """Return the SQLAlchemy URL for a catalog URL.
+    """Return the SQLAlchemy URL for a catalog URL or the path of an SQLite catalog file.
 
     ``postgresql://`` and ``postgres://`` select the psycopg (3) driver; ``sqlite:///path``
-    is used as it is.
+    is used as it is; a plain path (``runs/catalog.db``) means that SQLite file
+    (see :func:`sdm.config.catalog_url`).
 
     Raises
     ------
     CatalogUnavailableError
-        For any other scheme.
+        For any other scheme, and for text that is neither a URL nor a plain path.
     """
+    url = catalog_url(url) if isinstance(url, str) else url
     if not isinstance(url, str) or "://" not in url:
         raise CatalogUnavailableError(
             f"catalog URL {redact_url(url)!r} is not a URL; use sqlite:///path/to/catalog.db or "
@@ -128,6 +132,7 @@ class Catalog:
         return f"Catalog({self.url!r})"
 
     def __init__(self, url: str, *, create: bool = True) -> None:
+        url = catalog_url(url) if isinstance(url, str) else url  # a plain path: that SQLite file
         self.url = url
         self._file_ids: dict[tuple[int, str], int] = {}
         self._id: str | None = None
@@ -160,6 +165,10 @@ class Catalog:
 
         Returns the new catalog's id when this call created it, else None.
         """
+        if path.is_dir():
+            raise CatalogUnavailableError(
+                f"catalog {shown}: {path} is a directory; name the catalog file, e.g. {str(path / 'catalog.db')!r}"
+            )
         if path.exists():
             D.check_sqlite_file(path, shown)
             return None
@@ -208,7 +217,8 @@ class Catalog:
         if row is not None:
             return row[0]
         if not create:
-            raise ApplicationNotFoundError(f"no application {name!r} in catalog {self.url!r}")
+            known = con.execute(sa.select(S.applications.c.name)).scalars()
+            raise ApplicationNotFoundError(f"no application {name!r} in catalog {self.url!r}{closest(name, known)}")
         try:
             with con.begin_nested():
                 return con.execute(
@@ -346,7 +356,8 @@ class Catalog:
         runs = [] if rid is None else self._load([rid], steps=steps)
         if not runs or (application is not None and runs[0].application != application):
             of = f" of application {application!r}" if application else ""
-            raise RunNotFoundError(f"no run {run_id}{of} in catalog {self.url!r}")
+            owner = f"; run {run_id} is of application {runs[0].application!r}" if runs else ""
+            raise RunNotFoundError(f"no run {run_id}{of} in catalog {self.url!r}{owner}")
         return runs[0]
 
     def latest_run(self, application: str, attributes: dict[str, Any] | None = None) -> RunRecord:
@@ -673,7 +684,7 @@ class Catalog:
         if found[0].groups:
             return found[0].groups[0]
         names = [g.name for g in self.run(run_id, steps=False).groups]
-        raise GroupNotFoundError(f"run {run_id} has no group {name!r}; its groups are {names}")
+        raise GroupNotFoundError(f"run {run_id} has no group {name!r}; its groups are {names}{closest(name, names)}")
 
     def set_distribution(self, dataset_ids: Sequence[int], distribution: dict[str, Any]) -> None:
         """Record the writer's data view (the paper's access pattern) for datasets."""

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from ..errors import GroupNotFoundError, RunNotFoundError, RunStateError
+from ..suggest import closest
 from . import schema as S
 from .loading import chunks
 from .records import Truncation
@@ -59,7 +60,8 @@ def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str
     names = list(all_groups) if groups is None else list(dict.fromkeys(groups))
     unknown = [n for n in names if n not in all_groups]
     if unknown:
-        raise GroupNotFoundError(f"run {run_id} has no group {unknown[0]!r}; its groups are {list(all_groups)}")
+        raise GroupNotFoundError(f"run {run_id} has no group {unknown[0]!r}; its groups are {list(all_groups)}"
+                                 f"{closest(unknown[0], all_groups)}")
     gids = [all_groups[n] for n in names]
     dnames = {int(i): (gname, dname) for i, gname, dname in con.execute(
         sa.select(d.c.id, g.c.name, d.c.name).select_from(d.join(g, g.c.id == d.c.group_id)).where(g.c.id.in_(gids))

@@ -11,6 +11,8 @@ the time spent in the catalog (:class:`CatalogClock`).
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 import time
 import zlib
 from contextlib import contextmanager
@@ -28,6 +30,7 @@ from sdm.catalog import Catalog
 from sdm.layout import Block, Cyclic, Distribution, default_grid
 
 __all__ = [
+    "next_commands",
     "MB",
     "READ_VIEWS",
     "GroupSpec",
@@ -458,8 +461,40 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
+def next_commands(result: dict[str, Any], cwd: Path | None = None) -> list[str]:
+    """The ``sdm`` commands that show the run just made, exactly as they can be pasted.
+
+    The catalog is named on each command (``--catalog demo-data/catalog.db``: a path
+    relative to *cwd* when it lies below it), so they find the run whatever
+    ``SDM_ROOT`` says; the ``sdm`` program is the one beside this Python
+    (``.venv/bin/sdm``), else ``python -m sdm``.
+    """
+    cwd = Path.cwd() if cwd is None else cwd
+
+    def shown(path: Path) -> str:
+        return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
+
+    url = str(result["catalog"])
+    catalog = shown(Path(url[len("sqlite:///"):])) if url.startswith("sqlite:///") else url
+    program = Path(sys.executable).parent / "sdm"
+    sdm_cmd = shown(program) if program.is_file() else f"{shown(Path(sys.executable))} -m sdm"
+    run, where = result["run_id"], f"--catalog {shlex.quote(catalog)}"
+    first = result["groups"][0] if result["groups"] else None
+    commands = [f"{sdm_cmd} ls {shlex.quote(result['application'])} {where}",
+                f"{sdm_cmd} show {run} --writes {where}",
+                f"{sdm_cmd} verify {run} {where}"]
+    if first is not None:
+        name, step = first["datasets"][0], first["steps"][-1]
+        commands.append(f"{sdm_cmd} plot {run} {shlex.quote(first['group'] + '/' + name)} --step {step} "
+                        f"{where} --out {shlex.quote(f'run{run}-{name}.png')}")
+    return commands
+
+
 def finish(comm: MPI.Comm, result: dict[str, Any]) -> int:
-    """Print the report on rank 0; return the exit status (1 when values mismatched)."""
+    """Print the report on rank 0 and the commands that show the run; return the exit status (1: values mismatched)."""
     if comm.Get_rank() == 0:
         print_report(result)
+        print("\nThe run in the catalog:")
+        for line in next_commands(result):
+            print("  " + line)
     return 1 if result["mismatches"] else 0
