@@ -62,6 +62,7 @@ from .planner import Access, Decision as _Decision, choose_method, row_bytes
 from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
 from .storage.backends import is_object, object_at
 from .storage.durability import node_comm
+from .suggest import closest
 from .storage.files import mpi_errno
 
 if TYPE_CHECKING:
@@ -243,6 +244,7 @@ class Group:
         except (KeyError, TypeError):
             raise DatasetNotFoundError(
                 f"group {self.name!r} has no dataset {name!r}; its datasets are {self.datasets}"
+                f"{closest(name, self.datasets)}"
             ) from None
 
     def steps(self, name: str) -> list[int]:

@@ -22,7 +22,6 @@ Partial reads are not checked against the step's checksum (it covers the whole s
 
 from __future__ import annotations
 
-import difflib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,27 +32,15 @@ from .dtypes import from_text
 from .errors import InvalidArgumentError, StepNotFoundError, StorageError
 from .layout.boxes import Box, Hyperslab, parse_box
 from .layout.regions import runs
+from .suggest import closest
 
 if TYPE_CHECKING:
     from .group import Group
 
-__all__ = ["DatasetArray", "closest"]
+__all__ = ["DatasetArray"]
 
 #: Runs of one step a serial read makes with one request each; more go through an MPI-IO file view.
 DIRECT_RUNS = 64
-
-
-def closest(name: object, names: list[str]) -> str:
-    """``"; did you mean 'x'?"`` for the names closest to *name* (or ``""``)."""
-    if not isinstance(name, str):
-        return ""
-    lowered: dict[str, list[str]] = {}
-    for n in names:  # a difference of case alone is the closest there is
-        lowered.setdefault(n.lower(), []).append(n)
-    near = [n for low in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6) for n in lowered[low]]
-    if not near:
-        return ""
-    return "; did you mean " + " or ".join(repr(n) for n in near) + "?"
 
 
 class DatasetArray:
@@ -259,8 +246,8 @@ def _rows(g: "Group", name: str) -> dict[int, tuple[Any, Any, int]]:
 def dataset_array(group: "Group", name: Any) -> DatasetArray:
     """``group[name]``, with a ``KeyError`` naming the closest datasets for an unknown name."""
     if not isinstance(name, str) or name not in group.datasets:
-        raise KeyError(f"group {group.name!r} has no dataset {name!r}{closest(name, group.datasets)}; its datasets "
-                       f"are {group.datasets}")
+        raise KeyError(f"group {group.name!r} has no dataset {name!r}; its datasets are {group.datasets}"
+                       f"{closest(name, group.datasets)}")
     if group._is_ranked(name):
         raise InvalidArgumentError(f"ranked dataset {name!r} has no global shape to index; read it with "
                                    "group.read(name, step, ranks=...)")

@@ -239,8 +239,8 @@ def parse_point(text: str, shape: Sequence[int], dims: Sequence[str]) -> tuple[i
 
 # ---------------------------------------------------------------------- reading
 def _read(group: Group, name: str, step: int, index: Index) -> np.ndarray:
-    """The values of *name* at *step* under *index* (reads the whole step, then slices)."""
-    return np.asarray(group.read(name, step)[index])
+    """The values of *name* at *step* under *index*: only those bytes are read (:class:`sdm.lazy.DatasetArray`)."""
+    return np.asarray(group[name].at(step)[index])
 
 
 def _find_dataset(run: RunRecord, dataset: str, group: str | None) -> tuple[str, DatasetRecord]:

@@ -150,5 +150,5 @@ def test_bad_boxes_are_refused_alike(comm, mpi_tmp):
                                   "verify=True)" + suffix)
         with pytest.raises(KeyError) as key:
             g["t"]
-        assert key.value.args[0] == "group 'g' has no dataset 't'; did you mean 'T'?; its datasets are ['T']"
+        assert key.value.args[0] == "group 'g' has no dataset 't'; its datasets are ['T']; did you mean 'T'?"
         assert np.array_equal(g.read("T", 0, box=(2,)), ref[2:3])  # the session goes on
