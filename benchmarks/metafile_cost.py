@@ -122,6 +122,7 @@ def worker(args: argparse.Namespace) -> None:
 def synthesize(data_root: Path, writes: int, datasets: int = 10) -> tuple[Path, np.ndarray]:
     """A run of *writes* rows made with MetaFile itself; its directory and the values of every write."""
     from sdm import integrity
+    from sdm.catalog import DatasetSpec
     from sdm.catalog.metafile import MetaFile
     from sdm.storage import runs
 
@@ -135,7 +136,7 @@ def synthesize(data_root: Path, writes: int, datasets: int = 10) -> tuple[Path, 
     mf.run(application="metacost", run_id=1, catalog_id="c0ffee" * 5 + "00", nprocs=1, problem_size=None,
            attributes={"writes": writes}, created=created, root=str(data_root), directory=rel)
     names = [f"d{i}" for i in range(datasets)]
-    specs = [SimpleNamespace(name=n, dtype="<f8", shape=(1,), order="C") for n in names]
+    specs = [DatasetSpec(n, "<f8", (1,), "C") for n in names]
     mf.append(mf._record("define_group", (1, "g", 3, specs), {}) or {})
     mf.learn(SimpleNamespace(id=1, name="g", datasets=[SimpleNamespace(id=i, name=n) for i, n in enumerate(names)]))
     sums = [integrity.checksum_of_bytes(v.tobytes(), "<f8") for v in values.reshape(-1)]

@@ -108,7 +108,7 @@ def test_schema_created_then_reopened(catalog_url: str) -> None:
 def test_head_revision_is_the_schema_version() -> None:
     from sdm.catalog.database import known_revisions
 
-    assert known_revisions() == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0010"]
+    assert known_revisions() == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010"]
     assert known_revisions()[-1] == S.SCHEMA_VERSION
 
 
