@@ -43,7 +43,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -426,21 +426,40 @@ def _write(sink: Sink, s: Any, rec: RunRecord, plan: list[tuple[GroupRecord, lis
             arr = sink.array(where, item.record.name, item.dtype, (len(steps), *item.record.shape), (STEP, *dims),
                              _fill(item.dtype))
             sink.attrs(arr, attrs)
-            have = set(item.steps)
-            for index, step in enumerate(steps):
-                if step in have:
-                    data = group.read(item.record.name, step)
-                    report.steps += 1
-                else:
-                    data = np.full(item.record.shape, _fill(item.dtype), dtype=item.dtype)
+            for index, data in enumerate(_prefetched(group, item, steps)):  # the next step read while this one is written
                 sink.put(arr, index, np.ascontiguousarray(data, dtype=item.dtype))
                 del data
                 done += item.record.nbytes
                 report.nbytes += item.record.nbytes
                 if progress is not None:
                     progress(done, total)
+            report.steps += len(set(item.steps) & set(steps))
             report.arrays += 1
     return report
+
+
+def _prefetched(group: Group, item: _Item, steps: Sequence[int]) -> Iterator[np.ndarray]:
+    """Every step of *item* in *steps* (a missing one as the fill value), the next one read by a worker thread
+    while the caller writes the last: two steps in memory at most (the session is used by that thread only
+    while the caller writes, which touches no MPI and no catalog)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    have = set(item.steps)
+
+    def fetch(step: int) -> np.ndarray:
+        if step in have:
+            return group.read(item.record.name, step)
+        return np.full(item.record.shape, _fill(item.dtype), dtype=item.dtype)
+
+    if not steps:
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdm-export-read") as pool:
+        pending = pool.submit(fetch, steps[0])
+        for following in [*steps[1:], None]:
+            data = pending.result()
+            if following is not None:
+                pending = pool.submit(fetch, following)
+            yield data
 
 
 def _array_attrs(g: GroupRecord, item: _Item, js: bool) -> dict[str, Any]:
