@@ -100,6 +100,23 @@ class ImportReport:
     notes: list[str] = field(default_factory=list)
 
 
+class SteppedSink:
+    """What every format's writer shares: the file's root, whether to compress, and writing a step.
+
+    Subclasses open their file and set :attr:`root`.
+    """
+
+    root: Any
+    compression: bool
+
+    def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
+        """Write one step of *array* (its leading index), or the whole array when *index* is None."""
+        if index is None:
+            array[...] = data
+        else:
+            array[index] = data
+
+
 class Sink(Protocol):
     """A file being written (one per format): groups, dimensions, arrays and attributes."""
 

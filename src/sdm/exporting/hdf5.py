@@ -13,12 +13,12 @@ from typing import Any
 import h5py
 import numpy as np
 
-from . import STEP, SourceArray
+from . import STEP, SourceArray, SteppedSink
 
 __all__ = ["HDF5Sink", "HDF5Source"]
 
 
-class HDF5Sink:
+class HDF5Sink(SteppedSink):
     """An HDF5 file being written (see :class:`sdm.exporting.Sink`)."""
 
     def __init__(self, path: Path, compression: bool) -> None:
@@ -55,12 +55,6 @@ class HDF5Sink:
         for key, value in attrs.items():
             obj.attrs[key] = value
 
-    def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
-        """Write one step (or the whole dataset)."""
-        if index is None:
-            array[...] = data
-        else:
-            array[index] = data
 
     def close(self) -> None:
         """Close the file."""

@@ -15,12 +15,12 @@ from typing import Any
 import netCDF4
 import numpy as np
 
-from . import STEP, SourceArray
+from . import STEP, SourceArray, SteppedSink
 
 __all__ = ["NetCDFSink", "NetCDFSource"]
 
 
-class NetCDFSink:
+class NetCDFSink(SteppedSink):
     """A NetCDF-4 file being written (see :class:`sdm.exporting.Sink`)."""
 
     def __init__(self, path: Path, compression: bool) -> None:
@@ -56,12 +56,6 @@ class NetCDFSink:
         """NetCDF attributes."""
         obj.setncatts(attrs)
 
-    def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
-        """Write one step (or the whole variable)."""
-        if index is None:
-            array[...] = data
-        else:
-            array[index] = data
 
     def close(self) -> None:
         """Close the file."""

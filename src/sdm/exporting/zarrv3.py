@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from . import STEP, SourceArray
+from . import STEP, SourceArray, SteppedSink
 
 __all__ = ["INNER_BYTES", "ZarrSink", "ZarrSource", "inner_chunks"]
 
@@ -39,7 +39,7 @@ def inner_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return (first, *shape[1:])
 
 
-class ZarrSink:
+class ZarrSink(SteppedSink):
     """A Zarr v3 store being written (see :class:`sdm.exporting.Sink`)."""
 
     def __init__(self, path: Path, compression: bool) -> None:
@@ -76,12 +76,6 @@ class ZarrSink:
         """Attributes in the group's or array's ``zarr.json``."""
         obj.attrs.update(attrs)
 
-    def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
-        """Write one step (one shard), or the whole array."""
-        if index is None:
-            array[...] = data
-        else:
-            array[index] = data
 
     def close(self) -> None:
         """Consolidate the metadata (readers such as xarray then open the store with one read)."""
