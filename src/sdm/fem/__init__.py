@@ -1,0 +1,5 @@
+"""Finite elements (PXI): a mesh model written and read in parallel, Exodus II export and import.
+
+:mod:`sdm.fem.model` (the in-memory model), :mod:`sdm.fem.store` (stored in SDM),
+:mod:`sdm.fem.exodus` (Exodus II files, NetCDF-4 flavour, written with netCDF4).
+"""
