@@ -32,7 +32,7 @@ help:
 	@echo "make test      mypy src, unit + integration tests (real PostgreSQL), then tests/mpi on $(MPI_NPS) ranks"
 	@echo "make bench     run every benchmark (BENCHMARKS=... on NP=$(NP) ranks, SERIAL_BENCHMARKS=...); results in benchmarks/results"
 	@echo "make postgres  make sure the PostgreSQL server binaries for the tests are installed"
-	@echo "make readers   make sure h5dump and ncdump (Debian hdf5-tools, netcdf-bin) are installed for the export tests"
+	@echo "make readers   make sure h5dump, ncdump, cc and the Exodus C library (Debian hdf5-tools, netcdf-bin, gcc, libexodusii-dev) are installed for the export tests"
 	@echo "make tools     build versitygw (S3 server) and toxiproxy into .tools/bin for the tests (needs Go)"
 	@echo "make clean     remove .venv, test results, demo data and build leftovers"
 
@@ -65,8 +65,9 @@ postgres:
 tools:
 	@$(PYTHON) tests/integration/s3server.py install
 
-# Installs Debian's hdf5-tools (h5dump) and netcdf-bin (ncdump) only if missing: the export
-# tests read the exported files back with them (tests/integration/readers.py).
+# Installs Debian's hdf5-tools (h5dump), netcdf-bin (ncdump), gcc + libc6-dev and libexodusii-dev
+# (the Exodus II C library) only if missing: the export tests read the exported files back with
+# them (tests/integration/readers.py).
 readers:
 	@$(PYTHON) tests/integration/readers.py install
 

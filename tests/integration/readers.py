@@ -1,8 +1,10 @@
-"""The command-line readers the export tests check files with: ``h5dump`` and ``ncdump``.
+"""The readers the export tests check files with: ``h5dump``, ``ncdump`` and the Exodus C library.
 
 ``python tests/integration/readers.py install`` (``make readers``) installs Debian's
-``hdf5-tools`` (h5dump) and ``netcdf-bin`` (ncdump) when either program is missing; it
-needs root and apt-get, and does nothing when both are on ``PATH``.
+``hdf5-tools`` (h5dump), ``netcdf-bin`` (ncdump), ``gcc`` and ``libc6-dev`` (a C compiler)
+and ``libexodusii-dev`` (Sandia's Exodus II C library, header ``exodusII.h``, linked with
+``-lexoIIv2c``) for those missing; it needs root and apt-get, and does nothing when every
+program is on ``PATH`` and every header in ``/usr/include``.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
-__all__ = ["PACKAGES", "ReadersError", "install", "missing"]
+__all__ = ["PACKAGES", "HEADERS", "ReadersError", "install", "missing"]
 
 #: program -> the Debian package that provides it
-PACKAGES = {"h5dump": "hdf5-tools", "ncdump": "netcdf-bin"}
+PACKAGES = {"h5dump": "hdf5-tools", "ncdump": "netcdf-bin", "cc": "gcc"}
+#: C header (under /usr/include) -> the Debian package that provides it
+HEADERS = {"stdio.h": "libc6-dev", "exodusII.h": "libexodusii-dev"}
 
 
 class ReadersError(RuntimeError):
@@ -23,8 +28,9 @@ class ReadersError(RuntimeError):
 
 
 def missing() -> list[str]:
-    """The programs of :data:`PACKAGES` not found on ``PATH``."""
-    return [prog for prog in PACKAGES if shutil.which(prog) is None]
+    """The programs of :data:`PACKAGES` not found on ``PATH`` and the headers of :data:`HEADERS` not installed."""
+    return ([prog for prog in PACKAGES if shutil.which(prog) is None] +
+            [header for header in HEADERS if not (Path("/usr/include") / header).exists()])
 
 
 def install() -> None:
@@ -38,7 +44,7 @@ def install() -> None:
     absent = missing()
     if not absent:
         return
-    packages = sorted({PACKAGES[p] for p in absent})
+    packages = sorted({{**PACKAGES, **HEADERS}[p] for p in absent})
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise ReadersError(f"{', '.join(absent)} not found and cannot be installed automatically (needs root and "
                            f"apt-get); install the Debian packages {', '.join(packages)}")
@@ -52,7 +58,7 @@ def install() -> None:
             raise ReadersError(f"{' '.join(cmd)} failed (exit {result.returncode}):\n{result.stdout[-4000:]}")
     still = missing()
     if still:
-        raise ReadersError(f"installed {', '.join(packages)} but {', '.join(still)} is still not on PATH")
+        raise ReadersError(f"installed {', '.join(packages)} but {', '.join(still)} is still missing")
 
 
 def main(argv: list[str] | None = None) -> int:
