@@ -1,6 +1,6 @@
 /* Reads an Exodus II file with Sandia's Exodus C library and prints what test_exodus.py compares.
  *
- * usage: exodus_reader FILE BLOCK_ID SIDE_SET_ID NODAL_VAR_INDEX
+ * usage: exodus_reader FILE BLOCK_ID SIDE_SET_ID NODAL_VAR_INDEX NODE_SET_ID
  *
  * Prints one line per item, values separated by spaces (floating point with %.17g):
  *   init TITLE|dim nodes elems blocks node_sets side_sets
@@ -9,6 +9,8 @@
  *   conn BLOCK_ID ELEMS NODES_PER_ELEM VALUES (1-based local node numbers, row by row)
  *   sideset_elems ID VALUES / sideset_sides ID VALUES (1-based local element numbers, side numbers)
  *   nodal_var INDEX STEP VALUES (at the last time step)
+ *   elem_var 1 STEP BLOCK_ID VALUES (element variable 1 of the block at the last time step)
+ *   nodeset_factors ID VALUES (the node set's distribution factors)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +41,8 @@ static void print_ints(const char *label, const int *v, int n)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: exodus_reader FILE BLOCK_ID SIDE_SET_ID NODAL_VAR_INDEX\n");
+    if (argc != 6) {
+        fprintf(stderr, "usage: exodus_reader FILE BLOCK_ID SIDE_SET_ID NODAL_VAR_INDEX NODE_SET_ID\n");
         return 2;
     }
     int comp_ws = sizeof(double), io_ws = 0, status;
@@ -48,7 +50,7 @@ int main(int argc, char **argv)
     int exoid = ex_open(argv[1], EX_READ, &comp_ws, &io_ws, &version);
     if (exoid < 0)
         fail("ex_open", exoid);
-    int block_id = atoi(argv[2]), side_set_id = atoi(argv[3]), var_index = atoi(argv[4]);
+    int block_id = atoi(argv[2]), side_set_id = atoi(argv[3]), var_index = atoi(argv[4]), node_set_id = atoi(argv[5]);
 
     char title[MAX_LINE_LENGTH + 1];
     int dim, nodes, elems, blocks, node_sets, side_sets;
@@ -96,7 +98,22 @@ int main(int argc, char **argv)
     snprintf(label, sizeof label, "nodal_var %d %d", var_index, steps);
     print_doubles(label, values, nodes);
 
+    double *elem_values = calloc(in_block, sizeof(double));
+    if ((status = ex_get_var(exoid, steps, EX_ELEM_BLOCK, 1, block_id, in_block, elem_values)) < 0)
+        fail("ex_get_var (element)", status);
+    snprintf(label, sizeof label, "elem_var 1 %d %d", steps, block_id);
+    print_doubles(label, elem_values, in_block);
+
+    if ((status = ex_get_set_param(exoid, EX_NODE_SET, node_set_id, &in_set, &factors)) < 0)
+        fail("ex_get_set_param (node set)", status);
+    double *node_factors = calloc(factors, sizeof(double));
+    if ((status = ex_get_set_dist_fact(exoid, EX_NODE_SET, node_set_id, node_factors)) < 0)
+        fail("ex_get_set_dist_fact", status);
+    snprintf(label, sizeof label, "nodeset_factors %d", node_set_id);
+    print_doubles(label, node_factors, factors);
+
     ex_close(exoid);
-    free(x), free(y), free(z), free(conn), free(set_elems), free(set_sides), free(values);
+    free(x), free(y), free(z), free(conn), free(set_elems), free(set_sides), free(values), free(elem_values),
+        free(node_factors);
     return 0;
 }

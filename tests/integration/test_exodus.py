@@ -9,8 +9,8 @@ not in file order so that every reader must go through the id maps. The file is 
 * ``ncdump -h`` (Debian's netcdf-bin): dimensions and variables named by the Exodus II
   specification, with their sizes;
 * Sandia's Exodus C library (Debian's libexodusii-dev): ``exodus_reader.c`` compiled here
-  prints counts, coordinates, a block's connectivity, the side set and a nodal variable at
-  the last step;
+  prints counts, coordinates, a block's connectivity, the side set, a nodal and an element
+  variable at the last step and the node set's distribution factors;
 * :func:`sdm.fem.exodus.read`: the same model and results.
 
 Everything is compared with numpy references built here. Bad input is refused with its
@@ -160,7 +160,7 @@ def test_exodus_c_library(exo: Path, model: Model, tmp_path: Path) -> None:
     program = tmp_path / "exodus_reader"
     subprocess.run(["cc", "-O1", "-o", str(program), str(HERE / "exodus_reader.c"), "-lexoIIv2c"], check=True,
                    capture_output=True, text=True)
-    out = subprocess.run([str(program), str(exo), "20", "7", "2"], check=True, capture_output=True, text=True).stdout
+    out = subprocess.run([str(program), str(exo), "20", "7", "2", "1"], check=True, capture_output=True, text=True).stdout
     lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in out.splitlines()}
     title, counts = lines["init"].split("|")
     assert title == model.title
@@ -180,6 +180,12 @@ def test_exodus_c_library(exo: Path, model: Model, tmp_path: Path) -> None:
     index, step, *values = lines["nodal_var"].split()
     assert (int(index), int(step)) == (2, 3)
     np.testing.assert_array_equal(np.array(values, float), reference_step(model, 2).nodal["VELOCITY"])
+    index, step, block_id, *values = lines["elem_var"].split()
+    assert (int(index), int(step), int(block_id)) == (1, 3, 20)
+    np.testing.assert_array_equal(np.array(values, float), reference_step(model, 2).element["stress"][20])
+    set_id, *values = lines["nodeset_factors"].split()
+    assert int(set_id) == 1
+    np.testing.assert_array_equal(np.array(values, float), model.node_sets[0].factors)  # type: ignore[arg-type]
 
 
 def same_model(a: Model, b: Model) -> None:
@@ -271,3 +277,23 @@ def test_failure_keeps_the_old_file(exo: Path, model: Model, tmp_path: Path) -> 
     with pytest.raises(ValueError):
         exodus.write(path, *bad(model, "length"))
     assert path.read_bytes() == exo.read_bytes() and list(tmp_path.iterdir()) == [path]
+
+
+def test_64_bit_ids(tmp_path: Path, model: Model) -> None:
+    big = 2**40
+    shift = {int(i): int(i) + big for i in model.nodes.ids}
+    blocks = [Block(b.id + big, b.name, b.type, b.element_ids + big, np.vectorize(shift.__getitem__)(b.connectivity))
+              for b in model.blocks]
+    wide = Model(model.title, Nodes(model.nodes.ids + big, model.nodes.coords), blocks,
+                 [NodeSet(1, "bottom", model.node_sets[0].node_ids + big, model.node_sets[0].factors)],
+                 [SideSet(7, "load", model.side_sets[0].element_ids + big, model.side_sets[0].sides)],
+                 model.variables, model.qa, model.info)
+    path = tmp_path / "wide.exo"
+    exodus.write(path, wide, ((s.time, s.nodal, {"stress": {b.id + big: v for b, v in
+                               zip(model.blocks, s.element["stress"].values())}}, s.glob) for s in steps(model)))
+    _, variables, glob = ncdump_header(path)
+    assert glob["int64_status"] == str(0x1C00)
+    assert variables["node_num_map"] == "int64(num_nodes)" and variables["connect1"].startswith("int64(")
+    back, results = exodus.read(path)
+    same_model(back, wide)
+    assert [s.time for s in results] == TIMES

@@ -71,8 +71,10 @@ FILE_TYPES: dict[str, str] = {"BAR2": "BAR2", "TRI3": "TRI3", "QUAD4": "QUAD4", 
 #: Exodus ``elem_type`` prefix (first three letters) -> model types by nodes per element.
 _PREFIXES: dict[str, str] = {"BAR": "BAR2", "BEA": "BAR2", "TRU": "BAR2", "TRI": "TRI3", "QUA": "QUAD4",
                              "SHE": "QUAD4", "TET": "TETRA4", "HEX": "HEX8", "WED": "WEDGE6"}
-#: Number of sides per element type (side numbers run from 1).
+#: Number of sides per element type (side numbers run from 1); in 3-D, TRI3 and QUAD4 are shells
+#: whose sides are their two faces and then their edges.
 SIDES: dict[str, int] = {"BAR2": 2, "TRI3": 3, "QUAD4": 4, "TETRA4": 4, "HEX8": 6, "WEDGE6": 5}
+SHELL_SIDES: dict[str, int] = {"TRI3": 5, "QUAD4": 6}
 
 
 class Step(NamedTuple):
@@ -332,7 +334,8 @@ class _Writer:
             sides = np.asarray(ss.sides, dtype=np.int64)
             if sides.shape != local.shape:
                 raise ValueError(f"side set {ss.id}: {sides.size} side numbers for {local.size} elements")
-            limits = np.array([SIDES[t] for t in types[local - 1]], dtype=np.int64)
+            sides_of = {**SIDES, **SHELL_SIDES} if self.model.dim == 3 else SIDES
+            limits = np.array([sides_of[t] for t in types[local - 1]], dtype=np.int64)
             bad = (sides < 1) | (sides > limits)
             if np.any(bad):
                 i = int(np.argmax(bad))
