@@ -19,6 +19,7 @@ exact message and leaves no file.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -89,6 +90,9 @@ def model() -> Model:
 def exo(tmp_path_factory: pytest.TempPathFactory, model: Model) -> Path:
     path = tmp_path_factory.mktemp("exodus") / "model.exo"
     assert exodus.write(path, model, steps(model)) == len(TIMES)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # as any new file, not a private temporary one
     return path
 
 
@@ -185,7 +189,7 @@ def test_exodus_c_library(exo: Path, model: Model, tmp_path: Path) -> None:
     np.testing.assert_array_equal(np.array(values, float), reference_step(model, 2).element["stress"][20])
     set_id, *values = lines["nodeset_factors"].split()
     assert int(set_id) == 1
-    np.testing.assert_array_equal(np.array(values, float), model.node_sets[0].factors)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(np.array(values, float), model.node_sets[0].factors)
 
 
 def same_model(a: Model, b: Model) -> None:
@@ -201,7 +205,7 @@ def same_model(a: Model, b: Model) -> None:
         assert [(s.id, s.name) for s in xs] == [(s.id, s.name) for s in ys]
     for p, q in zip(a.node_sets, b.node_sets):
         np.testing.assert_array_equal(p.node_ids, q.node_ids)
-        np.testing.assert_array_equal(p.factors, q.factors)  # type: ignore[arg-type]
+        np.testing.assert_array_equal(p.factors, q.factors)
     for s, t in zip(a.side_sets, b.side_sets):
         for field in ("element_ids", "sides", "factors"):
             np.testing.assert_array_equal(getattr(s, field), getattr(t, field))

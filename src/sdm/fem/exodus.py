@@ -44,7 +44,7 @@ when complete: a bad model or a bad step raises :class:`ValueError` and leaves n
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -125,8 +125,8 @@ def write(path: str | os.PathLike[str], model: Model, steps: Iterable[tuple[Any,
         variable missing, unknown or of the wrong length, ...); no file is left behind.
     """
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
+    # created by the NetCDF library with the umask's permissions (mkstemp's would be 0600)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         with netCDF4.Dataset(tmp, "w", format="NETCDF4") as nc:
             writer = _Writer(nc, model)
@@ -136,7 +136,7 @@ def write(path: str | os.PathLike[str], model: Model, steps: Iterable[tuple[Any,
                 count += 1
         os.replace(tmp, target)
     except BaseException:
-        os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
         raise
     return count
 
