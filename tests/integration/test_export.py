@@ -205,7 +205,7 @@ def bad_cases(runs: dict[str, Any], out: Path) -> list[tuple[list[str], str]]:
     run, url = str(runs["ids"][1]), runs["url"]
     return [
         (["export", "999", "-f", "hdf5", "-o", str(out), "-c", url], f"no run 999 in catalog {url!r}"),
-        (["export", run, "-f", "hdf4", "-o", str(out), "-c", url], "unknown format 'hdf4'; choose one of hdf5, netcdf, zarr"),
+        (["export", run, "-f", "hdf4", "-o", str(out), "-c", url], "unknown format 'hdf4'; choose one of hdf5, netcdf, zarr, exodus"),
         (["export", run, "-f", "zarr", "-o", str(out), "--group", "nope", "-c", url],
          f"run {run} has no group 'nope'; its groups are ['fields', 'mesh']"),
         (["export", run, "-f", "netcdf", "-o", str(out), "--steps", "3-4", "-c", url],
@@ -213,9 +213,9 @@ def bad_cases(runs: dict[str, Any], out: Path) -> list[tuple[list[str], str]]:
          ">= 0 and STRIDE >= 1"),
         (["export", run, "-f", "netcdf", "-o", str(out), "--steps", "7:", "-c", url],
          f"run {run} has no step in steps '7:'; `sdm show {run}` lists its steps"),
-        (["export", run, "-f", "hdf5", "-c", url], "sdm export needs --format hdf5|netcdf|zarr and --out PATH"),
+        (["export", run, "-f", "hdf5", "-c", url], "sdm export needs --format hdf5|netcdf|zarr|exodus and --out PATH"),
         (["import", str(out), "-f", "hdf5", "--app", "x", "-c", url], f"cannot import {out}: no such file or directory"),
-        (["import", str(out), "-f", "csv", "--app", "x", "-c", url], "unknown format 'csv'; choose one of hdf5, netcdf, zarr"),
+        (["import", str(out), "-f", "csv", "--app", "x", "-c", url], "unknown format 'csv'; choose one of hdf5, netcdf, zarr, exodus"),
     ]
 
 

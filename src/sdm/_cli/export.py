@@ -11,7 +11,7 @@ from .maintenance import _progress
 
 __all__ = ["register"]
 
-FormatOpt = Annotated[str, typer.Option("--format", "-f", metavar="hdf5|netcdf|zarr", help="The file format.")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", metavar="hdf5|netcdf|zarr|exodus", help="The file format.")]
 RootOpt = Annotated[str | None, typer.Option("--root", metavar="DIR", help="Data root (default $SDM_ROOT).")]
 
 
@@ -34,7 +34,7 @@ def _export(
     from ..exporting import export
 
     if not fmt or not out:
-        raise InvalidArgumentError("sdm export needs --format hdf5|netcdf|zarr and --out PATH")
+        raise InvalidArgumentError("sdm export needs --format hdf5|netcdf|zarr|exodus and --out PATH")
     with _progress(f"export run {run}") as bar:
         report = export(run, format=fmt, out=out, catalog=catalog, root=root, group=group, steps=steps,
                         compression=compression, overwrite=overwrite, progress=bar.callback)
@@ -56,7 +56,7 @@ def _import(
     from ..exporting import import_file
 
     if not fmt or not application:
-        raise InvalidArgumentError("sdm import needs --format hdf5|netcdf|zarr and --application APP")
+        raise InvalidArgumentError("sdm import needs --format hdf5|netcdf|zarr|exodus and --application APP")
     with _progress(f"import {file}") as bar:
         report = import_file(file, format=fmt, application=application, catalog=catalog, root=root,
                              progress=bar.callback)

@@ -61,7 +61,7 @@ __all__ = ["FORMATS", "ExportReport", "ImportReport", "export", "import_file", "
            "SourceArray"]
 
 #: The formats, by their names on the command line.
-FORMATS = ("hdf5", "netcdf", "zarr")
+FORMATS = ("hdf5", "netcdf", "zarr", "exodus")  # exodus: finite element models (sdm.fem.runs)
 
 #: The name of the step dimension and of its coordinate.
 STEP = "step"
@@ -385,6 +385,10 @@ def export(run: int, *, format: str, out: str | os.PathLike[str], catalog: str |
         rec = cat.run(run)
     finally:
         cat.close()
+    if fmt == "exodus":  # a finite element model (group `group`, default "mesh") and its results
+        from ..fem.runs import export_exodus
+
+        return export_exodus(rec, url, root, target, group, steps, progress)
     plan = _plan(rec, group, steps)
     _check_dtypes(fmt, plan)
     t0 = time.perf_counter()
@@ -593,6 +597,11 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
     src_path = Path(path).expanduser().absolute()
     if not src_path.exists():
         raise StorageError(f"cannot import {src_path}: no such file or directory")
+    if fmt == "exodus":
+        from ..fem.runs import import_exodus
+
+        return import_exodus(src_path, application, {k: v for k, v in (("catalog", catalog), ("root", root))
+                                                     if v is not None}, progress)
     t0 = time.perf_counter()
     try:
         source = _source(fmt, src_path)
