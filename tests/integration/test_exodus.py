@@ -30,6 +30,8 @@ import meshio
 import numpy as np
 import pytest
 
+from sdm.errors import InvalidArgumentError
+
 from sdm.fem import exodus
 from sdm.fem.model import Block, Model, Nodes, NodeSet, SideSet, Variables
 
@@ -269,7 +271,7 @@ def bad(model: Model, what: str) -> tuple[Model, list[exodus.Step]]:
 ])
 def test_bad_input(tmp_path: Path, model: Model, what: str, message: str) -> None:
     broken, results = bad(model, what)
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(InvalidArgumentError) as info:
         exodus.write(tmp_path / "bad.exo", broken, results)
     assert str(info.value) == message
     assert list(tmp_path.iterdir()) == []
@@ -278,7 +280,7 @@ def test_bad_input(tmp_path: Path, model: Model, what: str, message: str) -> Non
 def test_failure_keeps_the_old_file(exo: Path, model: Model, tmp_path: Path) -> None:
     path = tmp_path / "kept.exo"
     path.write_bytes(exo.read_bytes())
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         exodus.write(path, *bad(model, "length"))
     assert path.read_bytes() == exo.read_bytes() and list(tmp_path.iterdir()) == [path]
 

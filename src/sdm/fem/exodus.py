@@ -38,7 +38,7 @@ Conventions of the file, as the specification has them:
   64-bit and ``int64_status`` says so (``EX_ALL_INT64_DB``).
 
 The file is written aside (a hidden temporary name in the same directory) and renamed
-when complete: a bad model or a bad step raises :class:`ValueError` and leaves no file.
+when complete: a bad model or a bad step raises :class:`~sdm.errors.InvalidArgumentError` and leaves no file.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 import netCDF4
 import numpy as np
 
+from ..errors import InvalidArgumentError
 from .model import ELEMENT_TYPES, Block, Model, Nodes, NodeSet, SideSet, Variables
 
 __all__ = ["FILE_TYPES", "Step", "write", "read"]
@@ -120,7 +121,7 @@ def write(path: str | os.PathLike[str], model: Model, steps: Iterable[tuple[Any,
 
     Raises
     ------
-    ValueError
+    InvalidArgumentError
         The model or a step is not valid (unknown element type, an id not in the model, a
         variable missing, unknown or of the wrong length, ...); no file is left behind.
     """
@@ -146,7 +147,7 @@ def _positions(ids: np.ndarray, wanted: np.ndarray, what: str, kind: str) -> np.
 
     Raises
     ------
-    ValueError
+    InvalidArgumentError
         ``"<what> names <kind> id <id> which is not in the model"`` for the first id not in *ids*.
     """
     wanted = np.asarray(wanted, dtype=np.int64)
@@ -156,53 +157,53 @@ def _positions(ids: np.ndarray, wanted: np.ndarray, what: str, kind: str) -> np.
     found = ids[order[where]] == wanted if ids.size else np.zeros(wanted.shape, bool)
     if not np.all(found):
         bad = wanted[~found].ravel()[0]
-        raise ValueError(f"{what} names {kind} id {bad} which is not in the model")
+        raise InvalidArgumentError(f"{what} names {kind} id {bad} which is not in the model")
     return (order[where] + 1).astype(np.int64)
 
 
 def _unique_ids(ids: np.ndarray, what: str) -> None:
-    """ValueError if *ids* has a repeated or non-positive id."""
+    """InvalidArgumentError if *ids* has a repeated or non-positive id."""
     if ids.size and ids.min() < 1:
-        raise ValueError(f"{what} ids must be >= 1, got {ids.min()}")
+        raise InvalidArgumentError(f"{what} ids must be >= 1, got {ids.min()}")
     uniq, counts = np.unique(ids, return_counts=True)
     if np.any(counts > 1):
-        raise ValueError(f"{what} id {uniq[counts > 1][0]} is repeated")
+        raise InvalidArgumentError(f"{what} id {uniq[counts > 1][0]} is repeated")
 
 
 def _chars(strings: list[str], length: int, what: str) -> np.ndarray:
-    """*strings* as a ``(n, length)`` array of single bytes (NUL padded); ValueError if one is too long."""
+    """*strings* as a ``(n, length)`` array of single bytes (NUL padded); InvalidArgumentError if one is too long."""
     out = np.zeros((len(strings), length), dtype="S1")
     for i, s in enumerate(strings):
         raw = s.encode()
         if len(raw) >= length:
-            raise ValueError(f"{what} {s!r} is longer than {length - 1} bytes")
+            raise InvalidArgumentError(f"{what} {s!r} is longer than {length - 1} bytes")
         out[i, :len(raw)] = np.frombuffer(raw, dtype="S1")
     return out
 
 
 def _check_model(model: Model) -> None:
-    """ValueError for what the file cannot hold: unknown types, bad shapes, repeated ids."""
+    """InvalidArgumentError for what the file cannot hold: unknown types, bad shapes, repeated ids."""
     n, dim = model.nodes.coords.shape if model.nodes.coords.ndim == 2 else (-1, -1)
     if not 1 <= dim <= 3 or n != model.nodes.ids.shape[0]:
-        raise ValueError(f"nodes: coordinates of shape {model.nodes.coords.shape} do not match "
+        raise InvalidArgumentError(f"nodes: coordinates of shape {model.nodes.coords.shape} do not match "
                          f"{model.nodes.ids.shape[0]} node ids in 1-3 dimensions")
     _unique_ids(np.asarray(model.nodes.ids), "node")
     for kind, items in (("block", model.blocks), ("node set", model.node_sets), ("side set", model.side_sets)):
         _unique_ids(np.array([x.id for x in items], dtype=np.int64), kind)
     for block in model.blocks:
         if block.type not in ELEMENT_TYPES:
-            raise ValueError(f"block {block.id}: unknown element type {block.type!r} "
+            raise InvalidArgumentError(f"block {block.id}: unknown element type {block.type!r} "
                              f"(known: {', '.join(ELEMENT_TYPES)})")
         ne, per = len(block.element_ids), ELEMENT_TYPES[block.type]
         if np.shape(block.connectivity) != (ne, per):
-            raise ValueError(f"block {block.id}: connectivity of shape {np.shape(block.connectivity)}, "
+            raise InvalidArgumentError(f"block {block.id}: connectivity of shape {np.shape(block.connectivity)}, "
                              f"expected ({ne}, {per}) for {ne} {block.type} elements")
     _unique_ids(np.concatenate([np.asarray(b.element_ids, np.int64) for b in model.blocks] or
                                [np.zeros(0, np.int64)]), "element")
     for names, what in ((model.variables.nodal, "nodal"), (model.variables.element, "element"),
                         (model.variables.glob, "global")):
         if len(set(names)) != len(names):
-            raise ValueError(f"{what} variable names repeat: {names}")
+            raise InvalidArgumentError(f"{what} variable names repeat: {names}")
 
 
 class _Writer:
@@ -221,7 +222,7 @@ class _Writer:
             model.variables.glob
         self.len_name = max([NAME_LENGTH, *(len(s.encode()) for s in names)]) + 1
         if self.len_name > 256:
-            raise ValueError(f"a name is longer than 255 bytes (the Exodus II limit): {max(names, key=len)!r}")
+            raise InvalidArgumentError(f"a name is longer than 255 bytes (the Exodus II limit): {max(names, key=len)!r}")
         self._header()
         self._nodes()
         self._blocks()
@@ -262,7 +263,7 @@ class _Writer:
                            "int64_status": np.int32(ALL_INT64 if self.int == "i8" else 0),
                            "title": self.model.title})
         if len(self.model.title.encode()) > LINE_LENGTH:
-            raise ValueError(f"title {self.model.title!r} is longer than {LINE_LENGTH} bytes")
+            raise InvalidArgumentError(f"title {self.model.title!r} is longer than {LINE_LENGTH} bytes")
         self._dim("len_string", STRING_LENGTH + 1)
         self._dim("len_name", self.len_name)
         self._dim("len_line", LINE_LENGTH + 1)
@@ -320,7 +321,7 @@ class _Writer:
             if ns.factors is not None:
                 factors = np.asarray(ns.factors, dtype=np.float64)
                 if factors.shape != local.shape:
-                    raise ValueError(f"node set {ns.id}: {factors.size} distribution factors for {local.size} nodes")
+                    raise InvalidArgumentError(f"node set {ns.id}: {factors.size} distribution factors for {local.size} nodes")
                 self._var(f"dist_fact_ns{k}", "f8", (dim,), factors)
 
     def _side_sets(self) -> None:
@@ -333,13 +334,13 @@ class _Writer:
             local = _positions(self.elem_ids, np.asarray(ss.element_ids), f"side set {ss.id}", "element")
             sides = np.asarray(ss.sides, dtype=np.int64)
             if sides.shape != local.shape:
-                raise ValueError(f"side set {ss.id}: {sides.size} side numbers for {local.size} elements")
+                raise InvalidArgumentError(f"side set {ss.id}: {sides.size} side numbers for {local.size} elements")
             sides_of = {**SIDES, **SHELL_SIDES} if self.model.dim == 3 else SIDES
             limits = np.array([sides_of[t] for t in types[local - 1]], dtype=np.int64)
             bad = (sides < 1) | (sides > limits)
             if np.any(bad):
                 i = int(np.argmax(bad))
-                raise ValueError(f"side set {ss.id}: element {int(ss.element_ids[i])} ({types[local[i] - 1]}) "
+                raise InvalidArgumentError(f"side set {ss.id}: element {int(ss.element_ids[i])} ({types[local[i] - 1]}) "
                                  f"has no side {int(sides[i])}")
             if not local.size:
                 continue
@@ -354,7 +355,7 @@ class _Writer:
         qa, info = self.model.qa, self.model.info
         if qa:
             if any(len(r) != 4 for r in qa):
-                raise ValueError("a QA record must have 4 fields (code, version, date, time)")
+                raise InvalidArgumentError("a QA record must have 4 fields (code, version, date, time)")
             chars = _chars([f for r in qa for f in r], STRING_LENGTH + 1, "QA record field")
             self._var("qa_records", "S1", (self._dim("num_qa_rec", len(qa)), "four", "len_string"),
                       chars.reshape(len(qa), 4, STRING_LENGTH + 1))
@@ -395,12 +396,12 @@ class _Writer:
         for given, declared, what in ((step.nodal, v.nodal, "nodal"), (step.element, v.element, "element"),
                                       (step.glob, v.glob, "global")):
             if set(given) != set(declared):
-                raise ValueError(f"{where}: {what} variables {sorted(given)} are not the model's {sorted(declared)}")
+                raise InvalidArgumentError(f"{where}: {what} variables {sorted(given)} are not the model's {sorted(declared)}")
         nodal = {}
         for name in v.nodal:
             values = np.asarray(step.nodal[name], dtype=np.float64)
             if values.shape != (self.node_ids.size,):
-                raise ValueError(f"{where}: nodal variable {name!r} has shape {values.shape}, "
+                raise InvalidArgumentError(f"{where}: nodal variable {name!r} has shape {values.shape}, "
                                  f"expected ({self.node_ids.size},) (one value per node)")
             nodal[name] = values
         element: dict[tuple[int, int], np.ndarray] = {}
@@ -408,15 +409,15 @@ class _Writer:
             per_block = step.element[name]
             known = {b.id for b in model.blocks}
             if not set(per_block) <= known:
-                raise ValueError(f"{where}: element variable {name!r} names blocks "
+                raise InvalidArgumentError(f"{where}: element variable {name!r} names blocks "
                                  f"{sorted(set(per_block) - known)} not in the model")
             for b, block in enumerate(model.blocks, 1):
                 ne = len(block.element_ids)
                 if block.id not in per_block and ne:
-                    raise ValueError(f"{where}: element variable {name!r} has no values for block {block.id}")
+                    raise InvalidArgumentError(f"{where}: element variable {name!r} has no values for block {block.id}")
                 values = np.asarray(per_block.get(block.id, np.zeros(0)), dtype=np.float64)
                 if values.shape != (ne,):
-                    raise ValueError(f"{where}: element variable {name!r} of block {block.id} has shape "
+                    raise InvalidArgumentError(f"{where}: element variable {name!r} of block {block.id} has shape "
                                      f"{values.shape}, expected ({ne},) (one value per element)")
                 if ne:
                     element[k, b] = values
@@ -469,12 +470,12 @@ def model_type(elem_type: str, per_element: int) -> str:
 
     Raises
     ------
-    ValueError
+    InvalidArgumentError
         No model type has this name prefix and node count.
     """
     found = _PREFIXES.get(elem_type.strip().upper()[:3])
     if found is None or ELEMENT_TYPES[found] != per_element:
-        raise ValueError(f"element type {elem_type!r} with {per_element} nodes per element is not supported "
+        raise InvalidArgumentError(f"element type {elem_type!r} with {per_element} nodes per element is not supported "
                          f"(known: {', '.join(ELEMENT_TYPES)})")
     return found
 
@@ -571,7 +572,7 @@ def read(path: str | os.PathLike[str]) -> tuple[Model, Iterator[Step]]:
 
     Raises
     ------
-    ValueError
+    InvalidArgumentError
         A block's element type is not one of the model's types.
     """
     with netCDF4.Dataset(path, "r") as nc:
