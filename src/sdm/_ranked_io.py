@@ -53,7 +53,6 @@ from .storage.sections import FIXED, MAGIC, RankedCounts, header_bytes, header_l
 from .planner import choose_method
 from .storage import appends
 from .io.remote import put_collective
-from .storage.backends import is_object, object_at
 from .storage.files import mpi_errno
 
 if TYPE_CHECKING:
@@ -263,17 +262,10 @@ def _move(g: "Group", path: Path, offset: int, head: bytes | None, at: int, arr:
 # ----------------------------------------------------------------------------- read
 
 
-def _where(g: "Group", rel: str) -> tuple[Any, Any]:
-    """The backend holding a read plan's path and its key there (sdm.storage.backends)."""
-    if is_object(rel):
-        return object_at(rel.partition("#")[0])
-    return g.session.files, g._absolute(rel)
-
-
 def _plan(g: "Group", name: str, step: int) -> tuple[str, int, str, str, RankedCounts, bytes]:
     """Rank 0: where the step is (a file, or an object on the archive tier), its checksum, its header (parsed and raw)."""
     rel, offset, checksum, algorithm = g._plan_read(name, step)
-    backend, key = _where(g, rel)
+    backend, key, _ = g._backend_of(rel)
     what = f"dataset {name!r} step {step} in {rel.partition('#')[0]}"
     try:
         (raw,) = backend.read(key, [(offset, FIXED)])
@@ -353,7 +345,7 @@ def read(g: "Group", name: str, step: int, *, out: Any, method: str | None, veri
     got, _ = g._agree_call("read", call, failure, plan, None)
     rel, offset, expected, algorithm, head, raw = got
     verify_now = (s.verify if verify is None else bool(verify)) and bool(expected)
-    backend, path = _where(g, rel)
+    backend, path, _ = g._backend_of(rel)
     selected, failure = capture(_selection, head, wanted, s.size, s.rank, rank=s.rank)
     first, count = selected or (0, 0)
     arr = np.empty((count, *rec.shape), dtype=stored)
@@ -361,7 +353,8 @@ def read(g: "Group", name: str, step: int, *, out: Any, method: str | None, veri
         moved, f = _move(g, path, offset, None, head.header + first * head.row_bytes, arr, False)
     else:  # on the archive tier only: each rank's rows are one ranged GET
         t0 = time.perf_counter()
-        f = capture(_get_rows, backend, path, offset + head.header + first * head.row_bytes, arr, rank=s.rank)[1]
+        f = capture(backend.read_exactly, path, offset + head.header + first * head.row_bytes,
+                    arr.reshape(-1).view(np.uint8), rank=s.rank)[1]
         moved = time.perf_counter() - t0
     failure = failure or f
     share: int | None = 0
@@ -377,16 +370,6 @@ def read(g: "Group", name: str, step: int, *, out: Any, method: str | None, veri
         raise IntegrityError(f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
                              f"{algorithm}:{expected}; the file was changed or damaged after the write")
     return arr
-
-
-def _get_rows(backend: Any, key: Any, at: int, arr: np.ndarray) -> None:
-    """Fill *arr* with its bytes at *at* of *key* (independent)."""
-    want = arr.nbytes
-    if want:
-        (got,) = backend.read(key, [(at, want)])
-        if len(got) != want:
-            raise StorageError(f"{key} ends before byte {at + want}; the object is shorter than its catalog copy")
-        arr.reshape(-1).view(np.uint8)[:] = np.frombuffer(got, dtype=np.uint8)
 
 
 def _put_object(g: "Group", rel: str, size: int, offset: int, head: bytes, at: int, arr: np.ndarray,
@@ -415,7 +398,7 @@ def _read_share(g: "Group", backend: Any, path: Any, offset: int, head: RankedCo
         rows = arr.reshape(-1).view(np.uint8)
     else:  # a rank that asked for a range reads its part of the partition on its own (independent I/O)
         rows = np.empty(count * head.row_bytes, dtype=np.uint8)
-        _get_rows(backend, path, offset + head.header + first * head.row_bytes, rows)
+        backend.read_exactly(path, offset + head.header + first * head.row_bytes, rows)
     algorithm = integrity.canonical(algorithm)
     share = stream_share(rows, head.header + first * head.row_bytes, itemsize, algorithm)
     if s.rank == 0:

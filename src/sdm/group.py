@@ -1049,14 +1049,10 @@ class Group:
             view, arr, conv = prepared  # type: ignore[misc]
             access = self._access(name, False, statsets, kind="box" if boxed else None)
             archived = is_object(rel)  # the bytes are on the archive tier only (sdm.io.remote)
-            backend: Any
-            key: Any
+            backend, key, copy = self._backend_of(rel)
             if archived:
-                location, copy = rel.partition("#")[::2]
-                backend, key = object_at(location)
                 chosen = get_method(_remote.choose(s, method, rel, statsets, view.piece.shape, view.dtype, view.order))
             else:
-                backend, key, copy = s.files, self._absolute(rel), ""
                 decision = s.planner.choose(s.method if _remote.is_method(method) else method or s.method, access)
                 chosen = decision.method
             moved, failure = capture(self._transfer, backend, key, offset, view, arr, chosen, False, rank=s.rank,
@@ -1120,23 +1116,50 @@ class Group:
                 f"dataset {name!r} (group {self.name!r}, run {s.run_id}) was never written at step {step}; "
                 f"written steps: {steps}"
             )
+        path, offset = self._locate(name, step, w)
+        return path, offset, w.checksum, w.checksum_algo
+
+    def _locate(self, name: str, step: int, w: Any, held: dict[str, list[Any]] | None = None) -> tuple[str, int]:
+        """Rank 0: where the bytes of write row *w* are: ``(its file, offset)`` on the fast tier, else the
+        :func:`sdm.io.remote.plan_path` of its verified archive copy and the offset there.
+
+        *held*: the run's copies of the files looked at (``sdm.catalog.tiers.copies``), when the caller
+        fetched them for many rows at once; else they are looked up for this file.
+
+        Raises
+        ------
+        StorageError
+            The file is missing with no archive copy, or shorter than the row.
+        """
+        s = self.session
         full = self._absolute(w.path)
         try:
             size = os.path.getsize(full)
         except OSError as exc:
-            from .catalog.tiers import copies
+            if held is None:
+                from .catalog.tiers import copies
 
-            copy = _remote.archived(copies(s.open_catalog(), s.run_id, [w.path]).get(w.path, []), w.offset + w.nbytes)
+                held = copies(s.open_catalog(), s.run_id, [w.path])
+            copy = _remote.archived(held.get(w.path, []), w.offset + w.nbytes)
             if copy is not None:  # purged from the fast tier: read from the archive copy
                 where, at = _remote.object_place(copy.location)  # a superfile member: its offset in the object
-                return _remote.plan_path(where, copy.checksum), at + w.offset, w.checksum, w.checksum_algo
+                return _remote.plan_path(where, copy.checksum), at + w.offset
             raise StorageError(f"data file {full} of run {s.run_id} is missing", errno=exc.errno) from None
         if size < w.offset + w.nbytes:
             raise StorageError(
                 f"data file {full} holds {size} bytes but step {step} of {name!r} needs bytes "
                 f"{w.offset}..{w.offset + w.nbytes}; the file was truncated"
             )
-        return w.path, w.offset, w.checksum, w.checksum_algo
+        return w.path, w.offset
+
+    def _backend_of(self, path: str) -> tuple[Any, Any, str]:
+        """The backend holding the bytes of a read plan's *path*, their key there, and the archive copy's
+        checksum (empty on the fast tier)."""
+        if is_object(path):
+            location, copy = path.partition("#")[::2]
+            store, key = object_at(location)
+            return store, key, copy
+        return self.session.files, self._absolute(path), ""
 
     def _free(self) -> None:
         for v in self._views.values():

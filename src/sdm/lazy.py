@@ -22,14 +22,13 @@ Partial reads are not checked against the step's checksum (it covers the whole s
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .dtypes import from_text
-from .errors import InvalidArgumentError, StepNotFoundError, StorageError
+from ._collective import agree, capture
+from .errors import CollectiveMismatchError, InvalidArgumentError, StepNotFoundError
 from .layout.boxes import Box, Hyperslab, parse_box
 from .layout.regions import runs
 from .suggest import closest
@@ -112,14 +111,25 @@ class DatasetArray:
         return _StepArray(self, int(where[0]))
 
     def __getitem__(self, key: Any) -> np.ndarray:
-        box = parse_box(key, self.shape, f"index of dataset {self.name!r}")
+        s = self.group.session
+        box, failure = capture(parse_box, key, self.shape, f"index of dataset {self.name!r}", rank=s.rank)
+        if s.size > 1:  # collective: one read per step, so every rank must select the same steps
+            chosen = agree(s.comm, failure, None if box is None else self._steps[box.indices()[0]].tolist())
+            if any(c != chosen[0] for c in chosen):
+                raise CollectiveMismatchError(
+                    f"indexing dataset {self.name!r} on several ranks reads step by step, collectively: every rank "
+                    f"must select the same steps (each its own box within them); ranks selected {chosen[:4]}"
+                    + (" ..." if len(chosen) > 4 else ""))
+        elif failure is not None:
+            raise failure.exception(1)
+        assert box is not None
         positions = box.indices()[0]
         space = Box(box.ranges[1:], [d - 1 for d in box.dropped if d > 0])
         out = np.empty((positions.size, *space.counts), dtype=self.dtype)
-        if self.group.session.size > 1 or out.size == 0:
-            for i, step in enumerate(self._steps[positions].tolist()):  # collective: every rank its own box
+        if s.size > 1:
+            for i, step in enumerate(self._steps[positions].tolist()):  # every rank its own box
                 self._read_view(int(step), space, out[i])
-        else:
+        elif out.size:
             self._read_serial(positions, space, out)
         return out.reshape(box.shape)
 
@@ -149,7 +159,8 @@ class DatasetArray:
             rows = np.flatnonzero(chosen_files == index)
             if backend.name != "mpiio":
                 for i in rows.tolist():
-                    self._read_ranges(backend, key, int(offsets[i]), f, m, n, flat[i], int(self._steps[positions[i]]))
+                    for a, b, c in zip(f.tolist(), m.tolist(), n.tolist()):
+                        backend.read_exactly(key, int(offsets[i]) + a, flat[i, b:b + c])
                 continue
             mapped = backend.mapped(key, int(offsets[rows].max() + (f + n).max()))
             if f.size == 1 and int(n[0]) <= 4096:  # a point or a short run per step: one gather
@@ -160,14 +171,6 @@ class DatasetArray:
                 offset = int(offsets[i])
                 for a, b, c in zip(f.tolist(), m.tolist(), n.tolist()):
                     flat[i, b:b + c] = mapped[offset + a:offset + a + c]
-
-    def _read_ranges(self, backend: Any, key: Any, offset: int, f: np.ndarray, m: np.ndarray, n: np.ndarray,
-                     flat: np.ndarray, step: int) -> None:
-        """One step's runs read into *flat* by the backend's ranged reads."""
-        for a, b, c in zip(f.tolist(), m.tolist(), n.tolist()):
-            if backend.read_into(key, offset + a, flat[b:b + c]) != c:
-                raise StorageError(f"{key} ends before byte {offset + a + c}; step {step} of {self.name!r} "
-                                   "is shorter than its catalog row")
 
     def _table(self) -> tuple[list[tuple[Any, Any]], np.ndarray, np.ndarray]:
         """Where every step's bytes are, by position: ``(files as (backend, key), file index, offset)``;
@@ -211,35 +214,19 @@ class _StepArray:
 
 def _rows(g: "Group", name: str) -> dict[int, tuple[Any, Any, int]]:
     """Serial: every step of *name* as ``(backend, key, offset)``: its file on the fast tier, else its
-    verified archive copy (one catalog query for the rows, one for the copies of files not found)."""
+    verified archive copy (:meth:`sdm.Group._locate`; one catalog query for the rows, one for the copies
+    of the files not found)."""
     from .catalog.tiers import copies
-    from .io import remote
-    from .storage.backends import object_at
 
     s = g.session
-    rec = g.dataset(name)
+    rows = s.catalog_call("dataset_writes", g.dataset(name).id)
+    missing = sorted({w.path for w in rows.values() if not g._absolute(w.path).exists()})
+    held = copies(s.open_catalog(), s.run_id, missing) if missing else {}
     found: dict[int, tuple[Any, Any, int]] = {}
-    away = {}
-    for step, w in s.catalog_call("dataset_writes", rec.id).items():
-        path = g._absolute(w.path)
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            away[step] = w
-            continue
-        if size < w.offset + w.nbytes:
-            raise StorageError(f"data file {path} holds {size} bytes but step {step} of {name!r} needs bytes "
-                               f"{w.offset}..{w.offset + w.nbytes}; the file was truncated")
-        found[step] = (s.files, Path(path), int(w.offset))
-    if away:
-        held = copies(s.open_catalog(), s.run_id, sorted({w.path for w in away.values()}))
-        for step, w in away.items():
-            copy = remote.archived(held.get(w.path, []), w.offset + w.nbytes)
-            if copy is None:
-                raise StorageError(f"data file {g._absolute(w.path)} of run {s.run_id} is missing")
-            where, at = remote.object_place(copy.location)
-            store, key = object_at(where)
-            found[step] = (store, key, at + int(w.offset))
+    for step, w in rows.items():
+        path, offset = g._locate(name, step, w, held)
+        backend, key, _ = g._backend_of(path)
+        found[step] = (backend, key, offset)
     return found
 
 

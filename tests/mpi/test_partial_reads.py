@@ -152,3 +152,28 @@ def test_bad_boxes_are_refused_alike(comm, mpi_tmp):
             g["t"]
         assert key.value.args[0] == "group 'g' has no dataset 't'; its datasets are ['T']; did you mean 'T'?"
         assert np.array_equal(g.read("T", 0, box=(2,)), ref[2:3])  # the session goes on
+
+
+def test_lazy_indexing_on_several_ranks_never_hangs(comm, mpi_tmp):
+    """Ranks that select different steps, or one rank's bad index, fail alike on every rank."""
+    size, rank = comm.Get_size(), comm.Get_rank()
+    ref = global_array(SHAPE, "<f8")
+    with sdm.open("lazyranks", root=str(mpi_tmp), catalog=f"sqlite:///{mpi_tmp}/l.db") as s:
+        g = s.make_group("g", ["T"], dtype="<f8", shape=SHAPE)
+        g.data_view(sdm.Block(grid=_grid(size)))
+        local = np.ascontiguousarray(ref[np.ix_(*block_indices(SHAPE, _grid(size), rank))])
+        for step in (0, 1):
+            g.write("T", step, local)
+        T = g["T"]
+        np.testing.assert_array_equal(T[:, rank % SHAPE[0], 1:3], np.stack([ref[rank % SHAPE[0], 1:3]] * 2))
+        if size == 1:
+            return
+        with pytest.raises(sdm.CollectiveMismatchError) as err:
+            T[rank % 2]  # rank 0 step 0, rank 1 step 1
+        assert str(err.value).startswith("indexing dataset 'T' on several ranks reads step by step, collectively: "
+                                         "every rank must select the same steps")
+        with pytest.raises(sdm.InvalidArgumentError) as bad:
+            T[0, 99] if rank == size - 1 else T[0, 1]
+        assert str(bad.value) == (f"index of dataset 'T' (0, 99): index 99 is out of range for dimension 1 of "
+                                  f"extent 9 [rank {size - 1}]")
+        np.testing.assert_array_equal(T[1, 2], ref[2])  # the session goes on

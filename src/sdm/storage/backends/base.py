@@ -32,6 +32,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Sequence
 
+from ...errors import StorageError
+
 __all__ = ["Backend"]
 
 
@@ -92,6 +94,18 @@ class Backend(ABC):
         (data,) = self.read(key, [(int(offset), len(view))])
         view[:len(data)] = data
         return len(data)
+
+    def read_exactly(self, key: Any, offset: int, out: Any) -> None:
+        """:meth:`read_into` that must fill *out* whole.
+
+        Raises
+        ------
+        StorageError
+            *key* ends before the last byte asked for (it is shorter than its catalog row).
+        """
+        want = memoryview(out).nbytes
+        if want and self.read_into(key, offset, out) != want:
+            raise StorageError(f"{key} ends before byte {int(offset) + want}; it is shorter than its catalog row")
 
     @abstractmethod
     def write(self, key: Any, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
