@@ -40,6 +40,18 @@ def scratch(comm: MPI.Comm, root: str | None, prefix: str, parent: str | None = 
             shutil.rmtree(base, ignore_errors=True)
 
 
+def per_place(disk: str, prefix: str, measure: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    """``measure(scratch)`` in a new directory on ``/dev/shm`` and one under *disk* (each removed after):
+    ``{"/dev/shm": {"fs": ..., **result}, "disk": {...}}`` (one process)."""
+    from sdm._cli.bench import fs_type
+
+    out: dict[str, Any] = {}
+    for place, parent in (("/dev/shm", "/dev/shm"), ("disk", disk)):
+        with scratch(MPI.COMM_SELF, None, prefix, parent) as where:
+            out[place] = {"fs": fs_type(where) or "unknown", **measure(where)}
+    return out
+
+
 def fresh(comm: MPI.Comm, base: Path, name: str) -> Path:
     """An empty directory *base*/*name* (collective)."""
     path = base / name

@@ -23,7 +23,6 @@ import argparse
 import os
 import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,9 +31,9 @@ import numpy as np
 from mpi4py import MPI
 
 import sdm
-from sdm.exporting import FORMATS, export
+from sdm.exporting import ARRAY_FORMATS, export
 
-from _io_bench import RESULTS, meta, write_results
+from _io_bench import RESULTS, meta, per_place, write_results
 
 GOAL = 0.5
 SUFFIX = {"hdf5": "h5", "netcdf": "nc", "zarr": "zarr"}
@@ -73,7 +72,7 @@ def export_once(url: str, run: int, fmt: str, place: Path) -> float:
 def measure(place: Path, rows: int, steps: int, repeat: int) -> dict[str, Any]:
     """Interleaved rounds at *place*: throughputs (MB/s) and export / read ratios per contender."""
     url, run, nbytes = write_run(place, rows, steps)
-    names = ["sdm read", *FORMATS]
+    names = ["sdm read", *ARRAY_FORMATS]
     seconds: dict[str, list[float]] = {n: [] for n in names}
     for r in range(repeat):
         order = names[r % len(names):] + names[:r % len(names)]  # rotate who goes first
@@ -123,16 +122,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.rows, args.steps, args.repeat = 64, 4, 1
-    from sdm._cli.bench import fs_type
-
     load = os.getloadavg()[0]
-    places: dict[str, Any] = {}
-    for place, parent in (("/dev/shm", "/dev/shm"), ("disk", args.disk)):
-        scratch = Path(tempfile.mkdtemp(prefix=".sdm-export-bench-", dir=parent))
-        try:
-            places[place] = {"fs": fs_type(scratch) or "unknown", **measure(scratch, args.rows, args.steps, args.repeat)}
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+    places = per_place(args.disk, ".sdm-export-bench-", lambda where: measure(where, args.rows, args.steps, args.repeat))
     data = {"meta": meta(MPI.COMM_WORLD, Path(args.disk), load), "rows": args.rows, "steps": args.steps,
             "repeat": args.repeat, "goal": GOAL, "places": places}
     write_results(Path(args.out), "export", data, markdown(data), lambda path: None)  # no PNG: results are near their size limit

@@ -74,8 +74,7 @@ def _gathered_model(comm: Any, model: Any) -> Any:
                          np.concatenate([p[4][k].sides for p in parts]),
                          None if ss.factors is None else np.concatenate([p[4][k].factors for p in parts]))
                  for k, ss in enumerate(model.side_sets)]
-    sets = (node_sets, side_sets)
-    return Model(model.title, Nodes(ids[order], coords), blocks, *sets, model.variables,
+    return Model(model.title, Nodes(ids[order], coords), blocks, node_sets, side_sets, model.variables,
                  model.qa, model.info), order, orders
 
 

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -39,7 +37,7 @@ from mpi4py import MPI
 
 import sdm
 
-from _io_bench import RESULTS, meta, write_results
+from _io_bench import RESULTS, meta, per_place, write_results
 
 GOALS = {"slab": 1.5, "series": 2.0}
 SLAB_SHAPE, SLAB_ROWS = (1024, 8192), 64
@@ -151,17 +149,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.repeat, args.inner = 1, 3
-    from sdm._cli.bench import fs_type
-
     load = os.getloadavg()[0]
-    places: dict[str, Any] = {}
-    for place, parent in (("/dev/shm", "/dev/shm"), ("disk", args.disk)):
-        scratch = Path(tempfile.mkdtemp(prefix=".sdm-partial-bench-", dir=parent))
-        try:
-            places[place] = {"fs": fs_type(scratch) or "unknown",
-                             "cases": measure(scratch, args.repeat, args.inner, args.quick)}
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+    places = per_place(args.disk, ".sdm-partial-bench-",
+                       lambda where: {"cases": measure(where, args.repeat, args.inner, args.quick)})
     data = {"meta": meta(MPI.COMM_WORLD, Path(args.disk), load), "repeat": args.repeat, "inner": args.inner,
             "quick": args.quick, "places": places}
     write_results(Path(args.out), "partial_reads", data, markdown(data), lambda path: None)

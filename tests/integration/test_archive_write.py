@@ -29,8 +29,8 @@ from sdm.storage.sections import parse_header
 from sdm.storage.backends.objectstore import ObjectStore
 
 from _archive_write_job import BIG_COLUMNS, DTYPES, particles, reference
-from _remote_job import SHAPE
 from test_rebuild import mpi
+from test_remote_read import to_archive_only
 
 BUCKET = "sdm-writes"
 JOB = "_archive_write_job.py"
@@ -231,15 +231,7 @@ def test_a_ranked_dataset_migrated_and_purged_is_read_from_the_archive(tmp_path:
         g.data_view(sdm.Ranked())
         g.write("particles", 0, rows)
         run_id = s.run_id
-    store = ObjectStore(fresh_archive(), endpoint=endpoint)
-    store.ensure_bucket()
-    cat = Catalog(url)
-    try:
-        tiers.migrate(cat, run_id, store)
-        tiers.purge(cat, run_id, "fast")
-    finally:
-        cat.close()
-    assert not list(root.rglob("*.sdm"))
+    to_archive_only(root, url, run_id, ObjectStore(fresh_archive(), endpoint=endpoint))
     with sdm.open("ranked", "r", root=str(root), catalog=url, run=run_id) as s:
         g = s.group("r")
         assert g.read("particles", 0, verify=True).tobytes() == rows.tobytes()

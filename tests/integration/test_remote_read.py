@@ -46,6 +46,12 @@ def archived_run(root: Path, url: str, endpoint: str) -> tuple[int, ObjectStore]
     """A run written, migrated and purged from the fast tier; its store."""
     run_id = write_run(root, url)
     store = ObjectStore(f"s3://{BUCKET}/r-{uuid.uuid4().hex[:8]}", endpoint=endpoint)
+    to_archive_only(root, url, run_id, store)
+    return run_id, store
+
+
+def to_archive_only(root: Path, url: str, run_id: int, store: ObjectStore) -> None:
+    """Migrate a run to *store* (its bucket made if needed) and purge its fast copies."""
     store.ensure_bucket()
     cat = Catalog(url)
     try:
@@ -54,7 +60,6 @@ def archived_run(root: Path, url: str, endpoint: str) -> tuple[int, ObjectStore]
     finally:
         cat.close()
     assert not list(root.rglob("*.sdm"))  # the bytes are on the archive tier only
-    return run_id, store
 
 
 @pytest.fixture(scope="module")

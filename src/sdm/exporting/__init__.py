@@ -57,11 +57,12 @@ if TYPE_CHECKING:
     from ..catalog import DatasetRecord, GroupRecord, RunRecord
     from ..group import Group
 
-__all__ = ["FORMATS", "ExportReport", "ImportReport", "export", "import_file", "parse_steps", "Sink", "Source",
+__all__ = ["ARRAY_FORMATS", "FORMATS", "ExportReport", "ImportReport", "export", "import_file", "parse_steps", "Sink", "Source",
            "SourceArray"]
 
 #: The formats, by their names on the command line.
-FORMATS = ("hdf5", "netcdf", "zarr", "exodus")  # exodus: finite element models (sdm.fem.runs)
+ARRAY_FORMATS = ("hdf5", "netcdf", "zarr")  # a run's datasets as arrays over (step, *shape)
+FORMATS = (*ARRAY_FORMATS, "exodus")  # exodus: a finite element model (sdm.fem.runs)
 
 #: The name of the step dimension and of its coordinate.
 STEP = "step"

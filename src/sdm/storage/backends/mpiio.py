@@ -49,17 +49,12 @@ class MPIIOBackend(FileCache, Backend):
         super().release(Path(key), handle)
 
     def read(self, key: Any, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        """``pread`` of each range (short at the end of the file)."""
-        try:
-            fd = os.open(key, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise os_error(exc, f"cannot read {key}") from None
+        """``pread`` of each range (short at the end of the file), through the descriptor :meth:`_fd` keeps."""
+        fd = self._fd(key)
         try:
             return [os.pread(fd, int(n), int(o)) if n else b"" for o, n in ranges]
         except OSError as exc:
             raise os_error(exc, f"cannot read {key}") from None
-        finally:
-            os.close(fd)
 
     def read_into(self, key: Any, offset: int, out: Any) -> int:
         """``preadv`` straight into *out* (no copy), the file descriptor kept open for the next call."""
