@@ -65,18 +65,20 @@ def catalog_url(where: Any) -> str:
     InvalidArgumentError
         A path that is neither an existing file nor a directory holding ``catalog.db``.
     """
+    from . import config
+
     text = os.fspath(where) if isinstance(where, os.PathLike) else where
     if not isinstance(text, str) or not text:
         raise InvalidArgumentError(f"expected a catalog URL, an SQLite catalog file or a data root, got {where!r}")
-    if "://" in text:
+    if config.catalog_url(text) == text:  # a URL, as it is
         return text
     path = Path(text).expanduser()
-    if path.is_dir():
+    if path.is_dir():  # a data root: its catalog
         path = path / "catalog.db"
     if not path.is_file():
         raise InvalidArgumentError(f"{text!r} is neither a catalog URL, an SQLite catalog file nor a data root "
                                    "holding catalog.db")
-    return f"sqlite:///{path.resolve()}"
+    return config.catalog_url(str(path))
 
 
 def _conditions(where: Any) -> list[str]:
