@@ -516,11 +516,12 @@ def case_migrate(bench: Bench) -> dict[str, Any]:
 def _migrate_parts(cat: Any, run_id: int, store: Any, paths: list[Path], keys: list[str]) -> dict[str, float]:
     """Seconds of each check :func:`tiers.migrate` makes besides the upload, on the files just copied by *store*."""
     from sdm.storage import tiers
+    from sdm.storage.digests import file_digest
 
     sizes = [p.stat().st_size for p in paths]
     steps: dict[str, Callable[[], Any]] = {
         "row checksums (local file)": lambda: [tiers._check_rows(cat, run_id, k, p) for k, p in zip(keys, paths)],
-        "SHA-256 (local file)": lambda: [tiers.digest_file(p) for p in paths],
+        "SHA-256 (local file)": lambda: [file_digest(p) for p in paths],
         "read-back (GET + byte comparison)": lambda: [tiers._same_object(store, k, p, n)
                                                       for k, p, n in zip(keys, paths, sizes)],
     }

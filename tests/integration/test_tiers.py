@@ -31,6 +31,7 @@ from sdm.catalog import tiers as rows
 from sdm.errors import IntegrityError, InvalidArgumentError, RunStateError, StorageError
 from sdm.maintenance import verify_run
 from sdm.storage import tiers
+from sdm.storage.digests import file_digest
 from sdm.storage.backends.objectstore import ObjectStore
 
 SHAPE = (16, 12)
@@ -593,5 +594,5 @@ def test_the_read_back_finds_an_object_that_differs_from_its_file(tmp_path: Path
     empty.write_bytes(b"")
     tiers._upload_mapped(store, "empty.bin", empty)
     assert store.head("empty.bin") == 0 and tiers._same_object(store, "empty.bin", empty, 0) is None
-    assert tiers.digest_file(empty) == "sha256:" + hashlib.sha256(b"").hexdigest()
-    assert tiers.digest_file(local) == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert file_digest(empty) == "sha256:" + hashlib.sha256(b"").hexdigest()
+    assert file_digest(local) == "sha256:" + hashlib.sha256(data).hexdigest()

@@ -54,7 +54,7 @@ from .naming import inside
 if TYPE_CHECKING:
     from ..catalog import Catalog
 
-__all__ = ["TierReport", "migrate", "stage", "purge", "pack", "digest_file", "select_runs", "archive_store", "run"]
+__all__ = ["TierReport", "migrate", "stage", "purge", "pack", "select_runs", "archive_store", "run"]
 
 #: ``progress(bytes done, bytes in all)``.
 Progress = Callable[[int, int], None]
@@ -92,11 +92,6 @@ class TierReport:
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def digest_file(path: Path) -> str:
-    """``"sha256:<hex>"`` of a whole file (:func:`sdm.storage.digests.file_digest`)."""
-    return file_digest(path)
 
 
 def _read_back(store: Any, key: str, size: int, each: Callable[[int, bytes], None]) -> None:
@@ -369,7 +364,7 @@ def _start_copy(cat: "Catalog", run_id: int, path: str, local: Path, size: int, 
 
     def check() -> str:
         _check_local(run_id, local, checks)
-        return digest_file(local)
+        return file_digest(local)
 
     # the fast copy first: once a file has copies rows, they are the whole truth about it
     _put(cat, run_id, path, rows.FAST, location=path, size=size, state="verified", verified_at=_now())
@@ -419,7 +414,7 @@ def _finish_copy(cat: "Catalog", run_id: int, transfer: _Transfer, store: Any, v
 
 def _fast_copy(cat: "Catalog", run_id: int, path: str, local: Path, size: int) -> str:
     """Record the fast copy of a file explicitly, with its digest (once a file has copies, the rows are the truth)."""
-    digest = digest_file(local)
+    digest = file_digest(local)
     _put(cat, run_id, path, rows.FAST, location=path, size=size, checksum=digest, state="verified",
                   verified_at=_now())
     return digest

@@ -584,7 +584,7 @@ class ObjectHandle:
     size : int
         For a write: the object's size, every byte of it (bytes no rank writes are zeros).
     digest : str
-        After a write, on the first rank: the object's digest (:func:`sdm.storage.tiers.digest_file`'s form).
+        After a write, on the first rank: the object's digest (:mod:`sdm.storage.digests`).
     """
 
     store: ObjectStore
