@@ -24,7 +24,7 @@ ifdef CI
 export PIP_PROGRESS_BAR := off
 endif
 
-.PHONY: help venv postgres tools readers demo test bench clean
+.PHONY: help venv postgres tools readers demo test bench peers clean
 
 help:
 	@echo "make venv      create .venv (Python >= 3.11) and pip install -e '.[test,bench,analysis]'"
@@ -34,6 +34,7 @@ help:
 	@echo "make postgres  make sure the PostgreSQL server binaries for the tests are installed"
 	@echo "make readers   make sure h5dump, ncdump, cc and the Exodus C library (Debian hdf5-tools, netcdf-bin, gcc, libexodusii-dev) are installed for the export tests"
 	@echo "make tools     build versitygw (S3 server) and toxiproxy into .tools/bin for the tests (needs Go)"
+	@echo "make peers     build the peer stack of benchmarks/peers.py into .peers/ (Open MPI, parallel HDF5, PnetCDF, ADIOS2)"
 	@echo "make clean     remove .venv, test results, demo data and build leftovers"
 
 # ---------------------------------------------------------------------------- environment
@@ -89,6 +90,12 @@ bench: venv
 	  echo "======== benchmarks/$$b.py"; \
 	  PYTHONPATH=src $(PY) benchmarks/$$b.py || exit 1; \
 	done
+
+# The stack SDM is compared with (benchmarks/peers.py), outside `make test`: Debian's Open MPI,
+# parallel HDF5 and PnetCDF, ADIOS2 from its source, mpi4py and h5py built against them, SDM
+# installed into .peers/venv, the C drivers of PnetCDF and ADIOS2 (see benchmarks/README.md).
+peers: venv
+	bash benchmarks/peer_stack/build.sh
 
 # ---------------------------------------------------------------------------- tests
 #
