@@ -122,5 +122,5 @@ test: venv postgres tools readers
 
 clean:
 	-@[ -f .pg/server.json ] && $(PYTHON) tests/integration/pgserver.py stop || true
-	rm -rf $(VENV) $(RESULTS) demo-data build .pg .tools .mypy_cache src/*.egg-info
+	rm -rf $(VENV) $(RESULTS) demo-data build .pg .tools .peers .mypy_cache src/*.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -70,9 +70,13 @@ class Stack:
         if missing:
             raise SystemExit(f"the peer stack is incomplete ({', '.join(map(str, missing))} missing): run `make peers`")
 
+    def mpiexec_args(self, nprocs: int) -> list[str]:
+        """``mpiexec -n nprocs`` of Open MPI: as root, oversubscribed, unbound (as MPICH's Hydra runs by default)."""
+        return [str(self.mpiexec), "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", str(nprocs)]
+
     def command(self, contender: str, nprocs: int, args: dict[str, Any]) -> list[str]:
         """The mpiexec command line of one job."""
-        mpi = [str(self.mpiexec), "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-n", str(nprocs)]
+        mpi = self.mpiexec_args(nprocs)
         if contender in ("pnetcdf", "adios2"):
             exe = [str(self.root / "bin" / f"peer_{contender}")]
         else:
@@ -94,11 +98,22 @@ class Stack:
                 "mpi4py": run("import mpi4py; print(mpi4py.__version__)")}
 
 
-def job(stack: Stack, contender: str, nprocs: int, args: dict[str, Any], limit: float) -> dict[str, Any]:
-    """Run one job; its report, or ``{"error": ...}`` / ``{"na": reason}``."""
+def job_env() -> dict[str, str]:
+    """The environment of every job: no SDM settings of the caller's, this checkout's sources first.
+
+    Open MPI's shared-memory transport is told to copy through its buffers
+    (``btl_vader_single_copy_mechanism=none``): the single-copy mechanism (CMA) needs
+    ptrace rights that containers often refuse; it is the same for every contender.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SDM_", "OMPI_", "PMIX_"))}
     env.update({"OMPI_MCA_btl_vader_single_copy_mechanism": "none", "PYTHONUNBUFFERED": "1"})
     env["PYTHONPATH"] = str(REPO / "src")
+    return env
+
+
+def job(stack: Stack, contender: str, nprocs: int, args: dict[str, Any], limit: float) -> dict[str, Any]:
+    """Run one job; its report, or ``{"error": ...}`` / ``{"na": reason}``."""
+    env = job_env()
     cmd = stack.command(contender, nprocs, args)
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
@@ -155,6 +170,24 @@ class Run:
         self.base = Path(tempfile.mkdtemp(prefix="sdm-peers-", dir=parent))
         self.samples: list[dict[str, Any]] = []
         self.problems: list[str] = []
+        self.calibration: dict[str, Any] | None = None
+
+    def calibrate(self, nprocs: int) -> None:
+        """``sdm calibrate`` a directory of this place once (outside every timing), as an installation does;
+        SDM's jobs copy the constants into their catalogs, so ``auto`` plans with this file system's figures."""
+        where, url = self.base / "calibration", f"sqlite:///{self.base / 'calibration.db'}"
+        where.mkdir()
+        env = job_env()
+        cmd = [*self.stack.mpiexec_args(nprocs), str(self.stack.python.parent / "sdm"), "calibrate", str(where),
+               "--catalog", url, *(["--quick"] if self.opts.quick else [])]
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, timeout=1800)
+        code = ("import json, sys; from sdm.catalog import Catalog; c = Catalog(sys.argv[1], create=False); "
+                "print(json.dumps(c.latest_calibration(sys.argv[2])))")
+        out = subprocess.run([str(self.stack.python), "-c", code, url, str(where.resolve())], env=env, check=True,
+                             capture_output=True, text=True, timeout=300).stdout
+        (self.base / "calibration.json").write_text(out)
+        self.calibration = json.loads(out)
+        shutil.rmtree(where, ignore_errors=True)
 
     def record(self, rnd: int, key: str, op: str, contender: str, nprocs: int, report: dict[str, Any]) -> None:
         self.samples.append({"place": self.place, "round": rnd, "pattern": key, "op": op, "contender": contender,
@@ -171,9 +204,12 @@ class Run:
         args = {"op": op, **pattern_args(key, self.opts.quick, where, self.base)}
         if key == "f":
             args["count"] = self.opts.scan_count
+        if contender == "sdm" and (self.base / "calibration.json").exists():
+            args["calibration"] = str(self.base / "calibration.json")
         report = job(self.stack, contender, nprocs, args, limit)
-        if rnd >= 0:
-            self.record(rnd, key, op, contender, nprocs, report)
+        # one-process reads and scans (e, f) belong to the table of the main rank count
+        self.record(rnd, key, op, contender, self.opts.nprocs if key in ("e", "f") else nprocs,
+                    {**report, "ranks": nprocs})
         return report
 
     def round(self, rnd: int, order: list[str], nprocs: int, keys: list[str]) -> None:
@@ -182,7 +218,7 @@ class Run:
             if key in ("e", "f"):
                 continue
             for c in order:
-                where = self.base / f"{key}-{c}-{nprocs}"
+                where = self.base / f"{key}-{c}-{nprocs}-r{rnd}"
                 shutil.rmtree(where, ignore_errors=True)
                 where.mkdir(parents=True)
                 w = self.go(rnd, key, "write", c, nprocs, where)
@@ -350,6 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = [Run(stack, place, parents[place], opts) for place in places]
     try:
         for run in runs:
+            if "sdm" in contenders:
+                print(f"calibrating {run.place} for SDM (sdm calibrate, {opts.nprocs} ranks)", flush=True)
+                run.calibrate(opts.nprocs)
             for n in {opts.nprocs, *scale}:
                 if "c" in keys:
                     write_maps(run.base, (geo.PATTERNS["c"].quick if opts.quick else geo.PATTERNS["c"].full)["rows"], n)

@@ -216,7 +216,7 @@ class Contender:
         raise NotImplementedError
 
     def prepare(self) -> None:
-        """Work done before the clock starts (SDM: the catalog exists, as it does for any run but the first)."""
+        """Work done before the clock starts (imports; SDM: the catalog exists, as it does for any run but the first)."""
 
 
 class RawMPIIO(Contender):
@@ -312,6 +312,9 @@ class HDF5(Contender):
     """Parallel HDF5 through h5py (``driver="mpio"``, collective transfers); one file."""
 
     name = "hdf5"
+
+    def prepare(self):
+        import h5py  # noqa: F401 (before the clock)
 
     def _file(self, mode: str) -> Any:
         import h5py
@@ -429,10 +432,31 @@ class SDM(Contender):
         return f"sqlite:///{self.dir / 'catalog.db'}"
 
     def prepare(self):
+        """The installation a run meets: its catalog exists and, given ``calibration=FILE`` (the JSON of
+        ``Catalog.latest_calibration`` of a directory on the same file system), holds that calibration."""
+        import importlib
+        import pkgutil
+
+        import sdm
+
+        # every module a session may use is imported before the clock, as the other libraries are
+        # (optional front ends, which import xarray, h5py or matplotlib, are not)
+        skip = ("sdm._cli", "sdm.xarray", "sdm.exporting", "sdm.plot", "sdm.fem", "sdm.bench", "sdm.examples",
+                "sdm.__main__", "sdm.catalog.migrations")
+        for mod in pkgutil.walk_packages(sdm.__path__, "sdm."):
+            if not mod.name.startswith(skip):
+                importlib.import_module(mod.name)
+
         if RANK == 0 and not (self.dir / "catalog.db").exists():
             from sdm.catalog import Catalog
 
-            Catalog(self._url()).close()  # the catalog exists before the run, as it does for every run but the first
+            cat = Catalog(self._url())
+            try:
+                if self.args.get("calibration"):
+                    record = json.loads(Path(self.args["calibration"]).read_text())
+                    cat.save_calibration(str(self.dir.resolve()), record["nprocs"], record["constants"])
+            finally:
+                cat.close()
         COMM.Barrier()
 
     def _view(self) -> Any:
