@@ -477,9 +477,9 @@ class SDM(Contender):
     def _open(self, mode: str) -> Any:
         import sdm
 
-        if mode == "w":
+        if mode == "w":  # checksum=off: only to measure what the checksum costs (the default is on)
             return sdm.open("peers", "w", comm=COMM, root=str(self.dir), catalog=self._url(),
-                            attributes={"pattern": self.pattern})
+                            attributes={"pattern": self.pattern}, checksum=self.args.get("checksum", "on") != "off")
         return sdm.open("peers", "r", comm=COMM, catalog=self._url(), attributes={"pattern": self.pattern})
 
     def write(self, arrays):
@@ -533,6 +533,11 @@ def run(args: dict[str, str]) -> dict[str, Any]:
     if not where.is_dir():
         raise Usage(f"dir={where} is not a directory")
     p = sizes(pattern, args)
+    lo, hi = box_args(args) if op == "box" else ((), ())
+    try:  # the application's arrays, before anything is written (a view that does not fit is refused here)
+        arrays = data(pattern, p, args) if op in ("write", "read", "check") else {}
+    except ValueError as e:
+        raise Usage(str(e)) from None
     c = cls(pattern, p, args, where)
     c.prepare()
     if op == "make":
@@ -542,11 +547,9 @@ def run(args: dict[str, str]) -> dict[str, Any]:
         seconds, found, _ = timed(lambda: c.scan(p["count"]), None, False)
         return {"seconds": seconds, "bytes": 0, "matches": found}
     if op == "box":
-        lo, hi = box_args(args)
         seconds, got, _ = timed(lambda: c.box(lo, hi), None, False)
         bad = int(np.count_nonzero(got != box_expected(p["n"], p["steps"] - 1, lo, hi)))
         return {"seconds": seconds, "bytes": got.nbytes, "mismatches": int(COMM.allreduce(bad))}
-    arrays = data(pattern, p, args)
     nbytes = int(COMM.allreduce(sum(a.nbytes for a in arrays.values())))
     if op == "write":
         seconds, _, files = timed(lambda: c.write(arrays), where, True)
