@@ -249,6 +249,13 @@ class Run:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
+def columns(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every sample as one row of a table (``{"fields": [...], "rows": [[...], ...]}``: a small JSON file)."""
+    fields = sorted({k for s in samples for k in s})
+    return {"fields": fields, "rows": [[round(s[k], 7) if isinstance(s.get(k), float) else s.get(k) for k in fields]
+                                      for s in samples]}
+
+
 def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Per (place, nprocs, pattern, op, contender): median and min-max seconds; per peer: SDM's speed ratio."""
     cells: dict[tuple, list[float]] = {}
@@ -415,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                      "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "stack": stack.facts()},
             "options": {"rounds": opts.rounds, "nprocs": opts.nprocs, "scale": scale, "places": places,
                         "quick": opts.quick, "scan_count": opts.scan_count, "disk": opts.disk},
-            "fs": fs, "wall_seconds": time.monotonic() - start, "samples": samples,
+            "fs": fs, "wall_seconds": time.monotonic() - start, "samples": columns(samples),
             "summary": summarise(samples), "na": na, "problems": [p for run in runs for p in run.problems]}
     name = "peers-quick" if opts.quick else "peers"
     write_results(Path(opts.out), name, data, markdown(data), lambda path: plot(data, path))

@@ -46,8 +46,11 @@ def dims(nprocs: int, ndim: int) -> tuple[int, ...]:
 
 
 def block_bounds(n: int, parts: int, coord: int) -> tuple[int, int]:
-    """``[lo, hi)`` of block *coord* of *parts* along an axis of *n* (``lo = c * n // p``)."""
-    return coord * n // parts, (coord + 1) * n // parts
+    """``[lo, hi)`` of block *coord* of *parts* along an axis of *n*: the first ``n % parts`` blocks one longer
+    (as :class:`sdm.Block` splits)."""
+    base, extra = divmod(n, parts)
+    lo = coord * base + min(coord, extra)
+    return lo, lo + base + (1 if coord < extra else 0)
 
 
 def cyclic_rows(n: int, block: int, parts: int, coord: int) -> np.ndarray:

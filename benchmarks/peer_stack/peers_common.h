@@ -325,6 +325,14 @@ static void peer_read_map(peer_layout *L, const char *prefix, long long rows)
 }
 
 /* Block split of pattern a: the 3-D box of this rank in the MPI_Dims_create grid. */
+/* [lo, hi) of block c of p along an axis of n: the first n % p blocks one longer (as sdm.Block splits). */
+static void peer_block(long long n, long long p, long long c, long long *lo, long long *hi)
+{
+    long long base = n / p, extra = n % p;
+    *lo = c * base + (c < extra ? c : extra);
+    *hi = *lo + base + (c < extra ? 1 : 0);
+}
+
 static void peer_layout_a(peer_layout *L, long long n)
 {
     int dims[3] = {0, 0, 0};
@@ -335,7 +343,8 @@ static void peer_layout_a(peer_layout *L, long long n)
     L->ndims = 3;
     L->local_elems = 1;
     for (int k = 0; k < 3; k++) {
-        long long lo = coords[k] * n / dims[k], hi = (coords[k] + 1) * n / dims[k];
+        long long lo, hi;
+        peer_block(n, dims[k], coords[k], &lo, &hi);
         L->shape[k] = (size_t)n;
         L->start[0][k] = (size_t)lo;
         L->count[0][k] = (size_t)(hi - lo);
@@ -401,8 +410,8 @@ static void peer_layout_init(peer_layout *L, const peer_args *a)
         L->dimnames[1] = "col";
         break;
     default: { /* 'd' */
-        long long lo = peer_rank * a->length / peer_size;
-        long long hi = (peer_rank + 1) * a->length / peer_size;
+        long long lo, hi;
+        peer_block(a->length, peer_size, peer_rank, &lo, &hi);
         L->nvars = a->count;
         L->ndims = 1;
         L->shape[0] = (size_t)a->length;
