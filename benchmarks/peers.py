@@ -170,7 +170,6 @@ class Run:
         self.base = Path(tempfile.mkdtemp(prefix="sdm-peers-", dir=parent))
         self.samples: list[dict[str, Any]] = []
         self.problems: list[str] = []
-        self.calibration: dict[str, Any] | None = None
 
     def calibrate(self, nprocs: int) -> None:
         """``sdm calibrate`` a directory of this place once (outside every timing), as an installation does;
@@ -186,7 +185,6 @@ class Run:
         out = subprocess.run([str(self.stack.python), "-c", code, url, str(where.resolve())], env=env, check=True,
                              capture_output=True, text=True, timeout=300).stdout
         (self.base / "calibration.json").write_text(out)
-        self.calibration = json.loads(out)
         shutil.rmtree(where, ignore_errors=True)
 
     def record(self, rnd: int, key: str, op: str, contender: str, nprocs: int, report: dict[str, Any]) -> None:
@@ -208,8 +206,10 @@ class Run:
             args["calibration"] = str(self.base / "calibration.json")
         report = job(self.stack, contender, nprocs, args, limit)
         # one-process reads and scans (e, f) belong to the table of the main rank count
-        self.record(rnd, key, op, contender, self.opts.nprocs if key in ("e", "f") else nprocs,
-                    {**report, "ranks": nprocs})
+        if key in ("e", "f"):
+            self.record(rnd, key, op, contender, self.opts.nprocs, {**report, "ranks": nprocs})
+        else:
+            self.record(rnd, key, op, contender, nprocs, report)
         return report
 
     def round(self, rnd: int, order: list[str], nprocs: int, keys: list[str]) -> None:
@@ -252,8 +252,7 @@ class Run:
 def columns(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Every sample as one row of a table (``{"fields": [...], "rows": [[...], ...]}``: a small JSON file)."""
     fields = sorted({k for s in samples for k in s})
-    return {"fields": fields, "rows": [[round(s[k], 7) if isinstance(s.get(k), float) else s.get(k) for k in fields]
-                                      for s in samples]}
+    return {"fields": fields, "rows": [[s.get(k) for k in fields] for s in samples]}
 
 
 def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -417,15 +416,18 @@ def main(argv: list[str] | None = None) -> int:
     mpi4py.rc.initialize = mpi4py.rc.finalize = False  # the driver only starts jobs: no MPI in this process
     from _io_bench import provenance, write_results  # noqa: E402 (needs sdm importable)
 
+    from sdm.bench import rounded
+
     data = {"meta": {**provenance(), "host": platform.node(), "cores": os.cpu_count(), "load_before": load_before,
                      "load_after": os.getloadavg()[0], "python": platform.python_version(),
                      "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "stack": stack.facts()},
             "options": {"rounds": opts.rounds, "nprocs": opts.nprocs, "scale": scale, "places": places,
                         "quick": opts.quick, "scan_count": opts.scan_count, "disk": opts.disk},
-            "fs": fs, "wall_seconds": time.monotonic() - start, "samples": columns(samples),
-            "summary": summarise(samples), "na": na, "problems": [p for run in runs for p in run.problems]}
+            "fs": fs, "wall_seconds": time.monotonic() - start, "samples": rounded(columns(samples)),
+            "na": na, "problems": [p for run in runs for p in run.problems]}
+    shown = {**data, "summary": summarise(samples)}  # derived from the samples: not stored
     name = "peers-quick" if opts.quick else "peers"
-    write_results(Path(opts.out), name, data, markdown(data), lambda path: plot(data, path))
+    write_results(Path(opts.out), name, data, markdown(shown), lambda path: plot(shown, path))
     return 1 if data["problems"] else 0
 
 

@@ -577,9 +577,10 @@ static void peer_f_path(char *out, size_t size, const char *dir, long long i, co
 
 /* ----------------------------------------------------------- files, timing ---- */
 
-/* fsync()s every regular file below path (recursively); directories are walked, links not. */
-static void peer_fsync_tree(const char *path)
+/* fsync()s every regular file below path (recursively; directories are walked, links not): how many. */
+static long long peer_fsync_tree(const char *path)
 {
+    long long files = 0;
     struct stat st;
     if (lstat(path, &st) != 0)
         peer_fail("lstat", strerror(errno));
@@ -590,6 +591,7 @@ static void peer_fsync_tree(const char *path)
         if (fsync(fd) != 0)
             peer_fail("fsync", strerror(errno));
         close(fd);
+        files = 1;
     } else if (S_ISDIR(st.st_mode)) {
         DIR *d = opendir(path);
         if (d == NULL)
@@ -600,35 +602,10 @@ static void peer_fsync_tree(const char *path)
                 continue;
             char child[4096];
             snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-            peer_fsync_tree(child);
+            files += peer_fsync_tree(child);
         }
         closedir(d);
     }
-}
-
-/* Regular files below path (recursively). */
-static long long peer_count_files(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return 0;
-    if (S_ISREG(st.st_mode))
-        return 1;
-    if (!S_ISDIR(st.st_mode))
-        return 0;
-    long long files = 0;
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        char child[4096];
-        snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-        files += peer_count_files(child);
-    }
-    closedir(d);
     return files;
 }
 
@@ -639,11 +616,11 @@ static double peer_clock_start(void)
     return MPI_Wtime();
 }
 
-/* End of a timed write: rank 0 fsyncs every file below dir, barrier, elapsed seconds. */
-static double peer_clock_stop_write(double t0, const char *dir)
+/* End of a timed write: rank 0 fsyncs every file below dir (*files: how many there are; 0 on other
+   ranks), barrier, elapsed seconds. */
+static double peer_clock_stop_write(double t0, const char *dir, long long *files)
 {
-    if (peer_rank == 0)
-        peer_fsync_tree(dir);
+    *files = peer_rank == 0 ? peer_fsync_tree(dir) : 0;
     MPI_Barrier(MPI_COMM_WORLD);
     return MPI_Wtime() - t0;
 }
@@ -743,10 +720,11 @@ static int peer_main(int argc, char **argv, const peer_driver *d)
         t0 = peer_clock_start();
         peer_find_runs(&L);
         d->write(&L, path);
-        seconds = peer_clock_stop_write(t0, a.dir);
+        long long files;
+        seconds = peer_clock_stop_write(t0, a.dir, &files);
         d->teardown();
         long long bytes = peer_sum(peer_local_bytes(&L));
-        peer_report_and_exit(seconds, bytes, -1, -1, peer_rank == 0 ? peer_count_files(a.dir) : 0);
+        peer_report_and_exit(seconds, bytes, -1, -1, files);
         break;
     }
     case OP_READ:
@@ -800,11 +778,11 @@ static int peer_main(int argc, char **argv, const peer_driver *d)
                 peer_f_path(path, sizeof path, a.dir, i, d->ext);
                 d->make_one(i, path);
             }
-        seconds = peer_clock_stop_write(t0, a.dir);
+        long long files;
+        seconds = peer_clock_stop_write(t0, a.dir, &files);
         if (peer_rank == 0)
             d->teardown();
-        peer_report_and_exit(seconds, a.count * PEER_F_X_LEN * (long long)sizeof(double), -1, -1,
-                             peer_rank == 0 ? peer_count_files(a.dir) : 0);
+        peer_report_and_exit(seconds, a.count * PEER_F_X_LEN * (long long)sizeof(double), -1, -1, files);
         break;
     }
     case OP_SCAN: {
