@@ -24,7 +24,7 @@ from .io.base import Transfer
 from .io.subfiles import Place, move
 from .io._support import int_hint
 from .planner.subfiles import choose_subfiles
-from .storage.files import fs_type
+from .storage.mounts import fs_type
 from .storage.durability import node_comm
 from .storage.subfiles import ALIGN, Extent, aligned, cut, subfile_path, write_extent
 
