@@ -866,13 +866,13 @@ class Group:
                     places[i] = (rel, offset)
         if any(p is None for p in places):
             raise StorageError(f"could not reserve a new file for step {step} in {_RESERVE_TRIES} tries")
+        reserved = [p for p in places if p is not None]
         subfiled = [i for i, lay in enumerate(layouts or ()) if lay is not None]
         if subfiled and layouts is not None:  # every extent's space, in one transaction
-            _subfiled.reserve(self, [places[i][0] for i in subfiled], [layouts[i] for i in subfiled])  # type: ignore[index]
+            _subfiled.reserve(self, [reserved[i][0] for i in subfiled], [layouts[i] for i in subfiled])
         out = []
-        for name, place, version, old, nbytes, lay in zip(names, places, versions, replaced, sizes,
-                                                           layouts or [None] * len(names)):
-            rel, offset = place  # type: ignore[misc]
+        for name, (rel, offset), version, old, nbytes, lay in zip(names, reserved, versions, replaced, sizes,
+                                                                  layouts or [None] * len(names)):
             if self.record.archive is not None:  # an object, made whole by the write (unwritten bytes: zeros)
                 out.append((rel, offset, version, old))
                 continue

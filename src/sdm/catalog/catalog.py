@@ -946,9 +946,12 @@ class Catalog:
             file_id = self._file_ids.get(key) or new_ids.get(key) or con.execute(
                 _FILE_ID, {"run_id": run_id, "path": x["path"]}).scalar()
             if file_id is None:
-                file_id = con.execute(S.files.insert(), {
+                made = con.execute(S.files.insert(), {
                     "run_id": run_id, "path": x["path"], "level": int(w["level"]), "created_at": now,
-                    "alloc_end": int(x["offset"]) + int(x["nbytes"])}).inserted_primary_key[0]
+                    "alloc_end": int(x["offset"]) + int(x["nbytes"])}).inserted_primary_key
+                file_id = made[0] if made else None
+            if file_id is None:
+                raise CatalogError(f"catalog {self.url!r} did not record the subfile {x['path']}")
             new_ids[key] = int(file_id)
             rows.append(dict(write_id=wid, seq=seq, file_id=file_id, offset=int(x["offset"]), nbytes=int(x["nbytes"]),
                              start=int(x["start"]), checksum=x["checksum"], checksum_algo=x["checksum_algo"]))

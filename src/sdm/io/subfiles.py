@@ -46,10 +46,9 @@ class Place:
 
 def _flat(a: np.ndarray, order: str) -> np.ndarray:
     """The bytes of *a* in storage *order*, a view when *a* is contiguous that way, else one copy."""
-    np_order = "F" if order == "F" else "C"
-    if not (a.flags.f_contiguous if np_order == "F" else a.flags.c_contiguous):
-        a = np.asarray(a, order=np_order).copy(order=np_order)
-    return a.reshape(-1, order=np_order).view(np.uint8)
+    if order == "F":
+        return (a if a.flags.f_contiguous else np.asfortranarray(a)).reshape(-1, order="F").view(np.uint8)
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
 
 
 class _ExtentIO(ChunkIO):
@@ -145,6 +144,7 @@ def move(t: Transfer, extents: Sequence[Extent], places: Sequence[Place], *, wri
         for rnd in plan.rounds:
             if rnd.chunk is not None:
                 part = plan.own_part(rnd, rank)
+                assert part is not None  # aligned: the owner holds all of its chunk
                 deferred.run(_direct, io, rnd.chunk.index, part.in_array, writing)
     else:
         run_rounds(t, plan, deferred, writing, io)
@@ -164,7 +164,7 @@ def _direct(io: _ExtentIO, index: int, in_array: tuple, writing: bool) -> None:
     direct = local.flags.f_contiguous if t.order == "F" else local.flags.c_contiguous
     target = local if direct and np.shares_memory(local, t.array) else np.empty(local.shape, local.dtype,
                                                                                 order="F" if t.order == "F" else "C")
-    flat = target.reshape(-1, order="F" if t.order == "F" else "C").view(np.uint8)
+    flat = (target.reshape(-1, order="F") if t.order == "F" else target.reshape(-1)).view(np.uint8)
     place.backend.read_exactly(place.key, place.offset, flat)
     if io.whole:
         io.digests[index] = integrity.xxh3(flat)
