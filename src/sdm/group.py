@@ -268,6 +268,12 @@ class Group:
         return "archive" if self.record.archive else "fast"
 
     @property
+    def subfiles(self) -> int | str | None:
+        """K subfiles per step, ``"auto"`` (chosen per write), or None: one file (see :mod:`sdm.storage.subfiles`)."""
+        k = self.record.subfiles
+        return "auto" if k == 0 else k
+
+    @property
     def archive(self) -> str | None:
         """``s3://BUCKET/PREFIX`` the group writes its objects to (None: the fast tier)."""
         return self.record.archive

@@ -666,10 +666,10 @@ class Catalog:
         if row is not None and (existing != list(specs) or group.level != int(level) or group.kind != kind
                                 or group.steps_per_file != steps_per_file or group.archive != archive
                                 or group.subfiles != subfiles):
+            sub = f", subfiles {group.subfiles}" if group.subfiles is not None or subfiles is not None else ""
             raise GroupExistsError(
                 f"group {name!r} already exists in run {run_id} with level {group.level}, kind {group.kind!r}, "
-                f"steps_per_file {group.steps_per_file}, archive {group.archive}, subfiles {group.subfiles} and "
-                f"datasets {existing}; reopen it "
+                f"steps_per_file {group.steps_per_file}, archive {group.archive}{sub} and datasets {existing}; reopen it "
                 "with the same definition "
                 "or use another name"
             )
