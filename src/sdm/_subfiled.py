@@ -26,7 +26,7 @@ from .io._support import int_hint
 from .planner.subfiles import choose_subfiles
 from .storage.mounts import fs_type
 from .storage.durability import node_comm
-from .storage.subfiles import ALIGN, Extent, aligned, cut, subfile_path, write_extent
+from .storage.subfiles import ALIGN, Extent, cut, subfile_path, write_extent
 
 if TYPE_CHECKING:
     from .catalog import WriteRecord
@@ -59,21 +59,27 @@ def _nodes(g: "Group") -> int:
     return found
 
 
-def layouts(g: "Group", names: Sequence[str], statsets: list) -> list[Layout | None]:
-    """Each dataset's layout in this write (None: one shared file), the same on every rank (collective the
-    first time: :func:`_nodes`)."""
+def layouts(g: "Group", names: Sequence[str]) -> tuple[list[Layout | None], list[str]]:
+    """Each dataset's layout in this write (None: one shared file) and, for those kept in one file, why;
+    the same on every rank (collective the first time: :func:`_nodes`)."""
     s = g.session
     requested = int(g.record.subfiles or 0)
     nodes = _nodes(g)
     fs = fs_type(s.root) if s.rank == 0 else ""  # only for the reason, which rank 0 records
     out: list[Layout | None] = []
+    notes: list[str] = []
     for name in names:
         rec = g.dataset(name)
         itemsize = np.dtype(g._view(name).dtype).itemsize
         k, reason = choose_subfiles(requested, g._nbytes[name], s.size, nodes, s.hints, fs)
+        if not rec.shape:
+            k, reason = 0, "one shared file (a 0-d dataset is one element)"
         extents = cut(rec.shape, itemsize, rec.order, k) if k else []
+        if k and not extents:
+            reason = "one shared file (an empty dataset has no extents)"
         out.append(Layout(extents, reason) if extents else None)
-    return out
+        notes.append("" if extents else reason)
+    return out, notes
 
 
 def reserve(g: "Group", rels: Sequence[str], layouts: Sequence[Layout]) -> None:
@@ -81,7 +87,7 @@ def reserve(g: "Group", rels: Sequence[str], layouts: Sequence[Layout]) -> None:
     transaction; each layout gets its extents' offsets."""
     s = g.session
     align = int_hint(dict(s.hints), "sdm_subfile_align", ALIGN)
-    asked = [(subfile_path(rel, k), g.level, aligned(e.nbytes, align), False)
+    asked = [(subfile_path(rel, k), g.level, e.nbytes, False, align)
              for rel, lay in zip(rels, layouts) for k, e in enumerate(lay.extents)]
     got = [int(x) for x in s.catalog_call("reserve", s.run_id, asked)] if asked else []
     at = 0

@@ -562,12 +562,14 @@ class Group:
         # exchange 2: rank 0 reserves fresh space, which it may only do once every rank
         # has accepted the call (exchange 1), and every rank needs the offsets before it
         # writes: one small Bcast of (offset, version, replaced version) per dataset
-        layouts = _subfiled.layouts(self, names, statsets) if self.record.subfiles is not None else [None] * len(names)
+        layouts, notes = (_subfiled.layouts(self, names) if self.record.subfiles is not None
+                          else ([None] * len(names), [""] * len(names)))
         places = self._reserve_everywhere(names, int(step), plan, [self._nbytes[n] for n in names], layouts)
         accesses = [self._access(n, True, statsets, i) for i, n in enumerate(names)]
         archived = self.record.archive is not None
         decisions = [_ARCHIVE_WRITE if archived else _Decision(get_method("servers"), lay.reason) if lay is not None
-                     else s.planner.choose(method or s.method, a) for a, lay in zip(accesses, layouts)]
+                     else _noted(s.planner.choose(method or s.method, a), note)
+                     for a, lay, note in zip(accesses, layouts, notes)]
         n = len(names)
         extent_digests: list[list[int]] = [[0] * len(lay.extents) if lay is not None else [] for lay in layouts]
         threads = s.checksum and self._spare_cores()
@@ -1260,6 +1262,11 @@ class Group:
 
     def __repr__(self) -> str:
         return f"<sdm.Group {self.name!r} level={self.level} datasets={self.datasets}>"
+
+
+def _noted(decision: _Decision, note: str) -> _Decision:
+    """*decision* with *note* (why a subfiled group's write kept one file) before its reason."""
+    return replace(decision, reason=f"subfiles: {note}; {decision.reason}") if note else decision
 
 
 def _signed(value: int) -> int:

@@ -573,3 +573,18 @@ def test_new_run_returns_what_run_reads_back(catalog_url: str, tmp_path: Path) -
         assert plain == cat.run(plain.id) and (plain.dir, plain.state, plain.attributes) == (None, "closed", {})
     finally:
         cat.close()
+
+
+def test_space_is_reserved_at_an_alignment_when_asked(catalog_url: str) -> None:
+    """An aligned request (subfile extents) starts at the first multiple at or past the high-water mark, in
+    SQLite's and PostgreSQL's integer arithmetic alike; plain requests follow the mark as before."""
+    cat = Catalog(catalog_url)
+    try:
+        run = cat.create_run("align", nprocs=1, root="/data")
+        got = cat.reserve(run, [("a/f.sub00000.sdm", 3, 100, False, 4096), ("a/f.sub00000.sdm", 3, 5000, False, 4096),
+                                ("a/f.sub00000.sdm", 3, 10, False), ("a/f.sub00000.sdm", 3, 1, False, 4096),
+                                ("a/f.sub00000.sdm", 3, 7, False, 4096)])
+        assert got == [0, 4096, 9096, 12288, 16384]
+        assert cat.file_end(run, "a/f.sub00000.sdm") == 0  # nothing committed yet
+    finally:
+        cat.close()

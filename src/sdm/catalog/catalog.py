@@ -807,10 +807,12 @@ class Catalog:
             ).scalar()
         return int(end or 0)
 
-    def reserve(self, run_id: int, requests: Sequence[tuple[str, int, int, bool]]) -> list[int | None]:
+    def reserve(self, run_id: int, requests: Sequence[tuple]) -> list[int | None]:
         """Reserve fresh file space for writes, atomically (one transaction).
 
-        Each request is ``(path, level, nbytes, whole_file)``. A whole-file request (level 1:
+        Each request is ``(path, level, nbytes, whole_file)``, optionally with an alignment: the
+        offset is then the first multiple of it at or past the high-water mark (subfile
+        extents, :mod:`sdm.storage.subfiles`). A whole-file request (level 1:
         one file per dataset, step and version) creates the file's row and owns the whole
         file; it gets ``None`` when the path is already taken (by a version written
         before, or by another job), and the caller asks again with another path. Other
@@ -828,7 +830,8 @@ class Catalog:
         out: list[int | None] = []
         now = _now()
         with self._tx() as con:
-            for path, level, nbytes, whole_file in requests:
+            for path, level, nbytes, whole_file, *rest in requests:
+                align = int(rest[0]) if rest else 1
                 key = (int(run_id), path)
                 file_id = self._file_ids.get(key)
                 if file_id is None or whole_file:
@@ -841,8 +844,9 @@ class Catalog:
                             self._file_ids[key] = int(made)
                         continue
                     file_id = made if made is not None else con.execute(_FILE_ID, {"run_id": run_id, "path": path}).scalar_one()
+                start = f.c.alloc_end if align == 1 else (f.c.alloc_end + (align - 1)) // align * align
                 end = con.execute(
-                    f.update().where(f.c.id == file_id).values(alloc_end=f.c.alloc_end + int(nbytes))
+                    f.update().where(f.c.id == file_id).values(alloc_end=start + int(nbytes))
                     .returning(f.c.alloc_end)
                 ).scalar_one()
                 out.append(int(end) - int(nbytes))

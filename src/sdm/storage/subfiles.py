@@ -11,9 +11,9 @@ still holds raw bytes in canonical order: extent ``k`` of a step is the numpy sl
 the catalog read it back without SDM.
 
 Space in a subfile is reserved through the catalog as in any appended file (its
-high-water mark raised in one transaction), in multiples of the alignment
-(``sdm_subfile_align``, default 4096 bytes: set it to the stripe size of a parallel
-file system), so every extent starts on a block boundary.
+high-water mark raised in one transaction), each extent starting at the first multiple
+of the alignment (``sdm_subfile_align``, default 4096 bytes: set it to the stripe size of
+a parallel file system) past the mark, so every extent starts on a block boundary.
 
 Extent ``k`` is written and read whole by rank ``k % P`` (its *owner*) with plain
 POSIX calls on its own subfile, so no two ranks share a file: with a block
@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, StorageError
 
-__all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path", "aligned", "write_extent"]
+__all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path", "write_extent"]
 
 ALIGN = 4096  #: default alignment of extents in their subfiles (hint ``sdm_subfile_align``)
 AUTO = 0  #: ``subfiles="auto"`` as the catalog stores it
@@ -103,11 +103,6 @@ def cut(shape: Sequence[int], itemsize: int, order: str, k: int) -> list[Extent]
         out.append(Extent((a, b), a * per_row, (b - a) * per_row))
         a = b
     return out
-
-
-def aligned(nbytes: int, align: int) -> int:
-    """*nbytes* rounded up to a multiple of *align* (the space an extent reserves)."""
-    return -(-int(nbytes) // int(align)) * int(align) if nbytes else 0
 
 
 def write_extent(path: Path, offset: int, data: Any, sync: bool) -> None:
