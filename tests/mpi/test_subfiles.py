@@ -116,7 +116,7 @@ def _expect_aligned(dist: str, size: int, shape: tuple[int, ...], order: str, k:
 def _check_row(root: Path, w: Any, G: np.ndarray, order: str, k: int, aligned: bool | None = None,
                reason: str | None = None, boundaries: bool = True) -> None:
     """Rank 0: a subfiled row against numpy: its extents tile the stream in order, hold its bytes, carry their xxh3."""
-    stream = np.frombuffer(G.tobytes(order=order), dtype=np.uint8)
+    stream = np.frombuffer(G.tobytes(order="F" if order == "F" else "C"), dtype=np.uint8)
     expect = _expected_extents(G.shape, G.itemsize, order, k)
     assert w.method == "subfiles"
     assert w.nbytes == G.nbytes
@@ -149,6 +149,26 @@ def _rows(url: str, run_id: int) -> dict[tuple[str, str, int], Any]:
         return {(g, d, w.step): w for g, d, w in cat.writes(run_id)}
     finally:
         cat.close()
+
+
+def _flip(root: Path, e: Any, at: int) -> None:
+    """Change one bit of byte *at* of extent *e* in its subfile."""
+    with open(root / e.path, "r+b") as f:
+        f.seek(e.offset + at)
+        byte = f.read(1)
+        f.seek(e.offset + at)
+        f.write(bytes([byte[0] ^ 0x10]))
+
+
+def _small_run(mpi_tmp: Path, steps: range, then: Callable[[Any, Any], None] | None = None) -> int:
+    """A run of group "g" (dataset "a" of SHAPE in 2 subfiles) with *steps* written, then *then(session, group)*."""
+    with sdm.open("small", root=mpi_tmp, catalog=f"sqlite:///{mpi_tmp}/c.db") as s:
+        g = s.make_group("g", ["a"], dtype="f8", shape=SHAPE, subfiles=2)
+        for step in steps:
+            g.write("a", step, np.full(g.local_shape("a"), float(step + 1)))
+        if then is not None:
+            then(s, g)
+        return int(s.run_id)
 
 
 def _ks(size: int) -> list[int]:
@@ -314,13 +334,8 @@ def test_a_flipped_byte_is_found_in_its_extent(comm, mpi_tmp, kind):
         def flip() -> tuple[int, str]:
             w = _rows(url, run_id)[("g", "a", 1)]
             j = len(w.extents) - 1
-            e = w.extents[j]
-            with open(Path(mpi_tmp) / e.path, "r+b") as f:
-                f.seek(e.offset + e.nbytes // 2)
-                byte = f.read(1)
-                f.seek(e.offset + e.nbytes // 2)
-                f.write(bytes([byte[0] ^ 0x10]))
-            return j, Path(e.path).name
+            _flip(Path(mpi_tmp), w.extents[j], w.extents[j].nbytes // 2)
+            return j, Path(w.extents[j].path).name
 
         comm.Barrier()
         j, name = _on_root(comm, flip)
@@ -579,14 +594,12 @@ def test_truncation_erases_extents_and_releases_their_space(comm, mpi_tmp):
                    reason="a truncation cuts a subfile at its last extent's end, not on the alignment, "
                           "and the next extent is reserved there")
 def test_extents_stay_aligned_after_a_truncation(comm, mpi_tmp):
-    url = f"sqlite:///{mpi_tmp}/c.db"
-    with sdm.open("trunc", root=mpi_tmp, catalog=url) as s:
-        g = s.make_group("g", ["a"], dtype="f8", shape=SHAPE, subfiles=2)
-        for step in range(3):
-            g.write("a", step, np.full(g.local_shape("a"), float(step)))
+    def truncated(s: Any, g: Any) -> None:
         s.truncate(0)
         g.write("a", 1, np.full(g.local_shape("a"), 9.0))
-        run_id = s.run_id
+
+    run_id = _small_run(mpi_tmp, range(3), truncated)
+    url = f"sqlite:///{mpi_tmp}/c.db"
     offsets = _on_root(comm, lambda: [e.offset for e in _rows(url, run_id)[("g", "a", 1)].extents])
     assert all(o % 4096 == 0 for o in offsets), offsets
 
@@ -595,18 +608,11 @@ def test_extents_stay_aligned_after_a_truncation(comm, mpi_tmp):
                    reason="verify_run counts a damaged plain row's checksum as checked but not a "
                           "damaged subfiled row's (its problem starts with 'extent', not 'checksum')")
 def test_verify_counts_the_checksum_of_a_damaged_extent(comm, mpi_tmp):
+    run_id = _small_run(mpi_tmp, range(1))
     url = f"sqlite:///{mpi_tmp}/c.db"
-    with sdm.open("count", root=mpi_tmp, catalog=url) as s:
-        g = s.make_group("g", ["a"], dtype="f8", shape=SHAPE, subfiles=2)
-        g.write("a", 0, np.full(g.local_shape("a"), 1.0))
-        run_id = s.run_id
 
     def check() -> tuple[int, int, int]:
-        w = _rows(url, run_id)[("g", "a", 0)]
-        e = w.extents[0]
-        with open(Path(mpi_tmp) / e.path, "r+b") as f:
-            f.seek(e.offset)
-            f.write(b"\xff")
+        _flip(Path(mpi_tmp), _rows(url, run_id)[("g", "a", 0)].extents[0], 0)
         cat = sdm.Catalog(url)
         report = maintenance.verify_run(cat, run_id)
         cat.close()
