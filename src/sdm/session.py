@@ -292,6 +292,8 @@ class Session:
         rows: dict[str, list[tuple[str, Any]]] = {}
         owner: dict[str, str] = {}
         for group, dataset, w in self.catalog.writes(self.run_id, paths=sorted(self.described)):
+            if w.extents:  # a subfiled step: described by the meta-file and the catalog, never by a trailer
+                continue
             rows.setdefault(w.path, []).append((dataset, w))
             owner[w.path] = group
         closed_at = datetime.now(timezone.utc).isoformat()

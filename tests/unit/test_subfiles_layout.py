@@ -12,7 +12,7 @@ import xxhash
 from sdm import integrity
 from sdm.errors import HintError, InvalidArgumentError
 from sdm.planner.subfiles import MIN_BYTES, choose_subfiles
-from sdm.storage.subfiles import ALIGN, Extent, aligned, check_subfiles, cut, subfile_path
+from sdm.storage.subfiles import ALIGN, Extent, check_subfiles, cut, subfile_path
 
 MiB = 1 << 20
 
@@ -87,14 +87,8 @@ def test_subfile_path_names():
     assert subfile_path("g.sdm", np.int64(2)) == "g.sub00002.sdm"
 
 
-def test_aligned():
+def test_the_default_alignment_is_a_page():
     assert ALIGN == 4096
-    assert aligned(0, 4096) == 0
-    assert aligned(1, 4096) == 4096
-    assert aligned(4096, 4096) == 4096
-    assert aligned(4097, 4096) == 8192
-    assert aligned(100, 1) == 100
-    assert aligned(100, 64) == 128
 
 
 # ----------------------------------------------------------------------------- checks
