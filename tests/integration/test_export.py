@@ -251,3 +251,28 @@ def test_failure_midway_leaves_nothing(runs: dict[str, Any], tmp_path: Path, fmt
     assert [p.name for p in tmp_path.iterdir()] == [out.name]  # the old output, untouched
     assert (out.is_dir() and not list(out.iterdir())) if fmt == "zarr" else out.read_bytes() == b"old"
     assert math.isclose(calls[-1], 4 * 30 * 8)  # T's first four steps were written
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_a_subfiled_run_exports_like_any_other(tmp_path: Path, fmt: str) -> None:
+    """A group whose steps are cut into extents in 3 subfiles exports to what h5dump, ncdump and zarr read back."""
+    import zarr
+
+    url, shape = f"sqlite:///{tmp_path}/c.db", (9, 4)
+    want = np.stack([np.arange(36, dtype="<f8").reshape(shape) + 100 * step for step in (0, 1)])
+    with sdm.open("exported", root=str(tmp_path / "root"), catalog=url) as s:
+        g = s.make_group("sub", ["T"], dtype="<f8", shape=shape, subfiles=3)
+        for step in (0, 1):
+            g.write("T", step, want[step])
+        run = s.run_id
+    out = tmp_path / f"run.{FORMATS[fmt]}"
+    export(run, format=fmt, out=out, catalog=url)
+    if fmt == "hdf5":
+        got_shape, values = h5dump(out, "/sub/T")
+    elif fmt == "netcdf":
+        got_shape, values = ncdump(out, "sub", "T")
+    else:
+        arr = zarr.open_array(str(out), path="sub/T", mode="r")
+        got_shape, values = arr.shape, arr[...]
+    assert got_shape == want.shape
+    same(values, want)
