@@ -360,7 +360,9 @@ def plot(data: dict[str, Any], path: Path) -> None:
     width = 0.8 / len(o["contenders"])
     for ax, place in zip(axes[0], o["places"]):
         for i, c in enumerate(o["contenders"]):
-            xs, ys, errs = [], [], ([], [])
+            xs: list[float] = []
+            ys: list[float] = []
+            errs: tuple[list[float], list[float]] = ([], [])
             for j, op in enumerate(OPS):
                 cell = cells.get(f"{place}|{op}|{c}")
                 if cell:
