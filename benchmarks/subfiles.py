@@ -199,15 +199,17 @@ def expected_global(n: int, step: int, var: int) -> np.ndarray:
     return geo.values_at(step, var, np.arange(n ** 3, dtype=np.int64))
 
 
-def stored_bytes(contender: str, where: Path, n: int, arrays: int, steps: int, ranks: int) -> dict[tuple[int, int],
-                                                                                                    np.ndarray]:
-    """Every (step, array) as the contender left it on storage, read with numpy alone (flat, C order)."""
+def stored_bytes(contender: str, where: Path, opts: argparse.Namespace) -> tuple[dict[tuple[int, int], np.ndarray],
+                                                                                   dict[str, Any]]:
+    """Every (step, array) as the contender left it on storage, read with numpy alone (flat, C order),
+    and what the layout was (files; for SDM the extents per step and the checksum algorithms)."""
+    n, arrays, steps, ranks = opts.n, opts.arrays, opts.steps, opts.ranks
     per = n ** 3
-    out: dict[tuple[int, int], np.ndarray] = {}
+    files = sum(1 for p in where.iterdir() if p.is_file())
     if contender == "raw-shared":
         whole = np.fromfile(where / "out.raw", dtype="<f8")
         return {(s, v): whole[(s * arrays + v) * per:(s * arrays + v + 1) * per]
-                for s in range(steps) for v in range(arrays)}
+                for s in range(steps) for v in range(arrays)}, {"files": files}
     if contender == "fpp-posix":
         parts: dict[tuple[int, int], list[np.ndarray]] = {}
         for r in range(ranks):
@@ -216,40 +218,54 @@ def stored_bytes(contender: str, where: Path, n: int, arrays: int, steps: int, r
             size = (hi - lo) * n * n
             for i, key in enumerate((s, v) for s in range(steps) for v in range(arrays)):
                 parts.setdefault(key, []).append(mine[i * size:(i + 1) * size])
-        return {k: np.concatenate(v) for k, v in parts.items()}
-    return sdm_extents(where, n)
+        return {k: np.concatenate(v) for k, v in parts.items()}, {"files": files}
+    return sdm_extents(where)
 
 
-def sdm_extents(where: Path, n: int) -> dict[tuple[int, int], np.ndarray]:
-    """An SDM run's datasets assembled from the byte ranges its catalog records, with ``numpy.memmap``.
+def sdm_extents(where: Path) -> tuple[dict[tuple[int, int], np.ndarray], dict[str, Any]]:
+    """An SDM run's datasets assembled with ``numpy.memmap`` from the byte ranges its catalog records.
 
-    Each catalog row gives a file, an offset, a length and (a subfiled extent) the first element
-    it holds; a dataset step is the concatenation of its extents in that order.
+    A subfiled step's row lists its extents (subfile, offset, bytes, first byte of the step's
+    stream it holds); one in a shared file is one range. Extents that do not tile the stream
+    from its first byte leave the step out (every value then counts as wrong).
     """
     from sdm.catalog import Catalog
 
     cat = Catalog(f"sqlite:///{where / 'catalog.db'}", create=False)
     try:
-        pieces: dict[tuple[int, int], list[tuple[int, np.ndarray]]] = {}
-        for _, dname, w in cat.writes(1):  # the job's catalog holds its one run
-            start = int(getattr(w, "start", 0) or 0)
-            data = np.array(np.memmap(where / w.path, dtype="<f8", mode="r", offset=w.offset, shape=(w.nbytes // 8,)))
-            pieces.setdefault((w.step, int(dname[1:])), []).append((start, data))
-        return {k: np.concatenate([d for _, d in sorted(v, key=lambda t: t[0])]) for k, v in pieces.items()}
+        rows = cat.writes(1)  # the job's catalog holds its one run
     finally:
         cat.close()
+    out: dict[tuple[int, int], np.ndarray] = {}
+    paths: set[str] = set()
+    counts: set[int] = set()
+    algos: set[str] = set()
+    for _, dname, w in rows:
+        extents = sorted(getattr(w, "extents", ()), key=lambda e: e.start)
+        spans = [(e.start, e.path, e.offset, e.nbytes) for e in extents] or [(0, w.path, w.offset, w.nbytes)]
+        algos.update([e.checksum_algo for e in extents] or [w.checksum_algo])
+        counts.add(len(spans))
+        paths.update(path for _, path, _, _ in spans)
+        ends = np.cumsum([0] + [nbytes for *_, nbytes in spans])
+        if [start for start, *_ in spans] != ends[:-1].tolist() or ends[-1] != w.nbytes:
+            continue
+        out[w.step, int(dname[1:])] = np.concatenate([
+            np.memmap(where / path, dtype="<f8", mode="r", offset=offset, shape=(nbytes // 8,))
+            for _, path, offset, nbytes in spans])
+    return out, {"files": len(paths), "extents_per_step": sorted(counts), "checksum_algos": sorted(algos)}
 
 
-def byte_mismatches(contender: str, where: Path, opts: argparse.Namespace) -> int:
-    """Values on storage that differ from the formula (a missing (step, array) counts all its values)."""
-    got = stored_bytes(contender, where, opts.n, opts.arrays, opts.steps, opts.ranks)
+def byte_mismatches(contender: str, where: Path, opts: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+    """Values on storage that differ from the formula (a missing (step, array) counts all its values),
+    and the layout found."""
+    got, layout = stored_bytes(contender, where, opts)
     wrong = 0
     for s in range(opts.steps):
         for v in range(opts.arrays):
             want = expected_global(opts.n, s, v)
             have = got.get((s, v))
             wrong += want.size if have is None or have.shape != want.shape else int(np.count_nonzero(have != want))
-    return wrong
+    return wrong, layout
 
 
 # ----------------------------------------------------------------------------- driver
@@ -339,9 +355,13 @@ def markdown(data: dict[str, Any]) -> str:
                      + " | ".join(_range(c, ".1%") for c in share) + " |")
         lines.append("")
     checks = data["checks"]
-    lines.append("Bytes on storage checked with numpy in the first round (SDM: `numpy.memmap` at the catalog's "
-                 "extents): " + ", ".join(f"{k} {'ok' if v == 0 else f'{v} wrong values'}"
-                                          for k, v in sorted(checks.items())) + ".")
+    lines += ["Layout and bytes on storage, first round, read with numpy alone (SDM: `numpy.memmap` at the extents "
+              "its catalog records):", "", "| place, contender | files | extents per step | checksum | values wrong |",
+              "|---|---|---|---|---|"]
+    for key, wrong in sorted(checks["values_wrong"].items()):
+        lay = checks["layout"].get(key, {})
+        lines.append(f"| {key} | {lay.get('files', '-')} | {', '.join(map(str, lay.get('extents_per_step', []))) or '-'}"
+                     f" | {', '.join(a or 'none' for a in lay.get('checksum_algos', [])) or '-'} | {wrong} |")
     if data["problems"]:
         lines += ["", "Problems:", ""] + [f"* {p}" for p in data["problems"]]
     return "\n".join(lines) + "\n"
@@ -432,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     bases = {place: Path(tempfile.mkdtemp(prefix="sdm-subfiles-", dir=parents[place])) for place in opts.places}
     samples: list[dict[str, Any]] = []
     checks: dict[str, int] = {}
+    layouts: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
     try:
         for rnd in range(opts.rounds):
@@ -450,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
                     if report["mismatches"]:
                         problems.append(f"{place} {c} round {rnd + 1}: {report['mismatches']} values read back wrong")
                     if rnd == 0:
-                        checks[f"{place} {c}"] = wrong = byte_mismatches(c, where, opts)
+                        wrong, layouts[f"{place} {c}"] = byte_mismatches(c, where, opts)
+                        checks[f"{place} {c}"] = wrong
                         if wrong:
                             problems.append(f"{place} {c}: {wrong} values on storage differ from numpy's")
                     shutil.rmtree(where, ignore_errors=True)
@@ -458,10 +480,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for base in bases.values():
             shutil.rmtree(base, ignore_errors=True)
-    return report_results(opts, samples, checks, problems, na, fs, start, load_before)
+    return report_results(opts, samples, {"values_wrong": checks, "layout": layouts}, problems, na, fs, start,
+                          load_before)
 
 
-def report_results(opts: argparse.Namespace, samples: list[dict[str, Any]], checks: dict[str, int],
+def report_results(opts: argparse.Namespace, samples: list[dict[str, Any]], checks: dict[str, Any],
                    problems: list[str], na: list[str], fs: dict[str, str], start: float, load_before: float) -> int:
     """Write JSON (samples, parameters, provenance, host facts), Markdown and PNG; 1 if anything was wrong."""
     from mpi4py import MPI

@@ -33,8 +33,14 @@ def test_quick_run_at_two_ranks_checks_every_contender_bytes(tmp_path: Path) -> 
     assert set(contenders) | set(data["na"]) == {"sdm-subfiled", "sdm-subfiled-nochecksum", "sdm-shared",
                                                  "raw-shared", "fpp-posix"}
     assert set(data["na"]) <= {"sdm-subfiled", "sdm-subfiled-nochecksum"}
-    assert data["checks"] == {f"{place} {c}": 0 for place in ("/dev/shm", "disk") for c in contenders}
+    assert data["checks"]["values_wrong"] == {f"{place} {c}": 0 for place in ("/dev/shm", "disk") for c in contenders}
     assert data["problems"] == []
+    for place in ("/dev/shm", "disk"):
+        layout = data["checks"]["layout"]
+        assert layout[f"{place} fpp-posix"]["files"] == 2 and layout[f"{place} raw-shared"]["files"] == 1
+        assert layout[f"{place} sdm-shared"] == {**layout[f"{place} sdm-shared"], "files": 1, "extents_per_step": [1]}
+        for c in set(contenders) & {"sdm-subfiled", "sdm-subfiled-nochecksum"}:  # one subfile per rank
+            assert layout[f"{place} {c}"] == {**layout[f"{place} {c}"], "files": 2, "extents_per_step": [2]}
     samples = [dict(zip(data["samples"]["fields"], row)) for row in data["samples"]["rows"]]
     assert sorted((s["place"], s["contender"]) for s in samples) == sorted(
         (place, c) for place in ("/dev/shm", "disk") for c in contenders)
