@@ -32,7 +32,7 @@ import numpy as np
 from mpi4py import MPI
 
 from . import _validate as check
-from . import _ranked_io, convert, integrity
+from . import _ranked_io, _subfiled, convert, integrity
 from ._collective import agree, capture, digest, exchange, pack_float, reduce_exchange, root_call, root_vector, unpack_float
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
 from .catalog.values import merge_attributes
@@ -556,11 +556,14 @@ class Group:
         # exchange 2: rank 0 reserves fresh space, which it may only do once every rank
         # has accepted the call (exchange 1), and every rank needs the offsets before it
         # writes: one small Bcast of (offset, version, replaced version) per dataset
-        places = self._reserve_everywhere(names, int(step), plan, [self._nbytes[n] for n in names])
+        layouts = _subfiled.layouts(self, names, statsets) if self.record.subfiles is not None else [None] * len(names)
+        places = self._reserve_everywhere(names, int(step), plan, [self._nbytes[n] for n in names], layouts)
         accesses = [self._access(n, True, statsets, i) for i, n in enumerate(names)]
         archived = self.record.archive is not None
-        decisions = [_ARCHIVE_WRITE if archived else s.planner.choose(method or s.method, a) for a in accesses]
+        decisions = [_ARCHIVE_WRITE if archived else _Decision(get_method("servers"), lay.reason) if lay is not None
+                     else s.planner.choose(method or s.method, a) for a, lay in zip(accesses, layouts)]
         n = len(names)
+        extent_digests: list[list[int]] = [[0] * len(lay.extents) if lay is not None else [] for lay in layouts]
         threads = s.checksum and self._spare_cores()
         seconds = [0.0] * n
         partials = [0] * n
@@ -572,6 +575,13 @@ class Group:
             path: Any = rel if archived else self._absolute(rel)
             sync_now = s.sync and not appends(self.level)
             share = _ShareJob(view, arr, self.dataset(name).order, threads) if s.checksum and failure is None else None
+            lay = layouts[i]
+            if lay is not None:  # subfiled: each extent in its own subfile (sdm.storage.subfiles)
+                moved, f = capture(_subfiled.write, self, view, arr, rel, lay, s.sync, rank=s.rank)
+                if moved is not None:
+                    seconds[i], extent_digests[i] = moved
+                failure = failure or f
+                continue
             if archived and method is not None and _remote.is_method(method):
                 decision = decisions[i] = _Decision(get_method(method), f"method {method!r} asked for")
             out, f = capture(self._transfer, backend, path, offset, view, arr, decision.method, True, sync_now,
@@ -598,16 +608,24 @@ class Group:
         # the checksum shares, in one reduction; a rank is past it only when every node's sync
         # is done, so the commit below follows the sync
         try:
-            slowest, sums = self._closing(failure, seconds, partials)
+            slowest, sums = self._closing(failure, seconds, partials + [d for ds in extent_digests for d in ds])
         except SDMError:
             s.files.reset_views()  # a view may have been set on some ranks only
             raise
-        checksums = [integrity.to_hex(int(x)) if s.checksum else "" for x in sums]
+        checksums = [integrity.to_hex(int(x)) if s.checksum else "" for x in sums[:n]]
+        at = n
+        for i, lay in enumerate(layouts):  # every extent's digest: the sum of its owner's and zeros
+            if lay is not None:
+                extent_digests[i] = [int(x) for x in sums[at:at + len(lay.extents)]]
+                at += len(lay.extents)
+                checksums[i] = integrity.extents_checksum(extent_digests[i]) if s.checksum else ""
         if not archived:
-            for a, decision, secs in zip(accesses, decisions, slowest):  # the same on every rank
-                s.planner.observe(a, decision.method.name, float(secs))
+            for a, decision, secs, lay in zip(accesses, decisions, slowest, layouts):  # the same on every rank
+                if lay is None:
+                    s.planner.observe(a, decision.method.name, float(secs))
         self._commit_dump(names, int(step), places, checksums, decisions, [float(x) for x in slowest], overwrite,
-                          [self._nbytes[n] for n in names], digests if archived else None)
+                          [self._nbytes[n] for n in names], digests if archived else None,
+                          subfiled=(layouts, extent_digests))
 
     def _check_write_method(self, method: str | None) -> None:
         """Refuse a write method the group's tier cannot write with (the name validated too).
@@ -628,14 +646,20 @@ class Group:
 
     def _commit_dump(self, names: Sequence[str], step: int, places: Sequence[tuple[str, int, int, int | None]],
                      checksums: Sequence[str], decisions: Sequence[Any], seconds: Sequence[float], overwrite: bool,
-                     sizes: Sequence[int], digests: Sequence[str] | None = None) -> None:
+                     sizes: Sequence[int], digests: Sequence[str] | None = None,
+                     subfiled: tuple[list, list[list[int]]] | None = None) -> None:
         """Every rank, once the bytes of a dump are written and agreed: rank 0 commits its rows (or queues them).
 
         *digests*: the objects' digests of an archive-tier group (rank 0); each row then
-        carries its object's verified archive copy, committed with it.
+        carries its object's verified archive copy, committed with it. *subfiled*: each
+        dataset's :class:`sdm._subfiled.Layout` (or None) and its extents' checksums.
         """
         s = self.session
         rows = self._rows(names, step, places, checksums, decisions, seconds, overwrite, sizes) if s.rank == 0 else []
+        layouts = subfiled[0] if subfiled is not None else [None] * len(names)
+        for row, lay, sums in zip(rows, layouts, subfiled[1] if subfiled is not None else [[]] * len(names)):
+            if lay is not None:
+                row.update(_subfiled.row_fields(row["path"], lay, sums, s.checksum))
         if digests is not None and s.rank == 0:
             store, now = self._store(), datetime.now(timezone.utc)
             for row, sha, nbytes in zip(rows, digests, sizes):
@@ -649,7 +673,7 @@ class Group:
         for name in names:
             self._steps[name].add(step)
         if appends(self.level):  # described by a trailer when the session closes (sdm.storage.trailer)
-            s.described.update(p[0] for p in places)
+            s.described.update(p[0] for p, lay in zip(places, layouts) if lay is None)
 
     def _closing(self, failure: Any, seconds: Sequence[float], shares: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """The exchange that closes an access: every rank's failure, the slowest seconds, the checksums.
@@ -734,23 +758,35 @@ class Group:
             plan = got[0, 4:4 + int(got[0, 3]) - 1]
         return plan, statsets
 
-    def _reserve_everywhere(self, names: Sequence[str], step: int, replaced: Any, sizes: Sequence[int]
-                            ) -> list[tuple[str, int, int, int | None]]:
-        """Rank 0 reserves *sizes* bytes (:meth:`_reserve`); every rank gets ``(path, offset, version, replaced)``."""
+    def _reserve_everywhere(self, names: Sequence[str], step: int, replaced: Any, sizes: Sequence[int],
+                            layouts: Sequence[Any] | None = None) -> list[tuple[str, int, int, int | None]]:
+        """Rank 0 reserves *sizes* bytes (:meth:`_reserve`); every rank gets ``(path, offset, version, replaced)``.
+
+        A subfiled dataset's :class:`sdm._subfiled.Layout` in *layouts* gets the offset of
+        each of its extents (its place is then the data file's path, which names the subfiles).
+        """
         s = self.session
         n = len(names)
+        layouts = list(layouts) if layouts is not None else [None] * n
+        width = 3 * n + sum(len(lay.extents) for lay in layouts if lay is not None)
 
         def reserve() -> list[int]:
-            places = self._reserve(names, step, replaced, sizes)
-            return [p[1] for p in places] + [p[2] for p in places] + [-1 if p[3] is None else p[3] for p in places]
+            places = self._reserve(names, step, replaced, sizes, layouts)
+            return ([p[1] for p in places] + [p[2] for p in places] + [-1 if p[3] is None else p[3] for p in places]
+                    + [o for lay in layouts if lay is not None for o in lay.offsets])
 
-        got = root_vector(s.comm, 3 * n, reserve)
+        got = root_vector(s.comm, width, reserve)
         out = []
+        at = 3 * n
         for i, name in enumerate(names):
             version = int(got[n + i])
             rel = self._relative(name, step, version)
             old = int(got[2 * n + i])
             out.append((rel, int(got[i]), version, None if old < 0 else old))
+            lay = layouts[i]
+            if lay is not None:
+                lay.offsets = [int(x) for x in got[at:at + len(lay.extents)]]
+                at += len(lay.extents)
         return out
 
     def _partial_checksum(self, name: str, view: ResolvedView, arr: np.ndarray, algorithm: str) -> int:
@@ -799,8 +835,8 @@ class Group:
             replaced.append(existing.version if existing is not None else None)
         return replaced
 
-    def _reserve(self, names: Sequence[str], step: int, replaced: Sequence[int | None], sizes: Sequence[int]
-                 ) -> list[tuple[str, int, int, int | None]]:
+    def _reserve(self, names: Sequence[str], step: int, replaced: Sequence[int | None], sizes: Sequence[int],
+                 layouts: Sequence[Any] | None = None) -> list[tuple[str, int, int, int | None]]:
         """Rank 0, once every rank agreed to the write: fresh space (*sizes* bytes) for each dataset.
 
         Returns ``(relative path, offset, version, version replaced)`` per dataset. Every
@@ -811,6 +847,9 @@ class Group:
         s = self.session
         versions = [1 if old is None else old + 1 for old in replaced]
         places: list[tuple[str, int] | None] = [None] * len(names)
+        for i, lay in enumerate(layouts or ()):
+            if lay is not None:  # subfiled: its extents' space is reserved below, in the subfiles
+                places[i] = (self._relative(names[i], step, versions[i]), 0)
         for _ in range(_RESERVE_TRIES):
             todo = [i for i, p in enumerate(places) if p is None]
             if not todo:
@@ -827,9 +866,17 @@ class Group:
         if any(p is None for p in places):
             raise StorageError(f"could not reserve a new file for step {step} in {_RESERVE_TRIES} tries")
         out = []
-        for name, place, version, old, nbytes in zip(names, places, versions, replaced, sizes):
+        for name, place, version, old, nbytes, lay in zip(names, places, versions, replaced, sizes,
+                                                           layouts or [None] * len(names)):
             rel, offset = place  # type: ignore[misc]
             if self.record.archive is not None:  # an object, made whole by the write (unwritten bytes: zeros)
+                out.append((rel, offset, version, old))
+                continue
+            if lay is not None:  # subfiled: a range in each extent's subfile (the data file itself is not used)
+                lay.offsets = [int(x) for x in s.catalog_call("reserve", s.run_id, _subfiled.requests(self, rel, lay))]
+                if old is not None and _has_gaps(self._view(name).dist):
+                    prev = s.catalog_call("lookup_write", self.dataset(name).id, step)
+                    _subfiled.copy_previous(self, prev, rel, lay, self._read_bytes)
                 out.append((rel, offset, version, old))
                 continue
             extend_file(self._absolute(rel), offset + nbytes)
@@ -1045,34 +1092,14 @@ class Group:
             call = (_key(name), _key(step), _key(method), _key(verify), None if target is None else dtype_text(target),
                     boxed)
             got, statsets = self._agree_call("read", call, failure, plan, stats, _pack_read_plan(plan))
-            rel, offset, expected, algorithm = got if isinstance(got, tuple) else _unpack_read_plan(got)
+            got = got if isinstance(got, tuple) else _unpack_read_plan(got)
+            rel, offset, expected, algorithm = got[:4]
             view, arr, conv = prepared  # type: ignore[misc]
-            access = self._access(name, False, statsets, kind="box" if boxed else None)
-            archived = is_object(rel)  # the bytes are on the archive tier only (sdm.io.remote)
-            backend, key, copy = self._backend_of(rel)
-            if archived:
-                chosen = get_method(_remote.choose(s, method, rel, statsets, view.piece.shape, view.dtype, view.order))
+            if len(got) > 4:  # subfiled: every extent through its owner (sdm._subfiled)
+                self._read_subfiled(name, step, view, arr, got[4], verify_now and bool(expected))
             else:
-                decision = s.planner.choose(s.method if _remote.is_method(method) else method or s.method, access)
-                chosen = decision.method
-            moved, failure = capture(self._transfer, backend, key, offset, view, arr, chosen, False, rank=s.rank,
-                                     stats=[p[0] for p in statsets], copy=copy)
-            verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
-            partial: int | None = 0
-            if failure is None and verify_now:
-                partial, failure = capture(self._verify_share, name, step, view, arr, algorithm, rank=s.rank)
-            try:
-                slowest, sums = self._closing(failure, [moved[0] if moved else 0.0], [partial or 0])
-            except SDMError:
-                s.files.reset_views()  # a view may have been set on some ranks only
-                raise
-            if not archived:
-                s.planner.observe(access, decision.method.name, float(slowest[0]))  # the same everywhere
-            if verify_now and integrity.to_hex(int(sums[0])) != expected:
-                raise IntegrityError(
-                    f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
-                    f"{algorithm}:{expected}; the file was changed or damaged after the write"
-                )
+                self._read_file(name, step, view, arr, rel, offset, expected, algorithm, method, statsets, boxed,
+                                verify_now)
             if conv is not None:  # after the bytes are verified: a damaged file is an IntegrityError first
                 converted, failure = capture(convert.unpack, conv, arr, view.piece, out is not None, rank=s.rank)
                 exchange(s.comm, failure, [])  # out is set only once every rank converted
@@ -1082,6 +1109,48 @@ class Group:
         finally:
             for v in made:
                 v.free()
+
+    def _read_subfiled(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, plan: Any,
+                       verify: bool) -> None:
+        """The I/O of a read of a subfiled step, its exchange of errors and its extents' checksums (collective)."""
+        s = self.session
+        moved, failure = capture(_subfiled.read, self, name, view, arr, plan, verify, rank=s.rank)
+        digests = moved[1] if moved is not None else [0] * len(plan)
+        _, sums = self._closing(failure, [moved[0] if moved else 0.0], digests)
+        if verify:
+            _subfiled.check_read(name, step, plan, [int(x) for x in sums])
+
+    def _read_file(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, rel: str, offset: int,
+                   expected: str, algorithm: str, method: str | None, statsets: list, boxed: bool,
+                   verify_now: bool) -> None:
+        """The I/O of a read of one run of bytes, its exchange of errors and its checksum (collective)."""
+        s = self.session
+        access = self._access(name, False, statsets, kind="box" if boxed else None)
+        archived = is_object(rel)  # the bytes are on the archive tier only (sdm.io.remote)
+        backend, key, copy = self._backend_of(rel)
+        if archived:
+            chosen = get_method(_remote.choose(s, method, rel, statsets, view.piece.shape, view.dtype, view.order))
+        else:
+            decision = s.planner.choose(s.method if _remote.is_method(method) else method or s.method, access)
+            chosen = decision.method
+        moved, failure = capture(self._transfer, backend, key, offset, view, arr, chosen, False, rank=s.rank,
+                                 stats=[p[0] for p in statsets], copy=copy)
+        verify_now = verify_now and bool(expected)  # nothing to compare with when written without checksum
+        partial: int | None = 0
+        if failure is None and verify_now:
+            partial, failure = capture(self._verify_share, name, step, view, arr, algorithm, rank=s.rank)
+        try:
+            slowest, sums = self._closing(failure, [moved[0] if moved else 0.0], [partial or 0])
+        except SDMError:
+            s.files.reset_views()  # a view may have been set on some ranks only
+            raise
+        if not archived:
+            s.planner.observe(access, decision.method.name, float(slowest[0]))  # the same everywhere
+        if verify_now and integrity.to_hex(int(sums[0])) != expected:
+            raise IntegrityError(
+                f"dataset {name!r} step {step} read from {rel} does not match its write-time checksum "
+                f"{algorithm}:{expected}; the file was changed or damaged after the write"
+            )
 
     def _box_view(self, name: str, box: Any, made: list[ResolvedView]) -> ResolvedView:
         """The view of this rank's *box* of dataset *name* (appended to *made*, to be freed after the read)."""
@@ -1105,8 +1174,9 @@ class Group:
             ) from None
         return self._partial_checksum(name, view, arr, algorithm)
 
-    def _plan_read(self, name: str, step: int) -> tuple[str, int, str, str]:
-        """Rank 0: where the bytes of one step are and their checksum: ``(path, offset, checksum, algorithm)``."""
+    def _plan_read(self, name: str, step: int) -> tuple:
+        """Rank 0: where the bytes of one step are and their checksum: ``(path, offset, checksum, algorithm)``,
+        and for a subfiled step its extents' :func:`sdm._subfiled.read_plan`."""
         s = self.session
         rec = self.dataset(name)
         w = s.catalog_call("lookup_write", rec.id, step)
@@ -1116,6 +1186,8 @@ class Group:
                 f"dataset {name!r} (group {self.name!r}, run {s.run_id}) was never written at step {step}; "
                 f"written steps: {steps}"
             )
+        if w.extents:
+            return w.path, w.offset, w.checksum, w.checksum_algo, _subfiled.read_plan(self, name, step, w)
         path, offset = self._locate(name, step, w)
         return path, offset, w.checksum, w.checksum_algo
 
@@ -1131,26 +1203,36 @@ class Group:
         StorageError
             The file is missing with no archive copy, or shorter than the row.
         """
+        return self._locate_span(name, step, w.path, w.offset, w.nbytes, held)
+
+    def _locate_span(self, name: str, step: int, rel: str, offset: int, nbytes: int,
+                     held: dict[str, list[Any]] | None = None) -> tuple[str, int]:
+        """Rank 0: :meth:`_locate` for *nbytes* at *offset* of the file *rel* (a row, or an extent of one)."""
         s = self.session
-        full = self._absolute(w.path)
+        full = self._absolute(rel)
         try:
             size = os.path.getsize(full)
         except OSError as exc:
             if held is None:
                 from .catalog.tiers import copies
 
-                held = copies(s.open_catalog(), s.run_id, [w.path])
-            copy = _remote.archived(held.get(w.path, []), w.offset + w.nbytes)
+                held = copies(s.open_catalog(), s.run_id, [rel])
+            copy = _remote.archived(held.get(rel, []), offset + nbytes)
             if copy is not None:  # purged from the fast tier: read from the archive copy
                 where, at = _remote.object_place(copy.location)  # a superfile member: its offset in the object
-                return _remote.plan_path(where, copy.checksum), at + w.offset
+                return _remote.plan_path(where, copy.checksum), at + offset
             raise StorageError(f"data file {full} of run {s.run_id} is missing", errno=exc.errno) from None
-        if size < w.offset + w.nbytes:
+        if size < offset + nbytes:
             raise StorageError(
                 f"data file {full} holds {size} bytes but step {step} of {name!r} needs bytes "
-                f"{w.offset}..{w.offset + w.nbytes}; the file was truncated"
+                f"{offset}..{offset + nbytes}; the file was truncated"
             )
-        return w.path, w.offset
+        return rel, offset
+
+    def _read_bytes(self, rel: str, offset: int, nbytes: int) -> bytes:
+        """Rank 0: *nbytes* at *offset* of the run's file *rel* on the fast tier."""
+        (data,) = self.session.files.read(self._absolute(rel), [(offset, nbytes)])
+        return data
 
     def _backend_of(self, path: str) -> tuple[Any, Any, str]:
         """The backend holding the bytes of a read plan's *path*, their key there, and the archive copy's
@@ -1183,7 +1265,7 @@ def _pack_read_plan(plan: tuple[str, int, str, str] | None) -> list[int] | None:
     algorithm's index in :data:`sdm.integrity.ALGORITHMS` and the path's length, then
     the path's UTF-8 bytes.
     """
-    if plan is None:
+    if plan is None or len(plan) != 4:  # a subfiled step's extents travel pickled
         return None
     path, offset, checksum, algorithm = plan
     if algorithm not in integrity.ALGORITHMS and checksum:

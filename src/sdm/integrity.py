@@ -48,6 +48,24 @@ file with numpy alone.
     same value, which is why it was replaced.  :func:`checksum_of_bytes` and
     :func:`piece_share` compute both.
 
+``xxh3-64`` and ``xxh3-64-extents`` (subfiled datasets, :mod:`sdm.storage.subfiles`)
+    A subfiled step is stored as extents, each a contiguous run of the canonical bytes
+    held whole by one rank (its owner) before it is written, so each extent's checksum
+    is xxHash's ``XXH3_64bits`` of its bytes (seed 0; the ``xxhash`` library, at memory
+    speed), recorded with the extent as ``xxh3-64``.  The step's row carries
+    ``xxh3-64-extents``: ``XXH3_64bits`` of the extents' checksums in order, each as 8
+    little-endian bytes.  With the ``xxhash`` package and numpy::
+
+        import numpy as np, xxhash
+
+        def xxh3_extents(raw: bytes, cuts: list[int]) -> str:  # cuts: each extent's first byte
+            ends = cuts[1:] + [len(raw)]
+            digests = [xxhash.xxh3_64_intdigest(raw[a:b]) for a, b in zip(cuts, ends)]
+            return f"{xxhash.xxh3_64_intdigest(np.array(digests, '<u8').tobytes()):016x}"
+
+    It is not decomposition-independent: a reader checks it extent by extent (each
+    extent read whole by one rank), which is how subfiled steps are read.
+
 Cost: no pass over the data exists to piggy-back on (MPI-IO packs the bytes through
 derived datatypes inside the library, and a contiguous piece is handed to it as is), so
 the share is a separate pass over each rank's elements, done in cache-sized chunks
@@ -78,7 +96,11 @@ __all__ = [
     "MIX64",
     "LEGACY_ALGORITHM",
     "ALGORITHMS",
+    "XXH3",
+    "EXTENTS",
     "CHUNK_WORDS",
+    "xxh3",
+    "extents_checksum",
     "canonical",
     "word_size",
     "piece_share",
@@ -93,7 +115,9 @@ __all__ = [
 
 MIX64 = "mix64-v2"
 LEGACY_ALGORITHM = "sum64-v1"
-ALGORITHMS = (MIX64, LEGACY_ALGORITHM)
+XXH3 = "xxh3-64"  #: an extent's checksum (subfiles)
+EXTENTS = "xxh3-64-extents"  #: a subfiled step's checksum: XXH3 of its extents' XXH3 digests
+ALGORITHMS = (MIX64, LEGACY_ALGORITHM)  # decomposition-independent: computed from any rank's piece
 ALGORITHM = MIX64  # what SDM writes (a benchmark may set it to LEGACY_ALGORITHM to compare)
 _ALIASES = {"sum64": LEGACY_ALGORITHM}  # an early spelling of sum64-v1
 CHUNK_WORDS = 32768  # words per chunk: a few 256 KiB buffers stay in the L2 cache
@@ -442,6 +466,28 @@ def sum64_of_bytes(raw: bytes | np.ndarray, itemsize: int) -> int:
     w = word_size(itemsize)
     data = np.frombuffer(raw, dtype=np.uint8) if not isinstance(raw, np.ndarray) else raw.reshape(-1).view(np.uint8)
     return _sum64_words(data.view(np.dtype(f"<u{w}")))
+
+
+def xxh3(data: Any) -> int:
+    """``XXH3_64bits`` (seed 0) of a contiguous buffer (bytes-like or a C-contiguous numpy array), as an int.
+
+    Raises
+    ------
+    InvalidArgumentError
+        *data* is a numpy array that is not contiguous.
+    """
+    import xxhash
+
+    if isinstance(data, np.ndarray):
+        if not (data.flags.c_contiguous or data.flags.f_contiguous):
+            raise InvalidArgumentError("an extent's checksum needs its bytes contiguous in memory")
+        data = data.reshape(-1, order="A").view(np.uint8)
+    return int(xxhash.xxh3_64_intdigest(memoryview(data).cast("B")))
+
+
+def extents_checksum(digests: Sequence[int]) -> str:
+    """A subfiled step's checksum (``xxh3-64-extents``) from its extents' digests, in order."""
+    return to_hex(xxh3(np.asarray([int(d) & _MASK for d in digests], dtype="<u8").tobytes()))
 
 
 def combine(partials: Sequence[int]) -> int:

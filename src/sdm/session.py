@@ -39,6 +39,7 @@ from .planner import Planner, choose_method
 from .segments import check_kind, release_space
 from .storage.backends.mpiio import MPIIOBackend
 from .storage import FileCache, check_level, check_name, check_steps_per_file, durability, inside, runs, trailer
+from .storage.subfiles import check_subfiles
 
 if TYPE_CHECKING:
     from .catalog.catalog import Catalog
@@ -351,6 +352,7 @@ class Session:
         archive: str | None = None,
         dims: Sequence[str] | None = None,
         coords: dict[str, Any] | None = None,
+        subfiles: int | str | None = None,
     ) -> Group:
         """Define a data group (the paper's ``SDM_make_datalist``), collectively.
 
@@ -397,6 +399,13 @@ class Session:
         coords : dict of str to array, optional
             Coordinate values of named dimensions (``{"x": np.linspace(0, 1, nx)}``), one
             1-D array as long as the dimension; kept as infos ``coord.<name>`` of the group.
+        subfiles : int or "auto", optional
+            Levels 2 and 3 on the fast tier: store each dataset step as K extents in K
+            subfiles (``group.sub00000.sdm`` ...), each written and read whole by one rank
+            with plain POSIX I/O: file-per-process speed for one logical dataset, which the
+            catalog and the reads put back together (see :mod:`sdm.storage.subfiles`).
+            ``"auto"``: the planner chooses K, or one shared file, per write and records
+            why. Default: one shared file.
 
         Returns
         -------
@@ -418,6 +427,7 @@ class Session:
             check_level(level)
             check_kind(kind)
             check_steps_per_file(steps_per_file, int(level))
+            check_subfiles(subfiles, int(level), bool(where))
             if where and level != 1:
                 raise InvalidArgumentError(
                     f"group {name!r}: the archive tier stores one object per dataset and step (level 1), since an "
@@ -441,15 +451,16 @@ class Session:
         # before anything is recorded: ranks that give different views (or a view and none)
         # would make different collective calls
         agree_view(self.comm, view, f"make_group {name!r}")
-        _same(agree(self.comm, failure, (name, level, kind, steps_per_file, where, local) if failure is None else None),
-              "make_group")
+        _same(agree(self.comm, failure, (name, level, kind, steps_per_file, where, local, subfiles)
+                    if failure is None else None), "make_group")
         if where:  # the bucket exists (made if needed) and answers before anything is recorded
             root_call(self.comm, _ensure_bucket, where)
         if view is not None:  # a view that does not fit is refused before the group is defined
             self._check_view(view, local)  # type: ignore[arg-type]
         record = root_call(self.comm, self.catalog_call, "define_group", self.run_id, name, level, local, kind=kind,
                            steps_per_file=None if steps_per_file is None else int(steps_per_file),
-                           **({"archive": where} if where else {}))
+                           **({"archive": where} if where else {}),
+                           **({"subfiles": check_subfiles(subfiles, int(level), False)} if subfiles is not None else {}))
         group = Group(self, record)
         self._groups[name] = group
         if attributes:

@@ -31,6 +31,8 @@ from rich.text import Text
 from .. import config
 from ..errors import SDMError
 
+from ..storage.files import fs_type
+
 __all__ = ["register", "bench_app", "run_ncio", "run_calibration", "write_ncio", "fs_type"]
 
 bench_app = typer.Typer(name="bench", help="Benchmarks of the I/O methods (MPI).", no_args_is_help=True,
@@ -187,19 +189,6 @@ def _commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-def fs_type(path: Path) -> str:
-    """File system type of the mount holding *path* (Linux /proc/mounts), or ''."""
-    try:
-        best, kind, target = "", "", str(path.resolve())
-        for line in Path("/proc/mounts").read_text().splitlines():
-            parts = line.split()
-            if len(parts) > 2 and target.startswith(parts[1]) and len(parts[1]) >= len(best):
-                best, kind = parts[1], parts[2]
-        return kind
-    except OSError:
-        return ""
 
 
 # ----------------------------------------------------------------------- calibrate

@@ -12,7 +12,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from .infos import InfoRecord, InfoValue
-from .records import DatasetRecord, DatasetSpec, FileRecord, GroupRecord, RunRecord, Truncation, WriteRecord
+from .records import DatasetRecord, DatasetSpec, ExtentRecord, FileRecord, GroupRecord, RunRecord, Truncation, WriteRecord
 from .urls import redact_url
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ __all__ = [
     "normalize_url",
     "redact_url",
     "DatasetRecord",
+    "ExtentRecord",
     "FileRecord",
     "GroupRecord",
     "InfoRecord",

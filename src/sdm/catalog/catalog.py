@@ -36,7 +36,7 @@ from . import infos as I
 from . import loading as L
 from . import queries as Q
 from . import schema as S
-from .records import DatasetSpec, FileRecord, GroupRecord, RunRecord, Truncation, WriteRecord
+from .records import DatasetSpec, ExtentRecord, FileRecord, GroupRecord, RunRecord, Truncation, WriteRecord
 from .urls import redact_url, scrub
 from .loading import utc as _utc
 from .values import Condition, conditions_from, decode, encode_all, loaded_numpy
@@ -616,7 +616,8 @@ class Catalog:
 
     # ------------------------------------------------------------------ groups
     def define_group(self, run_id: int, name: str, level: int, specs: Sequence[DatasetSpec], *,
-                     kind: str = "state", steps_per_file: int | None = None, archive: str | None = None) -> GroupRecord:
+                     kind: str = "state", steps_per_file: int | None = None, archive: str | None = None,
+                     subfiles: int | None = None) -> GroupRecord:
         """Create a group with its datasets, or return it if it exists identically.
 
         Parameters
@@ -627,6 +628,8 @@ class Catalog:
             Levels 2 and 3: steps per data file (None: one file).
         archive : str, optional
             ``s3://BUCKET/PREFIX``: the group writes to the archive tier there (None: the fast tier).
+        subfiles : int, optional
+            K subfiles per step (0: chosen per write by the planner; None: one file).
 
         Raises
         ------
@@ -644,7 +647,7 @@ class Catalog:
                 ).scalar_one()
                 gid = con.execute(
                     S.groups.insert().values(run_id=run_id, name=name, level=int(level), position=pos, kind=kind,
-                                             steps_per_file=steps_per_file, archive=archive)
+                                             steps_per_file=steps_per_file, archive=archive, subfiles=subfiles)
                 ).inserted_primary_key[0]
                 for i, spec in enumerate(specs):
                     con.execute(
@@ -661,10 +664,12 @@ class Catalog:
         group = self.group(run_id, name)
         existing = [DatasetSpec(d.name, d.dtype, d.shape, d.order, d.dims) for d in group.datasets]
         if row is not None and (existing != list(specs) or group.level != int(level) or group.kind != kind
-                                or group.steps_per_file != steps_per_file or group.archive != archive):
+                                or group.steps_per_file != steps_per_file or group.archive != archive
+                                or group.subfiles != subfiles):
             raise GroupExistsError(
                 f"group {name!r} already exists in run {run_id} with level {group.level}, kind {group.kind!r}, "
-                f"steps_per_file {group.steps_per_file}, archive {group.archive} and datasets {existing}; reopen it "
+                f"steps_per_file {group.steps_per_file}, archive {group.archive}, subfiles {group.subfiles} and "
+                f"datasets {existing}; reopen it "
                 "with the same definition "
                 "or use another name"
             )
@@ -778,23 +783,26 @@ class Catalog:
         """Return where *step* of a dataset was written, or ``None``."""
         with self.engine.connect() as con:
             row = con.execute(_LOOKUP_WRITE, {"d": int(dataset_id), "s": int(step)}).mappings().first()
-        return None if row is None else _write_record(row)
+            if row is None:
+                return None
+            return _write_record(row, _extents_of(con, [row["id"]]) if row["extents"] else None)
 
     def dataset_writes(self, dataset_id: int) -> dict[int, WriteRecord]:
         """Every step of a dataset with where it was written (one query): ``{step: WriteRecord}``."""
         w, f = S.writes, S.files
         with self.engine.connect() as con:
             rows = con.execute(sa.select(w, f.c.path).select_from(w.join(f, f.c.id == w.c.file_id))
-                               .where(w.c.dataset_id == int(dataset_id))).mappings()
-            return {int(row["step"]): _write_record(row) for row in rows}
+                               .where(w.c.dataset_id == int(dataset_id))).mappings().all()
+            parts = _extents_of(con, [row["id"] for row in rows if row["extents"]])
+            return {int(row["step"]): _write_record(row, parts) for row in rows}
 
     def file_end(self, run_id: int, path: str) -> int:
         """First free byte of a data file: the end of its last recorded write."""
-        w, f = S.writes, S.files
+        sp, f = S.spans(), S.files
         with self.engine.connect() as con:
             end = con.execute(
-                sa.select(sa.func.max(w.c.offset + w.c.nbytes))
-                .select_from(w.join(f, f.c.id == w.c.file_id))
+                sa.select(sa.func.max(sp.c.offset + sp.c.nbytes))
+                .select_from(sp.join(f, f.c.id == sp.c.file_id))
                 .where(f.c.run_id == run_id, f.c.path == path)
             ).scalar()
         return int(end or 0)
@@ -894,6 +902,7 @@ class Catalog:
                         nprocs=int(w["nprocs"]),
                         written_at=w.get("written_at") or now,  # the meta-file's time, when it stamped one
                         version=version,
+                        extents=len(w.get("extents") or ()),
                     )
                     if w["overwrite"] and w.get("replaces") is not None:
                         where = {"w_dataset": w["dataset_id"], "w_step": int(w["step"]), "w_version": int(w["replaces"])}
@@ -906,6 +915,8 @@ class Catalog:
                         con.execute(S.writes.insert(), params)
                         con.execute(_NEW_STEP, {"s_dataset": w["dataset_id"], "s_step": int(w["step"]),
                                                 "s_nbytes": int(w["nbytes"])})
+                    if w.get("extents") or (w["overwrite"] and w.get("replaces") is not None):
+                        self._put_extents(con, run_id, w, now, new_ids)
                     if w.get("copy"):  # written to the archive tier: the object is the file's copy there
                         from .tiers import upsert_copy
 
@@ -917,6 +928,36 @@ class Catalog:
                 raise StepExistsError(f"{which} is already recorded; pass overwrite=True to replace it") from None
             raise CatalogError(f"catalog {self.url!r} refused the write record: {_short(exc)}") from None
         self._file_ids.update(new_ids)
+
+    def _put_extents(self, con: Connection, run_id: int, w: dict[str, Any], now: datetime,
+                     new_ids: dict[tuple[int, str], int]) -> None:
+        """The extents of a recorded write (a subfiled step), replacing those of the version it overwrote.
+
+        Each of ``w["extents"]`` is a dict with ``path, offset, nbytes, start, checksum,
+        checksum_algo``; their files' rows were made by :meth:`reserve`.
+        """
+        e = S.extents
+        wid = con.execute(sa.select(S.writes.c.id).where(S.writes.c.dataset_id == int(w["dataset_id"]),
+                                                          S.writes.c.step == int(w["step"]))).scalar_one()
+        con.execute(e.delete().where(e.c.write_id == wid))
+        rows = []
+        for seq, x in enumerate(w.get("extents") or ()):
+            key = (int(run_id), x["path"])
+            file_id = self._file_ids.get(key) or new_ids.get(key) or con.execute(
+                _FILE_ID, {"run_id": run_id, "path": x["path"]}).scalar()
+            if file_id is None:
+                file_id = con.execute(S.files.insert(), {
+                    "run_id": run_id, "path": x["path"], "level": int(w["level"]), "created_at": now,
+                    "alloc_end": int(x["offset"]) + int(x["nbytes"])}).inserted_primary_key[0]
+            new_ids[key] = int(file_id)
+            rows.append(dict(write_id=wid, seq=seq, file_id=file_id, offset=int(x["offset"]), nbytes=int(x["nbytes"]),
+                             start=int(x["start"]), checksum=x["checksum"], checksum_algo=x["checksum_algo"]))
+        if rows:
+            con.execute(e.insert(), rows)
+
+    def extents(self, write_ids: Sequence[int]) -> dict[int, tuple[ExtentRecord, ...]]:
+        """The extents of subfiled writes by write id (one query per thousand ids)."""
+        return _extents_of(self.engine, write_ids)
 
     def truncate(self, run_id: int, after_step: int, groups: Sequence[str] | None = None, *,
                  writers: int = 0) -> Truncation:
@@ -975,10 +1016,11 @@ class Catalog:
 
     def drop_file(self, run_id: int, path: str) -> None:
         """Forget a data file that no committed write refers to (after ``sdm gc`` removed it)."""
-        f, w = S.files, S.writes
+        f, w, e = S.files, S.writes, S.extents
         with self._tx() as con:
             con.execute(f.delete().where(f.c.run_id == int(run_id), f.c.path == path,
-                                         ~sa.exists().where(w.c.file_id == f.c.id)))
+                                         ~sa.exists().where(w.c.file_id == f.c.id),
+                                         ~sa.exists().where(e.c.file_id == f.c.id)))
         self._file_ids.pop((int(run_id), path), None)
 
     def lower_alloc_end(self, run_id: int, path: str, end: int) -> None:
@@ -986,11 +1028,11 @@ class Catalog:
 
         Never below the end of a committed write of the file.
         """
-        f, w = S.files, S.writes
+        f, sp = S.files, S.spans()
         with self._tx() as con:
             used = con.execute(
-                sa.select(sa.func.coalesce(sa.func.max(w.c.offset + w.c.nbytes), 0))
-                .select_from(w.join(f, f.c.id == w.c.file_id)).where(f.c.run_id == int(run_id), f.c.path == path)
+                sa.select(sa.func.coalesce(sa.func.max(sp.c.offset + sp.c.nbytes), 0))
+                .select_from(sp.join(f, f.c.id == sp.c.file_id)).where(f.c.run_id == int(run_id), f.c.path == path)
             ).scalar_one()
             con.execute(f.update().where(f.c.run_id == int(run_id), f.c.path == path)
                         .values(alloc_end=max(int(end), int(used))))
@@ -1009,14 +1051,16 @@ class Catalog:
             .order_by(f.c.path, w.c.offset)
         )
         with self.engine.connect() as con:
-            return [(row["gname"], row["dname"], _write_record(row)) for row in con.execute(q).mappings()]
+            rows = con.execute(q).mappings().all()
+            parts = _extents_of(con, [row["id"] for row in rows if row["extents"]])
+            return [(row["gname"], row["dname"], _write_record(row, parts)) for row in rows]
 
     def files(self, run_id: int) -> list[FileRecord]:
         """The data files of a run with their number of writes and bytes."""
-        w, f = S.writes, S.files
+        sp, f = S.spans(), S.files
         q = (
-            sa.select(f.c.path, f.c.level, sa.func.count(w.c.id), sa.func.coalesce(sa.func.sum(w.c.nbytes), 0))
-            .select_from(f.outerjoin(w, w.c.file_id == f.c.id))
+            sa.select(f.c.path, f.c.level, sa.func.count(sp.c.write_id), sa.func.coalesce(sa.func.sum(sp.c.nbytes), 0))
+            .select_from(f.outerjoin(sp, sp.c.file_id == f.c.id))
             .where(f.c.run_id == run_id)
             .group_by(f.c.id, f.c.path, f.c.level)
             .order_by(f.c.path)
@@ -1120,7 +1164,27 @@ def _run_id(value: Any) -> int | None:
     return value if -_ID_MAX - 1 <= value <= _ID_MAX else None
 
 
-def _write_record(row) -> WriteRecord:
+def _extents_of(con: Any, write_ids: Sequence[int]) -> dict[int, tuple[ExtentRecord, ...]]:
+    """The extents of the writes *write_ids*, in order (*con*: a connection or an engine)."""
+    e, f = S.extents, S.files
+    found: dict[int, list[ExtentRecord]] = {}
+    ids = sorted({int(i) for i in write_ids})
+    if not ids:
+        return {}
+    if isinstance(con, Engine):
+        with con.connect() as c:
+            return _extents_of(c, ids)
+    for start in range(0, len(ids), _CHUNK):
+        q = (sa.select(e, f.c.path).select_from(e.join(f, f.c.id == e.c.file_id))
+             .where(e.c.write_id.in_(ids[start:start + _CHUNK])).order_by(e.c.write_id, e.c.seq))
+        for row in con.execute(q).mappings():
+            found.setdefault(int(row["write_id"]), []).append(ExtentRecord(
+                path=row["path"], offset=int(row["offset"]), nbytes=int(row["nbytes"]), start=int(row["start"]),
+                checksum=row["checksum"], checksum_algo=row["checksum_algo"]))
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def _write_record(row, extents: dict[int, tuple[ExtentRecord, ...]] | None = None) -> WriteRecord:
     return WriteRecord(
         dataset_id=row["dataset_id"],
         step=int(row["step"]),
@@ -1135,6 +1199,7 @@ def _write_record(row) -> WriteRecord:
         written_at=_utc(row["written_at"]),
         reason=row["reason"],
         version=int(row["version"]),
+        extents=(extents or {}).get(int(row["id"]), ()) if row["extents"] else (),
     )
 
 

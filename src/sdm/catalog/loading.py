@@ -130,7 +130,7 @@ def load_runs(
             id=grow["id"], run_id=grow["run_id"], name=grow["name"], level=grow["level"],
             datasets=tuple(dsets.get(grow["id"], ())), attributes=attrs.get(("g", grow["id"]), {}),
             kind=grow["kind"], steps_per_file=grow["steps_per_file"], truncated_after=grow["truncated_after"],
-            archive=grow["archive"],
+            archive=grow["archive"], subfiles=grow["subfiles"],
         ))
     runs = [
         RunRecord(

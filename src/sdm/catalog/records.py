@@ -57,6 +57,7 @@ class GroupRecord:
     steps_per_file: int | None = None  #: levels 2, 3: the data file rolls over every n steps (None: one file)
     truncated_after: int | None = None  #: the step of the group's last truncation (None: never truncated)
     archive: str | None = None  #: ``s3://BUCKET/PREFIX`` of a group written to the archive tier (None: the fast tier)
+    subfiles: int | None = None  #: K subfiles per step (0: chosen by the planner; None: one file)
 
     def dataset(self, name: str) -> DatasetRecord | None:
         """Return the dataset called *name*, or ``None``."""
@@ -83,8 +84,25 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class ExtentRecord:
+    """One extent of a subfiled step: bytes ``start .. start + nbytes`` of the step's canonical
+    stream, stored at *offset* of the subfile *path* (:mod:`sdm.storage.subfiles`)."""
+
+    path: str
+    offset: int
+    nbytes: int
+    start: int
+    checksum: str
+    checksum_algo: str
+
+
+@dataclass(frozen=True)
 class WriteRecord:
-    """Where one time step of one dataset lives (the paper's execution table row)."""
+    """Where one time step of one dataset lives (the paper's execution table row).
+
+    A subfiled step lists its ``extents`` (in stream order); its ``path`` and ``offset``
+    are then those of its first extent and ``nbytes`` is the step's total.
+    """
 
     dataset_id: int
     step: int
@@ -99,6 +117,13 @@ class WriteRecord:
     written_at: datetime
     reason: str | None = None
     version: int = 1
+    extents: tuple[ExtentRecord, ...] = ()
+
+    def spans(self) -> list[tuple[str, int, int]]:
+        """``(path, offset, nbytes)`` of every run of bytes the step occupies: its extents, or its one run."""
+        if self.extents:
+            return [(e.path, e.offset, e.nbytes) for e in self.extents]
+        return [(self.path, self.offset, self.nbytes)]
 
 
 @dataclass(frozen=True)

@@ -48,12 +48,22 @@ bytes in ``data`` (C order, the byte order of ``dtype``); 0008 = storage tiers:
 verification time; a file without a row lives on the fast tier only, at its path) and
 ``tier_operations`` (who migrated, staged or purged what, when, bytes, seconds, outcome);
 0009 = ``groups.archive`` (``s3://BUCKET/PREFIX`` of a group written to the archive tier);
-0010 = ``datasets.dims`` (the dimension names the writer gave, a JSON list; NULL: none).
+0010 = ``datasets.dims`` (the dimension names the writer gave, a JSON list; NULL: none);
+0011 = subfiles: ``groups.subfiles`` (K subfiles per step, 0 for ``"auto"``, NULL: one
+file), ``writes.extents`` (how many extents a step is cut into; 0: one run of bytes at
+the row's file and offset) and ``extents`` (each extent of a subfiled step: its file,
+offset, bytes, first byte in the canonical stream, ``xxh3-64`` checksum; the row's
+file and offset are its first extent's).
 Catalogs made before Alembic carry their version in the table ``sdm_schema``; they are
 stamped with the matching revision and upgraded in place on open.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlalchemy import Subquery
 
 from sqlalchemy import (
     BigInteger,
@@ -72,7 +82,7 @@ from sqlalchemy import (
 from sqlalchemy import Table
 
 #: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0010"
+SCHEMA_VERSION = "0011"
 
 #: Run states (``runs.state``).
 RUN_STATES = ("open", "closed", "interrupted")
@@ -129,6 +139,7 @@ groups = Table(
     Column("steps_per_file", BigInteger, nullable=True),  # levels 2, 3: steps per data file (0006)
     Column("truncated_after", BigInteger, nullable=True),  # last truncation: new steps come after it (0006)
     Column("archive", String(1024), nullable=True),  # s3://BUCKET/PREFIX of a group written to the archive (0009)
+    Column("subfiles", Integer, nullable=True),  # K subfiles per step, 0: auto, NULL: one file (0011)
     UniqueConstraint("run_id", "name", name="uq_groups_run_name"),
 )
 
@@ -197,8 +208,25 @@ writes = Table(
     Column("nprocs", Integer, nullable=False),
     Column("written_at", DateTime(timezone=True), nullable=False),
     Column("version", Integer, nullable=False, server_default="1"),  # 1 + overwrites of the step (0004)
+    Column("extents", Integer, nullable=False, server_default="0"),  # subfiled: its extents (0011)
     UniqueConstraint("dataset_id", "step", name="uq_writes_dataset_step"),
     Index("ix_writes_file_offset", "file_id", "offset"),
+)
+
+extents = Table(  # 0011: the extents of a subfiled step, in order (sdm.storage.subfiles)
+    "extents",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("write_id", ForeignKey("writes.id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),  # 0 .. writes.extents - 1
+    Column("file_id", ForeignKey("files.id", ondelete="CASCADE"), nullable=False),
+    Column("offset", BigInteger, nullable=False),
+    Column("nbytes", BigInteger, nullable=False),
+    Column("start", BigInteger, nullable=False),  # its first byte in the step's canonical stream
+    Column("checksum", String(16), nullable=False),
+    Column("checksum_algo", String(32), nullable=False),
+    UniqueConstraint("write_id", "seq", name="uq_extents_write_seq"),
+    Index("ix_extents_file_offset", "file_id", "offset"),
 )
 
 # ----------------------------------------------------------------------------- version 2
@@ -338,3 +366,15 @@ tier_operations = Table(
     Index("ix_tier_operations_run", "run_id", "started_at"),
 )
 
+
+
+def spans() -> "Subquery":
+    """Every run of bytes the committed rows hold: ``(write_id, file_id, offset, nbytes)``: a plain row's
+    one run, a subfiled row's extents (revision 0011). Space accounting (truncation, ``sdm gc``) reads this."""
+    import sqlalchemy as sa
+
+    w, e = writes, extents
+    return sa.union_all(
+        sa.select(w.c.id.label("write_id"), w.c.file_id, w.c.offset, w.c.nbytes).where(w.c.extents == 0),
+        sa.select(e.c.write_id, e.c.file_id, e.c.offset, e.c.nbytes),
+    ).subquery("spans")

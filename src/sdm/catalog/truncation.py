@@ -46,7 +46,7 @@ def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str
     RunStateError
         Another session is writing the run.
     """
-    r, g, d, w, f = S.runs, S.groups, S.datasets, S.writes, S.files
+    r, g, d, w = S.runs, S.groups, S.datasets, S.writes
     run = con.execute(sa.select(r.c.state, r.c.writers).where(r.c.id == run_id).with_for_update()).first()
     if run is None:
         raise RunNotFoundError(f"no run {run_id} in catalog {shown_url!r}")
@@ -68,9 +68,13 @@ def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str
     )} if gids else {}
     dids = sorted(dnames)
     erased: list[Any] = []
+    held: set[int] = set()  # every file the erased rows hold bytes in (a subfiled row's extents too)
     for part in chunks(dids):
         erased += con.execute(sa.select(w.c.dataset_id, w.c.step, w.c.file_id, w.c.nbytes)
                               .where(w.c.dataset_id.in_(part), w.c.step > after_step)).all()
+        held.update(int(x) for x in con.execute(
+            sa.select(S.extents.c.file_id).select_from(S.extents.join(w, w.c.id == S.extents.c.write_id))
+            .where(w.c.dataset_id.in_(part), w.c.step > after_step)).scalars())
     for part in chunks(dids):
         con.execute(w.delete().where(w.c.dataset_id.in_(part), w.c.step > after_step))
     touched = sorted({int(row.dataset_id) for row in erased})
@@ -78,7 +82,7 @@ def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str
         con.execute(d.update().where(d.c.id.in_(part)).values(_SUMMARY))
     for part in chunks(gids):
         con.execute(g.update().where(g.c.id.in_(part)).values(truncated_after=after_step))
-    removed, cut = _release(con, sorted({int(row.file_id) for row in erased}))
+    removed, cut = _release(con, sorted({int(row.file_id) for row in erased} | held))
     return Truncation(
         run_id=run_id, after_step=after_step, groups=tuple(names),
         writes=tuple(sorted((*dnames[int(row.dataset_id)], int(row.step)) for row in erased)),
@@ -88,11 +92,11 @@ def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str
 
 def _release(con: Connection, file_ids: list[int]) -> tuple[list[str], list[tuple[str, int]]]:
     """Files whose rows were erased: rows of files left empty deleted, high-water marks lowered."""
-    w, f = S.writes, S.files
+    sp, f = S.spans(), S.files
     removed: list[str] = []
     cut: list[tuple[str, int]] = []
     for part in chunks(file_ids):
-        used = (sa.select(sa.func.max(w.c.offset + w.c.nbytes)).where(w.c.file_id == f.c.id)
+        used = (sa.select(sa.func.max(sp.c.offset + sp.c.nbytes)).where(sp.c.file_id == f.c.id)
                 .correlate(f).scalar_subquery())
         for fid, path, alloc_end, end in con.execute(sa.select(f.c.id, f.c.path, f.c.alloc_end, used.label("used"))
                                                      .where(f.c.id.in_(part)).order_by(f.c.path)).all():

@@ -44,7 +44,8 @@ from ..errors import HintError, InvalidArgumentError
 from ._support import Deferred, int_hint, read_fully, set_view
 from .base import SymmetricMethod, Transfer, register
 
-__all__ = ["ServersIO", "BUFFER_SIZE", "chunk_rows", "server_parameters", "server_ranks", "shared_memory"]
+__all__ = ["ServersIO", "BUFFER_SIZE", "ChunkIO", "chunk_rows", "gathered_plan", "run_rounds", "server_parameters",
+           "server_ranks", "shared_memory"]
 
 BUFFER_SIZE = 16 << 20  #: bytes per server and round (ROMIO's default collective buffer)
 
@@ -111,9 +112,13 @@ class _Geometry:
     stop_row: int
     rows_per_chunk: int
     servers: list[int]
+    cuts: list[int] | None = None  # explicit chunk boundaries (rows), e.g. a subfiled step's extents
+    pieces_shape: tuple[int, ...] = ()  # the global shape
 
     @property
     def chunks(self) -> int:
+        if self.cuts is not None:
+            return len(self.cuts) - 1
         return -(-(self.stop_row - self.first_row) // self.rows_per_chunk) if self.stop_row > self.first_row else 0
 
     @property
@@ -125,6 +130,8 @@ class _Geometry:
         c = round_ * len(self.servers) + server
         if c >= self.chunks:
             return None
+        if self.cuts is not None:
+            return self.cuts[c], self.cuts[c + 1]
         a = self.first_row + c * self.rows_per_chunk
         return a, min(a + self.rows_per_chunk, self.stop_row)
 
@@ -147,8 +154,8 @@ def _local(t: Transfer) -> tuple[int, int, tuple | None, bool]:
     return min(servers or nprocs, nprocs), buffer, mine, shm
 
 
-def _geometry(t: Transfer, servers: int, buffer: int, gathered: list) -> _Geometry:
-    """Cut the rows every rank touches into chunks (the same on every rank)."""
+def _geometry(t: Transfer, servers: int, buffer: int, gathered: list, cuts: list[int] | None = None) -> _Geometry:
+    """Cut the rows every rank touches into chunks (the same on every rank); *cuts*: given boundaries."""
     p = t.piece
     pieces = [None if q is None else tuple(_unpack(x) for x in q) for q in gathered]
     slow = storage_dims(len(p.shape), t.order)[-1]
@@ -157,43 +164,79 @@ def _geometry(t: Transfer, servers: int, buffer: int, gathered: list) -> _Geomet
     first = min((int(r[0]) for r in used), default=0)
     stop = max((int(r[-1]) + 1 for r in used), default=0)
     per = chunk_rows(first, stop, fstr[slow], buffer, servers)
-    return _Geometry(pieces, slow, fstr, first, stop, per, server_ranks(_comm(t).Get_size(), servers))
+    if cuts is not None:
+        per = max((b - a for a, b in zip(cuts, cuts[1:])), default=1)
+    return _Geometry(pieces, slow, fstr, first, stop, per, server_ranks(_comm(t).Get_size(), servers), cuts,
+                     tuple(int(n) for n in p.shape))
+
+
+class ChunkIO:
+    """What a server does with its chunk's buffer around a round's exchange: the shared file by default.
+
+    :meth:`before` runs before the exchange (reading: fill the span; writing: read the
+    span first when the ranks leave holes in it), :meth:`after` after it (writing: write
+    the span).  :mod:`sdm.io.subfiles` puts each chunk (an extent) in its own subfile.
+    """
+
+    def __init__(self, t: Transfer) -> None:
+        self.t = t
+
+    def before(self, chunk: "_Chunk", buffer: np.ndarray, writing: bool) -> None:
+        if not writing or chunk.holes:
+            read_fully(self.t.fh, chunk.offset, chunk.span(buffer))
+
+    def after(self, chunk: "_Chunk", buffer: np.ndarray, writing: bool) -> None:
+        if writing and chunk.hi > chunk.lo:
+            self.t.fh.Write_at(chunk.offset, chunk.span(buffer))
 
 
 def _serve(t: Transfer, *, writing: bool) -> None:
     set_view(t, MPI.BYTE, MPI.BYTE)  # collective
     deferred = Deferred()
-    local = deferred.run(_local, t)
-    gathered = _comm(t).allgather(None if local is None else ("ok", local))  # every rank, failed or not
-    if any(g is None for g in gathered):  # the failing rank raises; the group agrees on its error afterwards
-        deferred.reraise()
-        return
-    plan = _plan_for(t, [g[1] for g in gathered])
-    window = shared_memory(_comm(t), plan.buffer) if plan.shm else None
-    if window is not None:
-        _serve_shared(t, plan, window, deferred, writing)
-    else:
-        _serve_messages(t, plan, deferred, writing)
+    plan = gathered_plan(t, deferred)
+    if plan is not None:
+        run_rounds(t, plan, deferred, writing, ChunkIO(t))
     deferred.reraise()
 
 
-def _serve_messages(t: Transfer, plan: "_Plan", deferred: Deferred, writing: bool) -> None:
+def gathered_plan(t: Transfer, deferred: Deferred, cuts: list[int] | None = None) -> "_Plan | None":
+    """Every rank's piece gathered (one ``allgather``) and this rank's plan; None when a rank failed
+    (collective). *cuts*: the chunks' row boundaries, served by every rank in turn (chunk ``c`` by
+    rank ``c % P``), instead of buffer-sized chunks over the hinted servers."""
+    local = deferred.run(_local, t)
+    gathered = _comm(t).allgather(None if local is None else ("ok", local))  # every rank, failed or not
+    if any(g is None for g in gathered):  # the failing rank raises; the group agrees on its error afterwards
+        return None
+    return _plan_for(t, [g[1] for g in gathered], cuts)
+
+
+def run_rounds(t: Transfer, plan: "_Plan", deferred: Deferred, writing: bool, io: ChunkIO) -> None:
+    """The plan's rounds, through the node's shared memory when every rank shares it (collective)."""
+    window = shared_memory(_comm(t), plan.buffer) if plan.shm else None
+    if window is not None:
+        _serve_shared(t, plan, window, deferred, writing, io)
+    else:
+        _serve_messages(t, plan, deferred, writing, io)
+
+
+def _serve_messages(t: Transfer, plan: "_Plan", deferred: Deferred, writing: bool, io: ChunkIO) -> None:
     """The rounds through ``Alltoallv`` (collective)."""
     scratch = np.empty(plan.buffer if any(r.chunk is not None for r in plan.rounds) else 0, dtype=np.uint8)
     pool = _Pool()  # exchange buffers reused from round to round (no fresh pages each round)
     for rnd in plan.rounds:
         chunk = rnd.chunk
-        if chunk is not None and (not writing or chunk.holes):
-            deferred.run(read_fully, t.fh, chunk.offset, chunk.span(scratch))
+        if chunk is not None:
+            deferred.run(io.before, chunk, scratch, writing)
         try:
             _exchange(t, rnd.sends, chunk, scratch, deferred, pool, to_servers=writing)
         except MPI.Exception as exc:  # keep going: the other ranks are in later rounds
             deferred.error = deferred.error or exc
-        if chunk is not None and writing and chunk.hi > chunk.lo:
-            deferred.run(t.fh.Write_at, chunk.offset, chunk.span(scratch))
+        if chunk is not None:
+            deferred.run(io.after, chunk, scratch, writing)
 
 
-def _serve_shared(t: Transfer, plan: "_Plan", window: "_Window", deferred: Deferred, writing: bool) -> None:
+def _serve_shared(t: Transfer, plan: "_Plan", window: "_Window", deferred: Deferred, writing: bool,
+                  io: ChunkIO) -> None:
     """The rounds through the node's shared-memory window (collective).
 
     Per round, writing: servers with holes read their span; barrier; every rank copies
@@ -203,14 +246,14 @@ def _serve_shared(t: Transfer, plan: "_Plan", window: "_Window", deferred: Defer
     own = window.segment(_comm(t).Get_rank())
     for rnd in plan.rounds:
         chunk = rnd.chunk
-        if chunk is not None and (not writing or chunk.holes):
-            deferred.run(read_fully, t.fh, chunk.offset, chunk.span(own))
+        if chunk is not None:
+            deferred.run(io.before, chunk, own, writing)
         window.barrier()
         for send in rnd.sends:
             deferred.run(_copy_shared, t, send, window.segment(send.server), writing)
         window.barrier()
-        if chunk is not None and writing and chunk.hi > chunk.lo:
-            deferred.run(t.fh.Write_at, chunk.offset, chunk.span(own))
+        if chunk is not None:
+            deferred.run(io.after, chunk, own, writing)
 
 
 def _copy_shared(t: Transfer, send: "_Send", segment: np.ndarray, writing: bool) -> None:
@@ -245,6 +288,35 @@ class _Plan:
     rounds: list[_Round]
     buffer: int  # bytes of a server's chunk buffer
     shm: bool
+    aligned: bool = False  # every chunk is all of its server's own piece's elements and nobody else's
+
+    def own_part(self, rnd: "_Round", rank: int) -> "_Part | None":
+        """This rank's part of its own chunk in round *rnd* (what it sends itself)."""
+        return next((send.part for send in rnd.sends if send.server == rank), None)
+
+
+def _aligned(geo: _Geometry) -> bool:
+    """Whether each chunk's elements all come from its server's piece, which holds all of them (the same on
+    every rank: computed from every rank's piece)."""
+    if not geo.chunks:
+        return False
+    for c in range(geo.chunks):
+        rows = geo.chunk(c // len(geo.servers), c % len(geo.servers))
+        assert rows is not None
+        owner = geo.pieces[geo.servers[c % len(geo.servers)]]
+        if owner is None:
+            return False
+        for q, idx in enumerate(geo.pieces):
+            if idx is None:
+                continue
+            lo, hi = np.searchsorted(idx[geo.slow], rows)
+            mine = q == geo.servers[c % len(geo.servers)]
+            if (hi > lo) != mine:
+                return False
+            if mine and (hi - lo != rows[1] - rows[0]
+                         or any(i.size != n for d, (i, n) in enumerate(zip(idx, geo.pieces_shape)) if d != geo.slow)):
+                return False
+    return True
 
 
 def _hashable(local: tuple) -> tuple | None:
@@ -255,16 +327,19 @@ def _hashable(local: tuple) -> tuple | None:
     return servers, buffer, mine, shm
 
 
-def _plan_for(t: Transfer, gathered: list) -> _Plan:
+def _plan_for(t: Transfer, gathered: list, cuts: list[int] | None = None) -> _Plan:
     """This rank's :class:`_Plan`, from the piece's cache when the same access was planned before."""
     def build() -> _Plan:
         servers, buffer, _, shm = gathered[0]  # rank 0's parameters, so that every rank cuts the same chunks
-        return _build_plan(t, _geometry(t, servers, buffer, [g[2] for g in gathered]), shm)
+        if cuts is not None:
+            servers = _comm(t).Get_size()
+        return _build_plan(t, _geometry(t, servers, buffer, [g[2] for g in gathered], cuts), shm)
 
     keys = [_hashable(g) for g in gathered]
     if any(k is None for k in keys):
         return build()
-    key = ("servers", tuple(keys), _comm(t).Get_rank(), t.order, t.array.shape, t.array.strides, t.array.dtype)
+    key = ("servers", tuple(keys), None if cuts is None else tuple(cuts), _comm(t).Get_rank(), t.order,
+           t.array.shape, t.array.strides, t.array.dtype)
     return t.piece.cached(key, build, keep=8)
 
 
@@ -279,13 +354,13 @@ def _build_plan(t: Transfer, geo: _Geometry, shm: bool) -> _Plan:
             if rows is None:
                 continue
             if srv == rank:
-                chunk = _Chunk(t, geo, rows)
+                chunk = _Chunk(t, geo, rows, r * len(geo.servers) + j)
             part = mine.within(rows)
             if part is not None:
                 inside = [i - rows[0] if d == geo.slow else i for d, i in enumerate(part.indices)]
                 sends.append(_Send(srv, part, _slab_shape(t, geo, rows), selector(inside)))
         rounds.append(_Round(sends, chunk))
-    return _Plan(rounds, geo.rows_per_chunk * geo.fstr[geo.slow], shm)
+    return _Plan(rounds, geo.rows_per_chunk * geo.fstr[geo.slow], shm, geo.cuts is not None and _aligned(geo))
 
 
 class _Window:
@@ -421,10 +496,11 @@ class _Part:
 class _Chunk:
     """The rows a server handles in one round: slab shape, span to access, sources."""
 
-    def __init__(self, t: Transfer, geo: _Geometry, rows: tuple[int, int]) -> None:
+    def __init__(self, t: Transfer, geo: _Geometry, rows: tuple[int, int], index: int = 0) -> None:
         a = rows[0]
         item = t.array.itemsize
         row = geo.fstr[geo.slow]
+        self.index, self.rows, self.nbytes = index, rows, (rows[1] - rows[0]) * row  # the chunk: all its rows' bytes
         self.shape, self.dtype, self.order = _slab_shape(t, geo, rows), t.array.dtype, _np_order(t.order)
         self.sources: list[tuple[int, _Part]] = []
         lo, hi, owned = None, 0, 0

@@ -1,0 +1,186 @@
+"""The write and read protocol of subfiled groups (``make_group(subfiles=K)``), for :class:`sdm.Group`.
+
+The protocol is a group's usual one (:mod:`sdm.group`): the same opening exchange, one
+reservation by rank 0 (here one range per extent, in each extent's subfile, aligned:
+:mod:`sdm.storage.subfiles`), the bytes moved (:func:`sdm.io.subfiles.move`), one closing
+reduction that also sums every extent's checksum (each rank contributes those of the
+extents it owns), and one catalog transaction that records the step's row with its
+extents. A read is planned by rank 0 from the row's extents (each on the fast tier, or
+its verified archive copy) and checks every extent's checksum when it is verified.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from . import integrity
+from .errors import IntegrityError
+from .io.base import Transfer
+from .io.subfiles import Place, move
+from .io._support import int_hint
+from .planner.subfiles import choose_subfiles
+from .storage.files import fs_type
+from .storage.durability import node_comm
+from .storage.subfiles import ALIGN, Extent, aligned, cut, subfile_path, write_extent
+
+if TYPE_CHECKING:
+    from .catalog import WriteRecord
+    from .group import Group
+    from .layout.views import ResolvedView
+
+__all__ = ["Layout", "layouts", "requests", "row_fields", "write", "read_plan", "read", "check_read", "copy_previous"]
+
+METHOD = "subfiles"  #: the ``writes.method`` of a subfiled step
+
+
+@dataclass
+class Layout:
+    """How one dataset step of a write is cut: its extents, why, and (after the reservation) where each goes."""
+
+    extents: list[Extent]
+    reason: str
+    offsets: list[int] = field(default_factory=list)
+    aligned: bool = False  # set by the write: no byte moved between ranks
+
+
+def _nodes(g: "Group") -> int:
+    """The number of nodes the session's ranks run on (collective the first time; kept by the session)."""
+    s = g.session
+    found = getattr(s, "_subfile_nodes", None)
+    if found is None:
+        node = node_comm(s.comm)
+        found = int(s.comm.allreduce(1 if node.Get_rank() == 0 else 0))
+        s._subfile_nodes = found  # type: ignore[attr-defined]
+    return found
+
+
+def layouts(g: "Group", names: Sequence[str], statsets: list) -> list[Layout | None]:
+    """Each dataset's layout in this write (None: one shared file), the same on every rank (collective the
+    first time: :func:`_nodes`)."""
+    s = g.session
+    requested = int(g.record.subfiles or 0)
+    nodes = _nodes(g)
+    fs = fs_type(s.root) if s.rank == 0 else ""  # only for the reason, which rank 0 records
+    out: list[Layout | None] = []
+    for name in names:
+        rec = g.dataset(name)
+        itemsize = np.dtype(g._view(name).dtype).itemsize
+        k, reason = choose_subfiles(requested, g._nbytes[name], s.size, nodes, s.hints, fs)
+        extents = cut(rec.shape, itemsize, rec.order, k) if k else []
+        out.append(Layout(extents, reason) if extents else None)
+    return out
+
+
+def requests(g: "Group", rel: str, layout: Layout) -> list[tuple[str, int, int, bool]]:
+    """The catalog reservations of one dataset step's extents: aligned space in each subfile."""
+    align = int_hint(dict(g.session.hints), "sdm_subfile_align", ALIGN)
+    return [(subfile_path(rel, k), g.level, aligned(e.nbytes, align), False) for k, e in enumerate(layout.extents)]
+
+
+def copy_previous(g: "Group", previous: "WriteRecord", rel: str, layout: Layout, read: Any) -> None:
+    """Rank 0, overwriting with a map that leaves rows unwritten: copy the earlier version's bytes into the new
+    extents, which then keep them where the map writes nothing (*read(path, offset, nbytes)* gives bytes)."""
+    for k, (e, offset) in enumerate(zip(layout.extents, layout.offsets)):
+        data = bytearray(e.nbytes)
+        for path, at, n, start in _stream_spans(previous):
+            lo, hi = max(start, e.start), min(start + n, e.start + e.nbytes)
+            if hi > lo:
+                data[lo - e.start:hi - e.start] = read(path, at + lo - start, hi - lo)
+        write_extent(g._absolute(subfile_path(rel, k)), offset, data, False)
+
+
+def _stream_spans(w: "WriteRecord") -> list[tuple[str, int, int, int]]:
+    """``(path, offset, nbytes, first byte in the stream)`` of each run of a row's bytes."""
+    if w.extents:
+        return [(e.path, e.offset, e.nbytes, e.start) for e in w.extents]
+    return [(w.path, w.offset, w.nbytes, 0)]
+
+
+def row_fields(rel: str, layout: Layout, digests: Sequence[int], checksum: bool) -> dict[str, Any]:
+    """What a subfiled step's catalog row says besides a plain row's: its first extent's place, its
+    checksum's algorithm, why it was cut so, and its extents."""
+    how = ("aligned: each rank wrote its own extent straight from its array" if layout.aligned else
+           "extents gathered by their owners (servers exchange) before the writes")
+    return dict(
+        path=subfile_path(rel, 0), offset=layout.offsets[0], method=METHOD, reason=f"{layout.reason}; {how}",
+        checksum_algo=integrity.EXTENTS if checksum else "none",
+        extents=[dict(path=subfile_path(rel, k), offset=off, nbytes=e.nbytes, start=e.start,
+                      checksum=integrity.to_hex(d) if checksum else "", checksum_algo=integrity.XXH3 if checksum else "none")
+                 for k, (e, off, d) in enumerate(zip(layout.extents, layout.offsets, digests))],
+    )
+
+
+def _transfer(g: "Group", view: "ResolvedView", arr: np.ndarray) -> Transfer:
+    s = g.session
+    return Transfer(None, 0, view.etype, view.ftype, [], view.piece, arr, view.order, s.comm, s.hints)
+
+
+def write(g: "Group", view: "ResolvedView", arr: np.ndarray, rel: str, layout: Layout, sync: bool
+          ) -> tuple[float, list[int]]:
+    """Move this rank's piece into the extents (collective): ``(seconds, digests of the extents it owns)``."""
+    t0 = time.perf_counter()
+    places = [Place(g.session.files, g._absolute(subfile_path(rel, k)), off) for k, off in enumerate(layout.offsets)]
+    digests, layout.aligned = move(_transfer(g, view, arr), layout.extents, places, writing=True, sync=sync)
+    return time.perf_counter() - t0, digests
+
+
+def extents_of(w: "WriteRecord", shape: Sequence[int], order: str) -> list[Extent]:
+    """A recorded row's extents as layout extents (rows of the slowest dimension)."""
+    rows = int(shape[0 if order == "C" else len(shape) - 1]) if len(shape) else 1
+    per_row = w.nbytes // max(rows, 1)
+    return [Extent((e.start // per_row, (e.start + e.nbytes) // per_row), e.start, e.nbytes) for e in w.extents]
+
+
+def read_plan(g: "Group", name: str, step: int, w: "WriteRecord") -> list[tuple[str, int, int, int, str]]:
+    """Rank 0: ``(plan path, offset, nbytes, start, checksum)`` of each extent of a subfiled row, each on the
+    fast tier or its verified archive copy (:meth:`sdm.Group._locate_span`)."""
+    held: dict[str, list[Any]] | None = None
+    missing = [e.path for e in w.extents if not g._absolute(e.path).exists()]
+    if missing:
+        from .catalog.tiers import copies
+
+        held = copies(g.session.open_catalog(), g.session.run_id, missing)
+    out = []
+    for e in w.extents:
+        path, offset = g._locate_span(name, step, e.path, e.offset, e.nbytes, held)
+        out.append((path, offset, e.nbytes, e.start, e.checksum))
+    return out
+
+
+def read(g: "Group", name: str, view: "ResolvedView", arr: np.ndarray, plan: Sequence[tuple[str, int, int, int, str]],
+         whole: bool) -> tuple[float, list[int]]:
+    """Read this rank's piece from the extents (collective): ``(seconds, digests of the extents it owns, when
+    *whole*)``."""
+    rec = g.dataset(name)
+    t0 = time.perf_counter()
+    total = sum(p[2] for p in plan)
+    rows = int(rec.shape[0 if rec.order == "C" else len(rec.shape) - 1]) if len(rec.shape) else 1
+    per_row = total // max(rows, 1)
+    extents, places = [], []
+    for path, offset, nbytes, start, _ in plan:
+        backend, key, _copy = g._backend_of(path)
+        extents.append(Extent((start // per_row, (start + nbytes) // per_row), start, nbytes))
+        places.append(Place(backend, key, offset))
+    digests, _ = move(_transfer(g, view, arr), extents, places, writing=False, whole=whole)
+    return time.perf_counter() - t0, digests
+
+
+def check_read(name: str, step: int, plan: Sequence[tuple[str, int, int, int, str]], sums: Sequence[int]) -> None:
+    """Compare every extent's checksum read with its recorded one (every rank alike).
+
+    Raises
+    ------
+    IntegrityError
+        Naming the first extent that differs, its subfile and byte range.
+    """
+    for k, ((path, offset, nbytes, _, expected), got) in enumerate(zip(plan, sums)):
+        if expected and integrity.to_hex(int(got)) != expected:
+            raise IntegrityError(
+                f"dataset {name!r} step {step} extent {k} ({nbytes} bytes at {offset} of {Path(path).name}) does not "
+                f"match its write-time checksum {integrity.XXH3}:{expected}; the subfile was changed or damaged after "
+                "the write")

@@ -1,0 +1,145 @@
+"""Moving the bytes of a subfiled step: every extent whole, by its owner, in its own subfile.
+
+The layout is :mod:`sdm.storage.subfiles`'s: extent ``k`` (rows of the slowest
+dimension) of a step is held by rank ``k % P`` while it is written or read. One
+``allgather`` of the ranks' pieces (the ``servers`` method's, :mod:`sdm.io.servers`)
+tells every rank alike whether the access is *aligned*: every extent is all of its
+owner's piece and nobody else's (a block distribution along the slowest dimension with K
+equal to the number of ranks). Then each rank writes its piece straight from its array
+to its subfile with ``pwrite`` (and ``fsync``), or reads it straight into its array:
+file-per-process I/O, no exchange. Otherwise the ``servers`` rounds move the elements
+between the ranks' pieces and the owners' extent buffers (shared memory on one node,
+``Alltoallv`` across nodes), and the owners write or read their extents whole.
+
+An owner computes its extents' ``xxh3-64`` checksums from the contiguous bytes it
+writes, or reads (when the read is verified, each extent is read whole).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import integrity
+from ..storage.subfiles import Extent, write_extent
+from ._support import Deferred
+from .base import Transfer
+from .servers import ChunkIO, gathered_plan, run_rounds
+
+__all__ = ["Place", "move"]
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where an extent's bytes are: *key* of *backend* (an absolute path on the fast tier, an object key
+    on the archive tier) at *offset*."""
+
+    backend: Any
+    key: Any
+    offset: int
+
+
+def _flat(a: np.ndarray, order: str) -> np.ndarray:
+    """The bytes of *a* in storage *order*, a view when *a* is contiguous that way, else one copy."""
+    np_order = "F" if order == "F" else "C"
+    if not (a.flags.f_contiguous if np_order == "F" else a.flags.c_contiguous):
+        a = np.asarray(a, order=np_order).copy(order=np_order)
+    return a.reshape(-1, order=np_order).view(np.uint8)
+
+
+class _ExtentIO(ChunkIO):
+    """A chunk (one extent) read or written whole in its subfile by its owner, checksummed there."""
+
+    def __init__(self, t: Transfer, extents: Sequence[Extent], places: Sequence[Place], sync: bool, whole: bool,
+                 digests: list[int]) -> None:
+        super().__init__(t)
+        self.extents, self.places, self.sync, self.whole, self.digests = extents, places, sync, whole, digests
+
+    def before(self, chunk: Any, buffer: np.ndarray, writing: bool) -> None:
+        place, full = self.places[chunk.index], buffer[:chunk.nbytes]
+        if writing:
+            if chunk.holes or chunk.lo > 0 or chunk.hi < chunk.nbytes:  # keep the bytes nobody writes
+                full[:] = 0
+                got = place.backend.read_into(place.key, place.offset, full)
+                full[got:] = 0
+        elif self.whole:
+            place.backend.read_exactly(place.key, place.offset, full)
+            self.digests[chunk.index] = integrity.xxh3(full)
+        elif chunk.hi > chunk.lo:
+            place.backend.read_exactly(place.key, place.offset + chunk.lo, chunk.span(buffer))
+
+    def after(self, chunk: Any, buffer: np.ndarray, writing: bool) -> None:
+        if writing:
+            full = buffer[:chunk.nbytes]
+            self.digests[chunk.index] = integrity.xxh3(full)
+            write_extent(Path(self.places[chunk.index].key), self.places[chunk.index].offset, full, self.sync)
+
+
+def move(t: Transfer, extents: Sequence[Extent], places: Sequence[Place], *, writing: bool, sync: bool = False,
+         whole: bool = True) -> tuple[list[int], bool]:
+    """Write or read this rank's piece of a subfiled step (collective).
+
+    Parameters
+    ----------
+    t : Transfer
+        The access (``fh`` unused: each extent is reached through its :class:`Place`).
+    extents, places : sequences
+        The step's extents and where each is.
+    sync : bool
+        Writing: ``fsync`` each subfile after its extent is written.
+    whole : bool
+        Reading: read every extent whole (for its checksum) rather than only the bytes the
+        ranks ask for (a box).
+
+    Returns
+    -------
+    (list of int, bool)
+        The ``xxh3-64`` digest of each extent this rank owns (0 for the others; summed over the
+        ranks they give every extent's) and whether the access was aligned (no exchange).
+
+    Raises
+    ------
+    SDMError
+        This rank's failure, after every collective call was made.
+    """
+    digests = [0] * len(extents)
+    deferred = Deferred()
+    cuts = [e.rows[0] for e in extents] + [extents[-1].rows[1]] if extents else [0, 0]
+    plan = gathered_plan(t, deferred, cuts)
+    if plan is None:  # a rank failed before the exchange: every rank knows it; the failing one raises
+        deferred.reraise()
+        return digests, False
+    io = _ExtentIO(t, extents, places, sync, whole, digests)
+    if plan.aligned:  # file-per-process: each rank's piece is its extent
+        rank = t.comm.Get_rank() if t.comm is not None else 0
+        for rnd in plan.rounds:
+            if rnd.chunk is not None:
+                part = plan.own_part(rnd, rank)
+                deferred.run(_direct, io, rnd.chunk, part, writing)
+    else:
+        run_rounds(t, plan, deferred, writing, io)
+    deferred.reraise()
+    return digests, bool(plan.aligned)
+
+
+def _direct(io: _ExtentIO, chunk: Any, part: Any, writing: bool) -> None:
+    """An aligned extent: straight between the owner's array and its subfile."""
+    t, place = io.t, io.places[chunk.index]
+    local = t.array[part.in_array]
+    if writing:
+        data = _flat(local, t.order)
+        io.digests[chunk.index] = integrity.xxh3(data)
+        write_extent(Path(place.key), place.offset, data, io.sync)
+        return
+    direct = local.flags.f_contiguous if t.order == "F" else local.flags.c_contiguous
+    target = local if direct and np.shares_memory(local, t.array) else np.empty(local.shape, local.dtype,
+                                                                                order="F" if t.order == "F" else "C")
+    flat = target.reshape(-1, order="F" if t.order == "F" else "C").view(np.uint8)
+    place.backend.read_exactly(place.key, place.offset, flat)
+    if io.whole:
+        io.digests[chunk.index] = integrity.xxh3(flat)
+    if target is not local:
+        t.array[part.in_array] = target
