@@ -50,7 +50,7 @@ import tempfile
 import time
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -65,6 +65,8 @@ CONTENDERS = ("sdm-subfiled", "sdm-subfiled-nochecksum", "sdm-shared", "raw-shar
 SUBFILED = ("sdm-subfiled", "sdm-subfiled-nochecksum")
 PLACES = ("/dev/shm", "disk")
 OPS = ("write", "read")
+#: rank 0's split of SDM's timed ops (open with the group, data, close), reported by the SDM contenders
+PHASES = tuple(f"{op}_{phase}" for op in OPS for phase in ("open", "data", "close"))
 #: the issue's goal: file-per-process time over SDM subfiled time, on every place, for writes and reads
 GOAL = 0.8
 #: what SDM subfiled is compared with (the other contender's time over its own, in the same round)
@@ -91,25 +93,55 @@ def _contenders() -> dict[str, Any]:
     comm = MPI.COMM_WORLD
 
     class SDMSlabs(SDM):
-        """SDM level 3, a Block view along the slowest dimension, *subfiles* per group (None: one shared file)."""
+        """SDM level 3, a Block view along the slowest dimension, *subfiles* per group (None: one shared file).
+
+        ``phases``: rank 0's split of each timed op into open (with the group's definition or
+        lookup), the data (every step) and close.
+        """
 
         def __init__(self, p: dict[str, int], args: dict[str, str], where: Path, subfiles: int | None) -> None:
             super().__init__("a", p, args, where)
             self.subfiles = subfiles
+            self.phases: dict[str, float] = {}
 
         def _view(self) -> Any:
             import sdm
 
             return sdm.Block(grid=(comm.Get_size(), 1, 1))
 
+        def _phased(self, op: str, mode: str, start: Callable[[Any], Any], body: Callable[[Any], None]) -> None:
+            """Open a session in *mode*, ``g = start(session)``, ``body(g)``, close; the three phases timed."""
+            t0 = time.perf_counter()
+            with self._open(mode) as s:
+                g = start(s)
+                t1 = time.perf_counter()
+                body(g)
+                t2 = time.perf_counter()
+            t3 = time.perf_counter()
+            self.phases.update({f"{op}_open": t1 - t0, f"{op}_data": t2 - t1, f"{op}_close": t3 - t2})
+
         def write(self, arrays: dict[tuple[int, int], np.ndarray]) -> None:
             vars_ = names("a", self.p)
             extra = {} if self.subfiles is None else {"subfiles": self.subfiles}
-            with self._open("w") as s:
-                g = s.make_group("a", vars_, dtype="<f8", shape=(self.p["n"],) * 3, level=3, view=self._view(),
-                                 **extra)
+
+            def steps(g: Any) -> None:
                 for step in range(self.p["steps"]):
                     g.write_step(step, {name: arrays[step, v] for v, name in enumerate(vars_)})
+            self._phased("write", "w", lambda s: s.make_group("a", vars_, dtype="<f8", shape=(self.p["n"],) * 3,
+                                                              level=3, view=self._view(), **extra), steps)
+
+        def read(self, into: dict[tuple[int, int], np.ndarray]) -> None:
+            vars_ = names("a", self.p)
+
+            def group(s: Any) -> Any:
+                g = s.group("a")
+                g.data_view(self._view())
+                return g
+
+            def reads(g: Any) -> None:
+                for (step, v), buf in into.items():
+                    g.read(vars_[v], step, out=buf)
+            self._phased("read", "r", group, reads)
 
     class RawShared(Contender):
         """One shared file; each rank's slab of each (step, array) is contiguous: ``Write_at_all``/``Read_at_all``."""
@@ -189,8 +221,8 @@ def worker(cfg: dict[str, Any]) -> None:
     wrong = int(comm.allreduce(sum(int(np.count_nonzero(into[k] != a)) for k, a in arrays.items())))
     nbytes = int(comm.allreduce(sum(a.nbytes for a in arrays.values())))
     if rank == 0:
-        print(json.dumps({"write": write_s, "read": read_s, "bytes": nbytes, "files": files, "mismatches": wrong}),
-              flush=True)
+        print(json.dumps({"write": write_s, "read": read_s, "bytes": nbytes, "files": files, "mismatches": wrong,
+                          **getattr(c, "phases", {})}), flush=True)
 
 
 # ----------------------------------------------------------------------------- byte checks (driver, numpy only)
@@ -277,19 +309,25 @@ def subfiles_available() -> bool:
 
 
 def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per (place, op, contender): seconds and GB/s, median and min-max; per round ratios to SDM subfiled.
+    """Per (place, op, contender): seconds and GB/s, median and min-max; per round ratios to SDM subfiled;
+    median phases of SDM's ops (``phases[place|contender]``).
 
     ``ratios[place|op|other]``: the other's time over SDM subfiled's in the same round (above 1:
     subfiled faster); ``checksum[place|op]``: ``1 - t(no checksum) / t(checksum)`` of SDM subfiled.
     """
     cells: dict[tuple[str, str, str], list[tuple[float, int]]] = {}
+    phases: dict[str, dict[str, list[float]]] = {}
     rounds: dict[tuple[str, str, int], dict[str, float]] = {}
     for s in samples:
         for op in OPS:
             if op in s:
                 cells.setdefault((s["place"], op, s["contender"]), []).append((s[op], s["bytes"]))
                 rounds.setdefault((s["place"], op, s["round"]), {})[s["contender"]] = s[op]
-    out: dict[str, Any] = {"cells": {}, "ratios": {}, "checksum": {}}
+        for phase in PHASES:
+            if s.get(phase) is not None:
+                phases.setdefault(f"{s['place']}|{s['contender']}", {}).setdefault(phase, []).append(s[phase])
+    out: dict[str, Any] = {"cells": {}, "ratios": {}, "checksum": {},
+                           "phases": {k: {ph: median(v) for ph, v in by.items()} for k, by in phases.items()}}
     for (place, op, c), got in cells.items():
         secs = [t for t, _ in got]
         rates = [b / t / 1e9 for t, b in got]
@@ -353,6 +391,14 @@ def markdown(data: dict[str, Any]) -> str:
         share = [summary["checksum"].get(f"{place}|{op}") for op in OPS]
         lines.append("| checksum share of subfiled: 1 - t(no checksum) / t(checksum) | "
                      + " | ".join(_range(c, ".1%") for c in share) + " |")
+        sdm_phases = [(c, summary["phases"][f"{place}|{c}"]) for c in o["contenders"]
+                      if f"{place}|{c}" in summary["phases"]]
+        if sdm_phases:
+            lines += ["", "SDM's time split on rank 0, medians in seconds: open (with the group), data, close.", "",
+                      "| contender | write: open | data | close | read: open | data | close |",
+                      "|---|---|---|---|---|---|---|"]
+            lines += [f"| {c} | " + " | ".join(f"{ph[k]:.3g}" if k in ph else "-" for k in PHASES) + " |"
+                      for c, ph in sdm_phases]
         lines.append("")
     checks = data["checks"]
     lines += ["Layout and bytes on storage, first round, read with numpy alone (SDM: `numpy.memmap` at the extents "
