@@ -422,7 +422,7 @@ def plot(data: dict[str, Any], path: Path) -> None:
     from _plots import save_png
 
     o, cells = data["options"], data["summary"]["cells"]
-    fig, axes = plt.subplots(1, len(o["places"]), figsize=(4.2 * len(o["places"]), 3.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(o["places"]), figsize=(4.2 * len(o["places"]), 3.2), squeeze=False)
     width = 0.8 / len(o["contenders"])
     for ax, place in zip(axes[0], o["places"]):
         for i, c in enumerate(o["contenders"]):
@@ -441,8 +441,9 @@ def plot(data: dict[str, Any], path: Path) -> None:
         ax.set_ylabel("GB/s", fontsize=8)
         ax.set_title(f"{place}, {o['ranks']} ranks", fontsize=9)
         ax.tick_params(labelsize=7)
-    axes[0][0].legend(fontsize=6)
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     save_png(fig, path, dpi=80)
     plt.close(fig)
 
