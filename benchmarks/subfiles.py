@@ -359,6 +359,13 @@ def _range(cell: dict[str, Any] | None, fmt: str = ".3g", key: str = "") -> str:
     return f"{m:{fmt}} ({lo:{fmt}}-{hi:{fmt}})"
 
 
+def _loads(samples: dict[str, Any]) -> str:
+    """``median (min-max)`` of the load averages recorded with the samples (a table of fields and rows)."""
+    col = samples["fields"].index("load") if "load" in samples["fields"] else None
+    loads = [row[col] for row in samples["rows"]] if col is not None else []
+    return f"{median(loads):.1f} ({min(loads):.1f}-{max(loads):.1f})" if loads else "-"
+
+
 def markdown(data: dict[str, Any]) -> str:
     """The report: per place, each contender's seconds and GB/s; SDM subfiled against the others; checksum share."""
     m, o, summary = data["meta"], data["options"], data["summary"]
@@ -369,7 +376,8 @@ def markdown(data: dict[str, Any]) -> str:
              f"{o['ranks']} ranks; {o['arrays']} arrays of {o['n']}^3 float64 x {o['steps']} steps "
              f"({gib:.2f} GiB per write), block along the slowest dimension; {o['rounds']} interleaved rounds "
              f"(one mpiexec job per contender and round: write, page-cache eviction, read); whole run "
-             f"{data['wall_seconds'] / 60:.1f} min. Median (min-max).", ""]
+             f"{data['wall_seconds'] / 60:.1f} min; load average at the jobs' starts {_loads(data['samples'])}. "
+             "Median (min-max).", ""]
     if data["na"]:
         lines += [f"Not measured: {', '.join(data['na'])} ({data['na_reason']}).", ""]
     for place in o["places"]:
@@ -513,8 +521,9 @@ def main(argv: list[str] | None = None) -> int:
                            "steps": opts.steps}
                     cmd = [mpiexec(), "-n", str(opts.ranks), sys.executable, str(Path(__file__).resolve()),
                            "--worker", json.dumps(cfg)]
+                    load = os.getloadavg()[0]  # other work on the host shows here
                     report = json.loads(run_job(cmd, worker_env(), opts.timeout))
-                    samples.append({"place": place, "round": rnd, "contender": c, **report})
+                    samples.append({"place": place, "round": rnd, "contender": c, "load": load, **report})
                     if report["mismatches"]:
                         problems.append(f"{place} {c} round {rnd + 1}: {report['mismatches']} values read back wrong")
                     if rnd == 0:
