@@ -24,7 +24,7 @@ from .io.base import Transfer
 from .io.subfiles import Place, move
 from .io._support import int_hint
 from .planner.subfiles import choose_subfiles
-from .storage.files import fs_type
+from .storage.mounts import fs_type
 from .storage.durability import node_comm
 from .storage.subfiles import ALIGN, Extent, aligned, cut, subfile_path, write_extent
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .group import Group
     from .layout.views import ResolvedView
 
-__all__ = ["Layout", "layouts", "requests", "row_fields", "write", "read_plan", "read", "check_read", "copy_previous"]
+__all__ = ["Layout", "layouts", "reserve", "row_fields", "write", "read_plan", "read", "check_read", "copy_previous"]
 
 METHOD = "subfiles"  #: the ``writes.method`` of a subfiled step
 
@@ -76,10 +76,17 @@ def layouts(g: "Group", names: Sequence[str], statsets: list) -> list[Layout | N
     return out
 
 
-def requests(g: "Group", rel: str, layout: Layout) -> list[tuple[str, int, int, bool]]:
-    """The catalog reservations of one dataset step's extents: aligned space in each subfile."""
-    align = int_hint(dict(g.session.hints), "sdm_subfile_align", ALIGN)
-    return [(subfile_path(rel, k), g.level, aligned(e.nbytes, align), False) for k, e in enumerate(layout.extents)]
+def reserve(g: "Group", rels: Sequence[str], layouts: Sequence[Layout]) -> None:
+    """Rank 0: aligned space in each subfile for every extent of the dump's subfiled datasets, in one catalog
+    transaction; each layout gets its extents' offsets."""
+    s = g.session
+    align = int_hint(dict(s.hints), "sdm_subfile_align", ALIGN)
+    asked = [(subfile_path(rel, k), g.level, aligned(e.nbytes, align), False)
+             for rel, lay in zip(rels, layouts) for k, e in enumerate(lay.extents)]
+    got = [int(x) for x in s.catalog_call("reserve", s.run_id, asked)] if asked else []
+    at = 0
+    for lay in layouts:
+        lay.offsets, at = got[at:at + len(lay.extents)], at + len(lay.extents)
 
 
 def copy_previous(g: "Group", previous: "WriteRecord", rel: str, layout: Layout, read: Any) -> None:
@@ -120,12 +127,14 @@ def _transfer(g: "Group", view: "ResolvedView", arr: np.ndarray) -> Transfer:
     return Transfer(None, 0, view.etype, view.ftype, [], view.piece, arr, view.order, s.comm, s.hints)
 
 
-def write(g: "Group", view: "ResolvedView", arr: np.ndarray, rel: str, layout: Layout, sync: bool
-          ) -> tuple[float, list[int]]:
-    """Move this rank's piece into the extents (collective): ``(seconds, digests of the extents it owns)``."""
+def write(g: "Group", view: "ResolvedView", arr: np.ndarray, rel: str, layout: Layout, sync: bool,
+          stats: Sequence[Sequence[int]]) -> tuple[float, list[int]]:
+    """Move this rank's piece into the extents (collective unless *stats*, every rank's layout statistics,
+    show the access aligned): ``(seconds, digests of the extents it owns)``."""
     t0 = time.perf_counter()
     places = [Place(g.session.files, g._absolute(subfile_path(rel, k)), off) for k, off in enumerate(layout.offsets)]
-    digests, layout.aligned = move(_transfer(g, view, arr), layout.extents, places, writing=True, sync=sync)
+    digests, layout.aligned = move(_transfer(g, view, arr), layout.extents, places, writing=True, sync=sync,
+                                   stats=stats)
     return time.perf_counter() - t0, digests
 
 
@@ -153,7 +162,7 @@ def read_plan(g: "Group", name: str, step: int, w: "WriteRecord") -> list[tuple[
 
 
 def read(g: "Group", name: str, view: "ResolvedView", arr: np.ndarray, plan: Sequence[tuple[str, int, int, int, str]],
-         whole: bool) -> tuple[float, list[int]]:
+         whole: bool, stats: Sequence[Sequence[int]]) -> tuple[float, list[int]]:
     """Read this rank's piece from the extents (collective): ``(seconds, digests of the extents it owns, when
     *whole*)``."""
     rec = g.dataset(name)
@@ -166,7 +175,7 @@ def read(g: "Group", name: str, view: "ResolvedView", arr: np.ndarray, plan: Seq
         backend, key, _copy = g._backend_of(path)
         extents.append(Extent((start // per_row, (start + nbytes) // per_row), start, nbytes))
         places.append(Place(backend, key, offset))
-    digests, _ = move(_transfer(g, view, arr), extents, places, writing=False, whole=whole)
+    digests, _ = move(_transfer(g, view, arr), extents, places, writing=False, whole=whole, stats=stats)
     return time.perf_counter() - t0, digests
 
 

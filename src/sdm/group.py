@@ -577,7 +577,8 @@ class Group:
             share = _ShareJob(view, arr, self.dataset(name).order, threads) if s.checksum and failure is None else None
             lay = layouts[i]
             if lay is not None:  # subfiled: each extent in its own subfile (sdm.storage.subfiles)
-                moved, f = capture(_subfiled.write, self, view, arr, rel, lay, s.sync, rank=s.rank)
+                moved, f = capture(_subfiled.write, self, view, arr, rel, lay, s.sync, [p[i] for p in statsets],
+                                   rank=s.rank)
                 if moved is not None:
                     seconds[i], extent_digests[i] = moved
                 failure = failure or f
@@ -865,15 +866,17 @@ class Group:
                     places[i] = (rel, offset)
         if any(p is None for p in places):
             raise StorageError(f"could not reserve a new file for step {step} in {_RESERVE_TRIES} tries")
+        reserved = [p for p in places if p is not None]
+        subfiled = [i for i, lay in enumerate(layouts or ()) if lay is not None]
+        if subfiled and layouts is not None:  # every extent's space, in one transaction
+            _subfiled.reserve(self, [reserved[i][0] for i in subfiled], [layouts[i] for i in subfiled])
         out = []
-        for name, place, version, old, nbytes, lay in zip(names, places, versions, replaced, sizes,
-                                                           layouts or [None] * len(names)):
-            rel, offset = place  # type: ignore[misc]
+        for name, (rel, offset), version, old, nbytes, lay in zip(names, reserved, versions, replaced, sizes,
+                                                                  layouts or [None] * len(names)):
             if self.record.archive is not None:  # an object, made whole by the write (unwritten bytes: zeros)
                 out.append((rel, offset, version, old))
                 continue
             if lay is not None:  # subfiled: a range in each extent's subfile (the data file itself is not used)
-                lay.offsets = [int(x) for x in s.catalog_call("reserve", s.run_id, _subfiled.requests(self, rel, lay))]
                 if old is not None and _has_gaps(self._view(name).dist):
                     prev = s.catalog_call("lookup_write", self.dataset(name).id, step)
                     _subfiled.copy_previous(self, prev, rel, lay, self._read_bytes)
@@ -1096,7 +1099,7 @@ class Group:
             rel, offset, expected, algorithm = got[:4]
             view, arr, conv = prepared  # type: ignore[misc]
             if len(got) > 4:  # subfiled: every extent through its owner (sdm._subfiled)
-                self._read_subfiled(name, step, view, arr, got[4], verify_now and bool(expected))
+                self._read_subfiled(name, step, view, arr, got[4], verify_now and bool(expected), statsets)
             else:
                 self._read_file(name, step, view, arr, rel, offset, expected, algorithm, method, statsets, boxed,
                                 verify_now)
@@ -1111,10 +1114,11 @@ class Group:
                 v.free()
 
     def _read_subfiled(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, plan: Any,
-                       verify: bool) -> None:
+                       verify: bool, statsets: list) -> None:
         """The I/O of a read of a subfiled step, its exchange of errors and its extents' checksums (collective)."""
         s = self.session
-        moved, failure = capture(_subfiled.read, self, name, view, arr, plan, verify, rank=s.rank)
+        moved, failure = capture(_subfiled.read, self, name, view, arr, plan, verify, [p[0] for p in statsets],
+                                 rank=s.rank)
         digests = moved[1] if moved is not None else [0] * len(plan)
         _, sums = self._closing(failure, [moved[0] if moved else 0.0], digests)
         if verify:

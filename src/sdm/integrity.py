@@ -423,7 +423,7 @@ def checksum_of_bytes(raw: Any, dtype: Any, algorithm: str = MIX64) -> str:
     dtype : numpy dtype or str
         The dataset's element type (only its size matters).
     algorithm : str
-        The row's ``checksum_algo``: one of :data:`ALGORITHMS`.
+        The row's ``checksum_algo``: one of :data:`ALGORITHMS`, or an extent's :data:`XXH3`.
 
     Returns
     -------
@@ -435,6 +435,8 @@ def checksum_of_bytes(raw: Any, dtype: Any, algorithm: str = MIX64) -> str:
     InvalidArgumentError
         Unknown algorithm, bad dtype, or a byte count that is not a whole number of elements.
     """
+    if algorithm == XXH3:  # an extent's checksum (subfiles): its bytes as they are
+        return to_hex(xxh3(np.frombuffer(raw, dtype=np.uint8) if not isinstance(raw, np.ndarray) else raw))
     algorithm = canonical(algorithm)
     try:
         dt = np.dtype(dtype)

@@ -145,14 +145,27 @@ class DatasetArray:
         rec = self.record
         segments = runs(Hyperslab(space).piece(rec.shape, 1, 0), rec.order, out.dtype.itemsize,
                         list(out.strides[1:]))
-        if segments.count > DIRECT_RUNS:
+        files, file_of, offset_of = self._table()
+        subfiled = file_of[positions] < 0  # steps stored in subfiles: through Group.read, which knows their extents
+        if segments.count > DIRECT_RUNS or subfiled.any():
             for i, step in enumerate(self._steps[positions].tolist()):
-                self._read_view(int(step), space, out[i])
+                if segments.count > DIRECT_RUNS or subfiled[i]:
+                    self._read_view(int(step), space, out[i])
+            if segments.count > DIRECT_RUNS or subfiled.all():
+                return
+            keep = np.flatnonzero(~subfiled)
+            part = np.empty((keep.size, *out.shape[1:]), dtype=out.dtype)  # the same strides per step as out's
+            self._read_plain(positions[keep], segments, part, files, file_of, offset_of)
+            out[keep] = part
             return
+        self._read_plain(positions, segments, out, files, file_of, offset_of)
+
+    def _read_plain(self, positions: np.ndarray, segments: Any, out: np.ndarray, files: list, file_of: np.ndarray,
+                    offset_of: np.ndarray) -> None:
+        """:meth:`_read_serial` of steps stored as one run of bytes each."""
         assert segments.memory is not None
         f, m, n = segments.file, segments.memory, segments.length
         flat = out.reshape(positions.size, -1).view(np.uint8)
-        files, file_of, offset_of = self._table()
         chosen_files, offsets = file_of[positions], offset_of[positions]
         for index in np.unique(chosen_files).tolist():
             backend, key = files[index]
@@ -182,7 +195,7 @@ class DatasetArray:
                 raise StepNotFoundError(f"dataset {self.name!r} steps {lost[:5]} are no longer in the catalog")
             files: dict[tuple[int, str], int] = {}
             places = [(backend, key) for backend, key, _ in (rows[int(s)] for s in self._steps.tolist())]
-            index = [files.setdefault((id(b), str(k)), len(files)) for b, k in places]
+            index = [-1 if b is None else files.setdefault((id(b), str(k)), len(files)) for b, k in places]
             unique = {i: p for i, p in zip(index, places)}
             self._where = ([unique[i] for i in range(len(files))], np.array(index, dtype=np.int64),
                            np.array([rows[int(s)][2] for s in self._steps.tolist()], dtype=np.int64))
@@ -220,10 +233,13 @@ def _rows(g: "Group", name: str) -> dict[int, tuple[Any, Any, int]]:
 
     s = g.session
     rows = s.catalog_call("dataset_writes", g.dataset(name).id)
-    missing = sorted({w.path for w in rows.values() if not g._absolute(w.path).exists()})
+    missing = sorted({w.path for w in rows.values() if not w.extents and not g._absolute(w.path).exists()})
     held = copies(s.open_catalog(), s.run_id, missing) if missing else {}
     found: dict[int, tuple[Any, Any, int]] = {}
     for step, w in rows.items():
+        if w.extents:  # subfiled: no one file (read through Group.read)
+            found[step] = (None, None, 0)
+            continue
         path, offset = g._locate(name, step, w, held)
         backend, key, _ = g._backend_of(path)
         found[step] = (backend, key, offset)

@@ -134,6 +134,8 @@ def row_problem(path: Path, w: "WriteRecord", dtype: str, *, checksums: bool = T
     """
     from . import integrity
 
+    if w.extents:  # subfiled: each extent in its subfile (next to *path*), then their combined checksum
+        return _extents_problem(path.parent, w, checksums=checksums)
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -144,6 +146,31 @@ def row_problem(path: Path, w: "WriteRecord", dtype: str, *, checksums: bool = T
         actual = integrity.checksum_of_bytes(_read(path, w.offset, w.nbytes), dtype, w.checksum_algo)
         if actual != w.checksum:
             return f"checksum {actual} ({w.checksum_algo}) does not match the recorded {w.checksum}"
+    return None
+
+
+def _extents_problem(folder: Path, w: "WriteRecord", *, checksums: bool) -> str | None:
+    """:func:`row_problem` of a subfiled row, whose extents are in the subfiles of *folder*."""
+    from . import integrity
+
+    digests = []
+    for k, e in enumerate(w.extents):
+        sub = folder / Path(e.path).name
+        try:
+            size = sub.stat().st_size
+        except OSError as exc:
+            return f"extent {k}: subfile {sub.name} missing ({exc.strerror})"
+        if size < e.offset + e.nbytes:
+            return f"extent {k}: subfile {sub.name} holds {size} bytes, the extent needs bytes {e.offset}..{e.offset + e.nbytes}"
+        if checksums and e.checksum and e.checksum_algo != "none":
+            digest = integrity.xxh3(_read(sub, e.offset, e.nbytes))
+            if integrity.to_hex(digest) != e.checksum:
+                return (f"extent {k} (subfile {sub.name}, bytes {e.offset}..{e.offset + e.nbytes}): checksum "
+                        f"{integrity.to_hex(digest)} ({e.checksum_algo}) does not match the recorded {e.checksum}")
+            digests.append(digest)
+    if checksums and w.checksum and w.checksum_algo != "none" and integrity.extents_checksum(digests) != w.checksum:
+        return (f"the extents' checksums combine to {integrity.extents_checksum(digests)} ({w.checksum_algo}), not the "
+                f"recorded {w.checksum}: the catalog's extents were changed")
     return None
 
 
@@ -181,10 +208,11 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
     archived = _archived_only(catalog, rec.id)
     for gname, dname, w in rows:
         report.rows += 1
-        if w.path in archived:  # on the archive tier only: verified when it was copied there
+        if any(path in archived for path, _, _ in w.spans()):  # on the archive tier only: verified when copied there
             report.archived_rows += 1
             continue
-        referenced.setdefault(w.path, []).append((w.offset, w.offset + w.nbytes))
+        for path, offset, nbytes in w.spans():
+            referenced.setdefault(path, []).append((offset, offset + nbytes))
         checked = checksums and bool(w.checksum) and w.checksum_algo != "none"
         problem = row_problem(inside(root, Path(w.path)), w, dtypes[(gname, dname)], checksums=checked)
         if checked and (problem is None or problem.startswith("checksum")):  # the bytes were read and summed

@@ -28,7 +28,7 @@ def make_version_1(url: str) -> None:
     engine = engine_for(url)
     try:
         with engine.begin() as con:
-            for table in ("tier_operations", "copies", "infos"):  # 0008, 0007
+            for table in ("extents", "tier_operations", "copies", "infos"):  # 0011, 0008, 0007
                 con.execute(sa.text(f"DROP TABLE {table}"))
             for t in reversed(S.V2_TABLES):
                 con.execute(sa.text(f"DROP TABLE {t.name}"))
@@ -37,7 +37,7 @@ def make_version_1(url: str) -> None:
                                   ("writes", "version"), ("datasets", "nsteps"), ("datasets", "first_step"),
                                   ("datasets", "last_step"), ("datasets", "nbytes_written"), ("groups", "kind"),
                                   ("groups", "steps_per_file"), ("groups", "truncated_after"), ("groups", "archive"),
-                                  ("datasets", "dims")):
+                                  ("datasets", "dims"), ("groups", "subfiles"), ("writes", "extents")):
                 con.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
             con.execute(sa.text("DROP TABLE catalog_info"))
             con.execute(sa.text("DROP TABLE IF EXISTS alembic_version"))

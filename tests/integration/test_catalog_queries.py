@@ -218,9 +218,10 @@ def test_step_summaries_are_rebuilt_when_a_0004_catalog_is_upgraded(catalog_url:
     with cat.engine.begin() as con:  # back to revision 0004: the summary columns did not exist
         for column in ("nsteps", "first_step", "last_step", "nbytes_written", "dims"):  # and 0010's
             con.execute(sa.text(f"ALTER TABLE datasets DROP COLUMN {column}"))
-        for column in ("kind", "steps_per_file", "truncated_after", "archive"):  # and those of 0006 and 0009
+        for column in ("kind", "steps_per_file", "truncated_after", "archive", "subfiles"):  # and 0006, 0009, 0011's
             con.execute(sa.text(f"ALTER TABLE groups DROP COLUMN {column}"))
-        for table in ("tier_operations", "copies", "infos"):  # and the tables of 0008 and 0007
+        con.execute(sa.text("ALTER TABLE writes DROP COLUMN extents"))  # 0011
+        for table in ("extents", "tier_operations", "copies", "infos"):  # and the tables of 0011, 0008 and 0007
             con.execute(sa.text(f"DROP TABLE {table}"))
         con.execute(sa.text("UPDATE alembic_version SET version_num = '0004'"))
         sums = dict(con.execute(sa.text("SELECT dataset_id, SUM(nbytes) FROM writes GROUP BY dataset_id")).all())

@@ -31,7 +31,7 @@ from rich.text import Text
 from .. import config
 from ..errors import SDMError
 
-from ..storage.files import fs_type
+from ..storage.mounts import fs_type
 
 __all__ = ["register", "bench_app", "run_ncio", "run_calibration", "write_ncio", "fs_type"]
 

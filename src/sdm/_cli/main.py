@@ -376,6 +376,7 @@ def show(
                     "steps_per_file": g.steps_per_file,
                     "truncated_after": g.truncated_after,
                     "archive": g.archive,
+                    "subfiles": "auto" if g.subfiles == 0 else g.subfiles,
                     "attributes": g.attributes,
                     "datasets": [_dataset_json(g.name, d) for d in g.datasets],
                 }
@@ -401,6 +402,9 @@ def show(
                     "seconds": w.seconds,
                     "nprocs": w.nprocs,
                     "written_at": _iso(w.written_at),
+                    **({"extents": [{"path": e.path, "offset": e.offset, "nbytes": e.nbytes, "start": e.start,
+                                     "checksum": e.checksum, "checksum_algo": e.checksum_algo} for e in w.extents]}
+                       if w.extents else {}),
                 }
                 for g, d, w in wrows
             ]
@@ -423,10 +427,12 @@ def show(
     ):
         head.add_row(Text(key), Text(str(val)))
     con.print(head)
-    groups = _table("groups", "name", "level", "kind", "steps/file", "truncated after", "writes to", "attributes")
+    groups = _table("groups", "name", "level", "kind", "steps/file", "subfiles", "truncated after", "writes to",
+                    "attributes")
     datasets = _table("datasets", "group", "name", "dtype", "shape", "order", "distribution", "steps", "attributes")
     for g in rec.groups:
         _row(groups, g.name, g.level, g.kind, g.steps_per_file or "-",
+             "-" if g.subfiles is None else "auto" if g.subfiles == 0 else g.subfiles,
              "-" if g.truncated_after is None else g.truncated_after, g.archive or "fast tier", _attrs(g.attributes))
         for d in g.datasets:
             own = {k: v for k, v in d.attributes.items() if g.attributes.get(k, object()) != v}
@@ -451,6 +457,9 @@ def show(
         for gname, dname, w in wrows:
             _row(wtable, f"{gname}/{dname}", w.step, w.path, w.offset, w.nbytes,
                  f"{w.checksum_algo}:{w.checksum}", w.method, f"{w.seconds:.6f}", w.reason or "-")
+            for k, e in enumerate(w.extents):  # a subfiled step: each extent in its subfile
+                _row(wtable, f"  extent {k}", f"bytes {e.start}..{e.start + e.nbytes}", e.path, e.offset, e.nbytes,
+                     f"{e.checksum_algo}:{e.checksum}", "", "", "")
         con.print(wtable)
 
 

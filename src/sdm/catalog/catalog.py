@@ -946,9 +946,12 @@ class Catalog:
             file_id = self._file_ids.get(key) or new_ids.get(key) or con.execute(
                 _FILE_ID, {"run_id": run_id, "path": x["path"]}).scalar()
             if file_id is None:
-                file_id = con.execute(S.files.insert(), {
+                made = con.execute(S.files.insert(), {
                     "run_id": run_id, "path": x["path"], "level": int(w["level"]), "created_at": now,
-                    "alloc_end": int(x["offset"]) + int(x["nbytes"])}).inserted_primary_key[0]
+                    "alloc_end": int(x["offset"]) + int(x["nbytes"])}).inserted_primary_key
+                file_id = made[0] if made else None
+            if file_id is None:
+                raise CatalogError(f"catalog {self.url!r} did not record the subfile {x['path']}")
             new_ids[key] = int(file_id)
             rows.append(dict(write_id=wid, seq=seq, file_id=file_id, offset=int(x["offset"]), nbytes=int(x["nbytes"]),
                              start=int(x["start"]), checksum=x["checksum"], checksum_algo=x["checksum_algo"]))
@@ -1038,7 +1041,8 @@ class Catalog:
                         .values(alloc_end=max(int(end), int(used))))
 
     def writes(self, run_id: int, paths: Sequence[str] | None = None) -> list[tuple[str, str, WriteRecord]]:
-        """Every write of a run (or of its files *paths*) as ``(group, dataset, record)``, by file then offset."""
+        """Every write of a run (or those with bytes in its files *paths*: a subfiled row's extents count) as
+        ``(group, dataset, record)``, by file then offset."""
         w, f, d, g = S.writes, S.files, S.datasets, S.groups
         q = (
             sa.select(w, f.c.path, d.c.name.label("dname"), g.c.name.label("gname"))
@@ -1047,7 +1051,9 @@ class Catalog:
                 .join(d, d.c.id == w.c.dataset_id)
                 .join(g, g.c.id == d.c.group_id)
             )
-            .where(f.c.run_id == run_id, *(() if paths is None else (f.c.path.in_(list(paths)),)))
+            .where(f.c.run_id == run_id, *(() if paths is None else (sa.or_(f.c.path.in_(list(paths)), w.c.id.in_(
+                sa.select(S.extents.c.write_id).select_from(S.extents.join(f, f.c.id == S.extents.c.file_id))
+                .where(f.c.run_id == run_id, f.c.path.in_(list(paths))))),)))
             .order_by(f.c.path, w.c.offset)
         )
         with self.engine.connect() as con:

@@ -228,7 +228,8 @@ class MetaFile:
         if name == "define_group":
             _, gname, level, specs = args
             return {"t": "group", "name": gname, "level": int(level), "kind": kwargs.get("kind", "state"),
-                    "steps_per_file": kwargs.get("steps_per_file"), "archive": kwargs.get("archive"), "datasets": [
+                    "steps_per_file": kwargs.get("steps_per_file"), "archive": kwargs.get("archive"),
+                    **({"subfiles": int(kwargs["subfiles"])} if kwargs.get("subfiles") is not None else {}), "datasets": [
                         {"name": s.name, "dtype": s.dtype, "shape": list(s.shape), "order": s.order,
                          **({"dims": list(s.dims)} if s.dims is not None else {})} for s in specs]}
         if name == "truncate":  # every step after "after" of the groups named (None: every group) erased
@@ -280,7 +281,8 @@ class MetaFile:
                         "checksum": w["checksum"], "algo": w["checksum_algo"], "method": w["method"],
                         "reason": w.get("reason"), "seconds": float(w["seconds"]), "nprocs": int(w["nprocs"]),
                         "version": int(w.get("version", 1)), "replaces": w.get("replaces"),
-                        "overwrite": bool(w["overwrite"]), **({"copy": _copy(w["copy"])} if w.get("copy") else {})})
+                        "overwrite": bool(w["overwrite"]), **({"copy": _copy(w["copy"])} if w.get("copy") else {}),
+                        **({"extents": [dict(x) for x in w["extents"]]} if w.get("extents") else {})})
         return {"t": "writes", "written_at": now.isoformat(), "writes": out}
 
 

@@ -112,7 +112,7 @@ def _replay(log: MetaLog) -> _Run:
             if rec["name"] not in run.groups:  # a group reopened later is defined identically
                 run.groups[rec["name"]] = {"level": rec["level"], "kind": rec.get("kind", "state"),
                                            "steps_per_file": rec.get("steps_per_file"), "truncated_after": None,
-                                           "archive": rec.get("archive"),
+                                           "archive": rec.get("archive"), "subfiles": rec.get("subfiles"),
                                            "datasets": {d["name"]: dict(d, distribution=None) for d in rec["datasets"]}}
         elif kind == "truncate":
             names = set(run.groups) if rec["groups"] is None else set(rec["groups"])
@@ -136,6 +136,8 @@ def _replay(log: MetaLog) -> _Run:
             for w in rec["writes"]:
                 run.writes[(w["group"], w["dataset"], int(w["step"]))] = dict(w, written_at=rec["written_at"])
                 run.files.setdefault(w["path"], int(w["level"]))
+                for x in w.get("extents") or ():  # a subfiled step: every subfile holding one of its extents
+                    run.files.setdefault(x["path"], int(w["level"]))
                 if w.get("copy"):  # written to the archive tier: its object, verified at the write
                     run.copies[(w["path"], w["copy"]["tier"])] = dict(w["copy"], path=w["path"])
         elif kind == "import":
@@ -286,7 +288,9 @@ def _insert(cat: Catalog, run: _Run, data_root: Path) -> bool:
                 dataset_id=dataset_ids[(w["group"], w["dataset"])], step=int(w["step"]), file_id=file_ids[w["path"]],
                 offset=int(w["offset"]), nbytes=int(w["nbytes"]), checksum=w["checksum"], checksum_algo=w["algo"],
                 method=w["method"], reason=w["reason"], seconds=float(w["seconds"]), nprocs=int(w["nprocs"]),
-                written_at=_time(w["written_at"]), version=int(w["version"])) for w in run.writes.values()])
+                written_at=_time(w["written_at"]), version=int(w["version"]), extents=len(w.get("extents") or ()))
+                for w in run.writes.values()])
+            _insert_extents(con, run, dataset_ids, file_ids)
         if run.infos:
             con.execute(S.infos.insert(), [dict(
                 run_id=rid, group_id=None if i["group"] is None else group_ids[i["group"]],
@@ -314,7 +318,7 @@ def _insert_groups(con: sa.Connection, rid: int, run: _Run
         gid = con.execute(S.groups.insert().values(
             run_id=rid, name=gname, level=int(g["level"]), position=pos, kind=g["kind"],
             steps_per_file=g["steps_per_file"], truncated_after=g["truncated_after"],
-            archive=g["archive"]).returning(S.groups.c.id)).scalar_one()
+            archive=g["archive"], subfiles=g.get("subfiles")).returning(S.groups.c.id)).scalar_one()
         group_ids[gname] = int(gid)
         for i, (dname, d) in enumerate(g["datasets"].items()):
             steps = summary.get((gname, dname), [])
@@ -336,7 +340,8 @@ def _insert_files(con: sa.Connection, rid: int, run: _Run, data_root: Path) -> d
     """
     ends: dict[str, int] = {}
     for w in run.writes.values():
-        ends[w["path"]] = max(ends.get(w["path"], 0), int(w["offset"]) + int(w["nbytes"]))
+        for x in w.get("extents") or [w]:
+            ends[x["path"]] = max(ends.get(x["path"], 0), int(x["offset"]) + int(x["nbytes"]))
     files = dict(run.files)
     rel_dir = str(run.info["dir"])
     named = {f"{component(g)}.sdm": 3 for g, grp in run.groups.items() if grp["level"] == 3}
@@ -358,6 +363,22 @@ def _insert_files(con: sa.Connection, rid: int, run: _Run, data_root: Path) -> d
         con.execute(S.files.insert(), rows)
     got = con.execute(sa.select(S.files.c.path, S.files.c.id).where(S.files.c.run_id == rid))
     return {str(p): int(i) for p, i in got}
+
+
+def _insert_extents(con: sa.Connection, run: _Run, dataset_ids: dict[tuple[str, str], int],
+                    file_ids: dict[str, int]) -> None:
+    """The extents of the run's subfiled steps (their writes rows just inserted)."""
+    subfiled = [w for w in run.writes.values() if w.get("extents")]
+    if not subfiled:
+        return
+    w = S.writes
+    ids = {(int(d), int(st)): int(i) for i, d, st in con.execute(
+        sa.select(w.c.id, w.c.dataset_id, w.c.step).where(w.c.extents > 0,
+                                                        w.c.dataset_id.in_(sorted(set(dataset_ids.values())))))}
+    con.execute(S.extents.insert(), [dict(
+        write_id=ids[(dataset_ids[(x["group"], x["dataset"])], int(x["step"]))], seq=k, file_id=file_ids[e["path"]],
+        offset=int(e["offset"]), nbytes=int(e["nbytes"]), start=int(e["start"]), checksum=e["checksum"],
+        checksum_algo=e["checksum_algo"]) for x in subfiled for k, e in enumerate(x["extents"])])
 
 
 def _rebuild_histories(cat: Catalog, data_root: Path, notes: list[str]) -> int:

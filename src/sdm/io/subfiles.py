@@ -25,11 +25,13 @@ import numpy as np
 
 from .. import integrity
 from ..storage.subfiles import Extent, write_extent
+from ..layout.regions import memory_positions
+from ._selection import selector
 from ._support import Deferred
 from .base import Transfer
 from .servers import ChunkIO, gathered_plan, run_rounds
 
-__all__ = ["Place", "move"]
+__all__ = ["Place", "aligned", "move"]
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,9 @@ class Place:
 
 def _flat(a: np.ndarray, order: str) -> np.ndarray:
     """The bytes of *a* in storage *order*, a view when *a* is contiguous that way, else one copy."""
-    np_order = "F" if order == "F" else "C"
-    if not (a.flags.f_contiguous if np_order == "F" else a.flags.c_contiguous):
-        a = np.asarray(a, order=np_order).copy(order=np_order)
-    return a.reshape(-1, order=np_order).view(np.uint8)
+    if order == "F":
+        return (a if a.flags.f_contiguous else np.asfortranarray(a)).reshape(-1, order="F").view(np.uint8)
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
 
 
 class _ExtentIO(ChunkIO):
@@ -78,8 +79,25 @@ class _ExtentIO(ChunkIO):
             write_extent(Path(self.places[chunk.index].key), self.places[chunk.index].offset, full, self.sync)
 
 
+def aligned(stats: Sequence[Sequence[int]], extents: Sequence[Extent]) -> bool:
+    """Whether every extent is exactly its owner's piece, from every rank's layout statistics (the same on every
+    rank: the opening exchange gave them to all): ``(bytes, regions, segments, lo, hi, memory runs)`` per rank,
+    a map array's without memory runs (its rows may be in any order in memory, so never aligned)."""
+    if not extents or len(extents) > len(stats):
+        return False
+    for q, st in enumerate(stats):
+        if q >= len(extents):
+            if st[0]:
+                return False
+            continue
+        e = extents[q]
+        if len(st) < 6 or st[0] != e.nbytes or st[3] != e.start or st[4] - st[3] != e.nbytes:
+            return False
+    return True
+
+
 def move(t: Transfer, extents: Sequence[Extent], places: Sequence[Place], *, writing: bool, sync: bool = False,
-         whole: bool = True) -> tuple[list[int], bool]:
+         whole: bool = True, stats: Sequence[Sequence[int]] = ()) -> tuple[list[int], bool]:
     """Write or read this rank's piece of a subfiled step (collective).
 
     Parameters
@@ -93,6 +111,9 @@ def move(t: Transfer, extents: Sequence[Extent], places: Sequence[Place], *, wri
     whole : bool
         Reading: read every extent whole (for its checksum) rather than only the bytes the
         ranks ask for (a box).
+    stats : sequence
+        Every rank's layout statistics of the access: when they show it :func:`aligned`,
+        each rank moves its own extent with no collective call at all.
 
     Returns
     -------
@@ -107,39 +128,45 @@ def move(t: Transfer, extents: Sequence[Extent], places: Sequence[Place], *, wri
     """
     digests = [0] * len(extents)
     deferred = Deferred()
+    io = _ExtentIO(t, extents, places, sync, whole, digests)
+    if aligned(stats, extents):  # file-per-process, known from the opening exchange: no collective
+        rank = t.comm.Get_rank() if t.comm is not None else 0
+        if rank < len(extents):
+            _direct(io, rank, selector(memory_positions(t.piece)), writing)
+        return digests, True
     cuts = [e.rows[0] for e in extents] + [extents[-1].rows[1]] if extents else [0, 0]
     plan = gathered_plan(t, deferred, cuts)
     if plan is None:  # a rank failed before the exchange: every rank knows it; the failing one raises
         deferred.reraise()
         return digests, False
-    io = _ExtentIO(t, extents, places, sync, whole, digests)
     if plan.aligned:  # file-per-process: each rank's piece is its extent
         rank = t.comm.Get_rank() if t.comm is not None else 0
         for rnd in plan.rounds:
             if rnd.chunk is not None:
                 part = plan.own_part(rnd, rank)
-                deferred.run(_direct, io, rnd.chunk, part, writing)
+                assert part is not None  # aligned: the owner holds all of its chunk
+                deferred.run(_direct, io, rnd.chunk.index, part.in_array, writing)
     else:
         run_rounds(t, plan, deferred, writing, io)
     deferred.reraise()
     return digests, bool(plan.aligned)
 
 
-def _direct(io: _ExtentIO, chunk: Any, part: Any, writing: bool) -> None:
-    """An aligned extent: straight between the owner's array and its subfile."""
-    t, place = io.t, io.places[chunk.index]
-    local = t.array[part.in_array]
+def _direct(io: _ExtentIO, index: int, in_array: tuple, writing: bool) -> None:
+    """Aligned extent *index*: straight between its owner's array (*in_array* selects it) and its subfile."""
+    t, place = io.t, io.places[index]
+    local = t.array[in_array]
     if writing:
         data = _flat(local, t.order)
-        io.digests[chunk.index] = integrity.xxh3(data)
+        io.digests[index] = integrity.xxh3(data)
         write_extent(Path(place.key), place.offset, data, io.sync)
         return
     direct = local.flags.f_contiguous if t.order == "F" else local.flags.c_contiguous
     target = local if direct and np.shares_memory(local, t.array) else np.empty(local.shape, local.dtype,
                                                                                 order="F" if t.order == "F" else "C")
-    flat = target.reshape(-1, order="F" if t.order == "F" else "C").view(np.uint8)
+    flat = (target.reshape(-1, order="F") if t.order == "F" else target.reshape(-1)).view(np.uint8)
     place.backend.read_exactly(place.key, place.offset, flat)
     if io.whole:
-        io.digests[chunk.index] = integrity.xxh3(flat)
+        io.digests[index] = integrity.xxh3(flat)
     if target is not local:
-        t.array[part.in_array] = target
+        t.array[in_array] = target

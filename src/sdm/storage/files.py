@@ -20,7 +20,7 @@ from .._collective import Failure, agree, capture
 from ..errors import StorageError
 from .durability import make_durable, sync_unagreed
 
-__all__ = ["fs_type", "FileCache", "extend_file", "copy_range", "mpi_errno"]
+__all__ = ["FileCache", "extend_file", "copy_range", "mpi_errno"]
 
 
 class FileCache:
@@ -233,15 +233,3 @@ def mpi_errno(exc: MPI.Exception) -> int | None:
             return number
     return None
 
-
-def fs_type(path: Path) -> str:
-    """File system type of the mount holding *path* (Linux /proc/mounts), or ''."""
-    try:
-        best, kind, target = "", "", str(Path(path).resolve())
-        for line in Path("/proc/mounts").read_text().splitlines():
-            parts = line.split()
-            if len(parts) > 2 and target.startswith(parts[1]) and len(parts[1]) >= len(best):
-                best, kind = parts[1], parts[2]
-        return kind
-    except OSError:
-        return ""

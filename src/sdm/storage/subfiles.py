@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, StorageError
 
-__all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path", "aligned", "write_extent", "sync_file"]
+__all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path", "aligned", "write_extent"]
 
 ALIGN = 4096  #: default alignment of extents in their subfiles (hint ``sdm_subfile_align``)
 AUTO = 0  #: ``subfiles="auto"`` as the catalog stores it
@@ -133,19 +133,3 @@ def write_extent(path: Path, offset: int, data: Any, sync: bool) -> None:
     finally:
         os.close(fd)
 
-
-def sync_file(path: Path) -> None:
-    """``fsync`` *path* (a subfile written without sync).
-
-    Raises
-    ------
-    StorageError
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise StorageError(f"cannot sync subfile {path}: {exc.strerror}", errno=exc.errno) from None

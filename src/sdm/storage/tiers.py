@@ -40,7 +40,7 @@ import os
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -134,8 +134,15 @@ def _row_checks(cat: "Catalog", run_id: int, path: str) -> list[Check]:
     """The committed rows of *path*, what :func:`_check_local` checks (read from the catalog here)."""
     rec = cat.run(run_id, steps=False)
     dtypes = {(g.name, d.name): d.dtype for g in rec.groups for d in g.datasets}
-    return [(f"{gname}/{dname} step {w.step}", w, dtypes[(gname, dname)])
-            for gname, dname, w in cat.writes(run_id, paths=[path])]
+    out: list[Check] = []
+    for gname, dname, w in cat.writes(run_id, paths=[path]):
+        name = f"{gname}/{dname} step {w.step}"
+        if not w.extents:
+            out.append((name, w, dtypes[(gname, dname)]))
+        out += [(f"{name} extent {k}", replace(w, path=e.path, offset=e.offset, nbytes=e.nbytes, checksum=e.checksum,
+                                               checksum_algo=e.checksum_algo, extents=()), dtypes[(gname, dname)])
+                for k, e in enumerate(w.extents) if e.path == path]
+    return out
 
 
 def _check_local(run_id: int, local: Path, checks: list[Check]) -> None:
@@ -226,7 +233,8 @@ def _ends(cat: "Catalog", run_id: int) -> dict[str, int]:
     """The end of the last committed row of each file of a run (what a copy must hold to be whole)."""
     ends: dict[str, int] = {}
     for _, _, w in cat.writes(run_id):
-        ends[w.path] = max(ends.get(w.path, 0), w.offset + w.nbytes)
+        for path, offset, nbytes in w.spans():
+            ends[path] = max(ends.get(path, 0), offset + nbytes)
     return ends
 
 
