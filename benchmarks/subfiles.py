@@ -531,6 +531,9 @@ def main(argv: list[str] | None = None) -> int:
                         checks[f"{place} {c}"] = wrong
                         if wrong:
                             problems.append(f"{place} {c}: {wrong} values on storage differ from numpy's")
+                        got = layouts[f"{place} {c}"].get("extents_per_step")
+                        if c in SUBFILED and got != [opts.ranks]:  # else it is not the organization measured
+                            problems.append(f"{place} {c}: {got} extents per step, expected {opts.ranks}")
                     shutil.rmtree(where, ignore_errors=True)
         fs = {place: _fs(bases[place]) for place in opts.places}
     finally:
