@@ -87,12 +87,20 @@ def reserve(g: "Group", rels: Sequence[str], layouts: Sequence[Layout]) -> None:
     transaction; each layout gets its extents' offsets."""
     s = g.session
     align = int_hint(dict(s.hints), "sdm_subfile_align", ALIGN)
-    asked = [(subfile_path(rel, k), g.level, e.nbytes, False, align)
-             for rel, lay in zip(rels, layouts) for k, e in enumerate(lay.extents)]
-    got = [int(x) for x in s.catalog_call("reserve", s.run_id, asked)] if asked else []
-    at = 0
-    for lay in layouts:
-        lay.offsets, at = got[at:at + len(lay.extents)], at + len(lay.extents)
+    # one range per subfile holding the dump's extents in it, one after the other, each on the alignment
+    ranges: dict[str, list[tuple[int, int, int]]] = {}  # subfile -> (layout, extent, bytes)
+    for i, (rel, lay) in enumerate(zip(rels, layouts)):
+        lay.offsets = [0] * len(lay.extents)
+        for k, e in enumerate(lay.extents):
+            ranges.setdefault(subfile_path(rel, k), []).append((i, k, e.nbytes))
+    spans = {path: [-(-n // align) * align for _, _, n in parts[:-1]] + [parts[-1][2]] for path, parts in ranges.items()}
+    asked = [(path, g.level, sum(spans[path]), False, align) for path in ranges]
+    got = s.catalog_call("reserve", s.run_id, asked) if asked else []
+    for (path, parts), start in zip(ranges.items(), got):
+        at = int(start)
+        for (i, k, _), span in zip(parts, spans[path]):
+            layouts[i].offsets[k] = at
+            at += span
 
 
 def copy_previous(g: "Group", previous: "WriteRecord", rel: str, layout: Layout, read: Any) -> None:
@@ -133,13 +141,14 @@ def _transfer(g: "Group", view: "ResolvedView", arr: np.ndarray) -> Transfer:
     return Transfer(None, 0, view.etype, view.ftype, [], view.piece, arr, view.order, s.comm, s.hints)
 
 
-def write(g: "Group", view: "ResolvedView", arr: np.ndarray, rel: str, layout: Layout, sync: bool,
+def write(g: "Group", view: "ResolvedView", arr: np.ndarray, rel: str, layout: Layout, written: dict[Path, None],
           stats: Sequence[Sequence[int]]) -> tuple[float, list[int]]:
     """Move this rank's piece into the extents (collective unless *stats*, every rank's layout statistics,
-    show the access aligned): ``(seconds, digests of the extents it owns)``."""
+    show the access aligned): ``(seconds, digests of the extents it owns)``; *written* receives the subfiles
+    this rank wrote (synced once each by the caller, after the whole dump)."""
     t0 = time.perf_counter()
     places = [Place(g.session.files, g._absolute(subfile_path(rel, k)), off) for k, off in enumerate(layout.offsets)]
-    digests, layout.aligned = move(_transfer(g, view, arr), layout.extents, places, writing=True, sync=sync,
+    digests, layout.aligned = move(_transfer(g, view, arr), layout.extents, places, writing=True, written=written,
                                    stats=stats)
     return time.perf_counter() - t0, digests
 

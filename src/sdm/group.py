@@ -61,6 +61,7 @@ from .layout.views import ResolvedView
 from .planner import Access, Decision as _Decision, choose_method, row_bytes
 from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
 from .storage.backends import is_object, object_at
+from .storage.subfiles import sync_file
 from .storage.durability import node_comm
 from .suggest import closest
 from .storage.files import mpi_errno
@@ -577,6 +578,7 @@ class Group:
         partials = [0] * n
         failure = None
         deferred: dict[Path, None] = {}  # open files synced once, after every transfer
+        subfiles: dict[Path, None] = {}  # the subfiles this rank wrote (each its own: synced here alone)
         digests: list[str] = [""] * n  # archive-tier objects: their digests (rank 0)
         for i, ((view, arr), decision, (rel, offset, _, _), name) in enumerate(zip(prepared, decisions, places, names)):  # type: ignore[arg-type]
             backend: Any = self._store() if archived else s.files
@@ -585,7 +587,7 @@ class Group:
             share = _ShareJob(view, arr, self.dataset(name).order, threads) if s.checksum and failure is None else None
             lay = layouts[i]
             if lay is not None:  # subfiled: each extent in its own subfile (sdm.storage.subfiles)
-                moved, f = capture(_subfiled.write, self, view, arr, rel, lay, s.sync, [p[i] for p in statsets],
+                moved, f = capture(_subfiled.write, self, view, arr, rel, lay, subfiles, [p[i] for p in statsets],
                                    rank=s.rank)
                 if moved is not None:
                     seconds[i], extent_digests[i] = moved
@@ -606,11 +608,13 @@ class Group:
                 partials[i] = value or 0
                 f = f or f2
             failure = failure or f
-        if s.sync and deferred:
+        if s.sync and (deferred or subfiles):
             t0 = time.perf_counter()
             for path in deferred:  # every rank holds the same files, in the same order
                 f = s.files.sync_unagreed(path)
                 failure = failure or f
+            for path in subfiles:  # this rank's own subfiles: no collective
+                failure = failure or capture(sync_file, path, rank=s.rank)[1]
             per = (time.perf_counter() - t0) / n
             seconds = [t + per for t in seconds]
         # exchange 3: errors (I/O, sync, checksum), the slowest rank's seconds and the sum of

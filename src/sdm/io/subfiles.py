@@ -6,7 +6,7 @@ dimension) of a step is held by rank ``k % P`` while it is written or read. One
 tells every rank alike whether the access is *aligned*: every extent is all of its
 owner's piece and nobody else's (a block distribution along the slowest dimension with K
 equal to the number of ranks). Then each rank writes its piece straight from its array
-to its subfile with ``pwrite`` (and ``fsync``), or reads it straight into its array:
+to its subfile with ``pwrite`` (each subfile synced once per dump), or reads it straight into its array:
 file-per-process I/O, no exchange. Otherwise the ``servers`` rounds move the elements
 between the ranks' pieces and the owners' extent buffers (shared memory on one node,
 ``Alltoallv`` across nodes), and the owners write or read their extents whole.
@@ -54,10 +54,17 @@ def _flat(a: np.ndarray, order: str) -> np.ndarray:
 class _ExtentIO(ChunkIO):
     """A chunk (one extent) read or written whole in its subfile by its owner, checksummed there."""
 
-    def __init__(self, t: Transfer, extents: Sequence[Extent], places: Sequence[Place], sync: bool, whole: bool,
-                 digests: list[int]) -> None:
+    def __init__(self, t: Transfer, extents: Sequence[Extent], places: Sequence[Place], written: dict[Path, None],
+                 whole: bool, digests: list[int]) -> None:
         super().__init__(t)
-        self.extents, self.places, self.sync, self.whole, self.digests = extents, places, sync, whole, digests
+        self.extents, self.places, self.written, self.whole, self.digests = extents, places, written, whole, digests
+
+    def put(self, index: int, data: np.ndarray) -> None:
+        """Write extent *index* (its bytes: *data*) and its checksum; the subfile is synced later, once per dump."""
+        self.digests[index] = integrity.xxh3(data)
+        path = Path(self.places[index].key)
+        write_extent(path, self.places[index].offset, data, False)
+        self.written[path] = None
 
     def before(self, chunk: Any, buffer: np.ndarray, writing: bool) -> None:
         place, full = self.places[chunk.index], buffer[:chunk.nbytes]
@@ -74,9 +81,7 @@ class _ExtentIO(ChunkIO):
 
     def after(self, chunk: Any, buffer: np.ndarray, writing: bool) -> None:
         if writing:
-            full = buffer[:chunk.nbytes]
-            self.digests[chunk.index] = integrity.xxh3(full)
-            write_extent(Path(self.places[chunk.index].key), self.places[chunk.index].offset, full, self.sync)
+            self.put(chunk.index, buffer[:chunk.nbytes])
 
 
 def aligned(stats: Sequence[Sequence[int]], extents: Sequence[Extent]) -> bool:
@@ -96,8 +101,9 @@ def aligned(stats: Sequence[Sequence[int]], extents: Sequence[Extent]) -> bool:
     return True
 
 
-def move(t: Transfer, extents: Sequence[Extent], places: Sequence[Place], *, writing: bool, sync: bool = False,
-         whole: bool = True, stats: Sequence[Sequence[int]] = ()) -> tuple[list[int], bool]:
+def move(t: Transfer, extents: Sequence[Extent], places: Sequence[Place], *, writing: bool,
+         written: dict[Path, None] | None = None, whole: bool = True, stats: Sequence[Sequence[int]] = ()
+         ) -> tuple[list[int], bool]:
     """Write or read this rank's piece of a subfiled step (collective).
 
     Parameters
@@ -106,8 +112,9 @@ def move(t: Transfer, extents: Sequence[Extent], places: Sequence[Place], *, wri
         The access (``fh`` unused: each extent is reached through its :class:`Place`).
     extents, places : sequences
         The step's extents and where each is.
-    sync : bool
-        Writing: ``fsync`` each subfile after its extent is written.
+    written : dict, optional
+        Writing: receives the subfiles this rank wrote (as keys), for the caller to sync
+        once each when the whole dump is written.
     whole : bool
         Reading: read every extent whole (for its checksum) rather than only the bytes the
         ranks ask for (a box).
@@ -128,7 +135,7 @@ def move(t: Transfer, extents: Sequence[Extent], places: Sequence[Place], *, wri
     """
     digests = [0] * len(extents)
     deferred = Deferred()
-    io = _ExtentIO(t, extents, places, sync, whole, digests)
+    io = _ExtentIO(t, extents, places, {} if written is None else written, whole, digests)
     if aligned(stats, extents):  # file-per-process, known from the opening exchange: no collective
         rank = t.comm.Get_rank() if t.comm is not None else 0
         if rank < len(extents):
@@ -157,9 +164,7 @@ def _direct(io: _ExtentIO, index: int, in_array: tuple, writing: bool) -> None:
     t, place = io.t, io.places[index]
     local = t.array[in_array]
     if writing:
-        data = _flat(local, t.order)
-        io.digests[index] = integrity.xxh3(data)
-        write_extent(Path(place.key), place.offset, data, io.sync)
+        io.put(index, _flat(local, t.order))
         return
     direct = local.flags.f_contiguous if t.order == "F" else local.flags.c_contiguous
     target = local if direct and np.shares_memory(local, t.array) else np.empty(local.shape, local.dtype,

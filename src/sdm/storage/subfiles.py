@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, StorageError
 
-__all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path", "write_extent"]
+__all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path", "write_extent", "sync_file"]
 
 ALIGN = 4096  #: default alignment of extents in their subfiles (hint ``sdm_subfile_align``)
 AUTO = 0  #: ``subfiles="auto"`` as the catalog stores it
@@ -128,3 +128,19 @@ def write_extent(path: Path, offset: int, data: Any, sync: bool) -> None:
     finally:
         os.close(fd)
 
+
+def sync_file(path: Path) -> None:
+    """``fsync`` the subfile *path* (once per dump, after all its extents are written).
+
+    Raises
+    ------
+    StorageError
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise StorageError(f"cannot sync subfile {path}: {exc.strerror}", errno=exc.errno) from None
