@@ -136,16 +136,24 @@ def row_problem(path: Path, w: "WriteRecord", dtype: str, *, checksums: bool = T
 
     if w.extents:  # subfiled: each extent in its subfile (next to *path*), then their combined checksum
         return _extents_problem(path.parent, w, checksums=checksums)
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        return f"file missing ({exc.strerror})"
-    if size < w.offset + w.nbytes:
-        return f"file holds {size} bytes, the row needs bytes {w.offset}..{w.offset + w.nbytes}"
+    short = _missing_or_short(path, w.offset, w.nbytes, "file", "the row")
+    if short is not None:
+        return short
     if checksums and w.checksum and w.checksum_algo != "none":
         actual = integrity.checksum_of_bytes(_read(path, w.offset, w.nbytes), dtype, w.checksum_algo)
         if actual != w.checksum:
             return f"checksum {actual} ({w.checksum_algo}) does not match the recorded {w.checksum}"
+    return None
+
+
+def _missing_or_short(path: Path, offset: int, nbytes: int, name: str, needer: str) -> str | None:
+    """Why *path* cannot hold *nbytes* at *offset* (missing, or shorter), or None."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        return f"{name} missing ({exc.strerror})"
+    if size < offset + nbytes:
+        return f"{name} holds {size} bytes, {needer} needs bytes {offset}..{offset + nbytes}"
     return None
 
 
@@ -156,12 +164,9 @@ def _extents_problem(folder: Path, w: "WriteRecord", *, checksums: bool) -> str 
     digests = []
     for k, e in enumerate(w.extents):
         sub = folder / Path(e.path).name
-        try:
-            size = sub.stat().st_size
-        except OSError as exc:
-            return f"extent {k}: subfile {sub.name} missing ({exc.strerror})"
-        if size < e.offset + e.nbytes:
-            return f"extent {k}: subfile {sub.name} holds {size} bytes, the extent needs bytes {e.offset}..{e.offset + e.nbytes}"
+        short = _missing_or_short(sub, e.offset, e.nbytes, f"extent {k}: subfile {sub.name}", "the extent")
+        if short is not None:
+            return short
         if checksums and e.checksum and e.checksum_algo != "none":
             digest = integrity.xxh3(_read(sub, e.offset, e.nbytes))
             if integrity.to_hex(digest) != e.checksum:
