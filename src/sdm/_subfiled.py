@@ -48,24 +48,23 @@ class Layout:
     aligned: bool = False  # set by the write: no byte moved between ranks
 
 
-def _nodes(g: "Group") -> int:
-    """The number of nodes the session's ranks run on (collective the first time; kept by the session)."""
-    s = g.session
-    found = getattr(s, "_subfile_nodes", None)
-    if found is None:
+def _placement(g: "Group") -> tuple[int, str]:
+    """The number of nodes the session's ranks run on and (rank 0, for the reasons it records) the data
+    root's file system; collective the first time, then kept by the group."""
+    if g._placement is None:
+        s = g.session
         node = node_comm(s.comm)
-        found = int(s.comm.allreduce(1 if node.Get_rank() == 0 else 0))
-        s._subfile_nodes = found  # type: ignore[attr-defined]
-    return found
+        nodes = int(s.comm.allreduce(1 if node.Get_rank() == 0 else 0))
+        g._placement = (nodes, fs_type(s.root) if s.rank == 0 else "")
+    return g._placement
 
 
 def layouts(g: "Group", names: Sequence[str]) -> tuple[list[Layout | None], list[str]]:
     """Each dataset's layout in this write (None: one shared file) and, for those kept in one file, why;
-    the same on every rank (collective the first time: :func:`_nodes`)."""
+    the same on every rank (collective the first time: :func:`_placement`)."""
     s = g.session
     requested = int(g.record.subfiles or 0)
-    nodes = _nodes(g)
-    fs = fs_type(s.root) if s.rank == 0 else ""  # only for the reason, which rank 0 records
+    nodes, fs = _placement(g)
     out: list[Layout | None] = []
     notes: list[str] = []
     for name in names:
@@ -112,7 +111,7 @@ def copy_previous(g: "Group", previous: "WriteRecord", rel: str, layout: Layout,
             lo, hi = max(start, e.start), min(start + n, e.start + e.nbytes)
             if hi > lo:
                 data[lo - e.start:hi - e.start] = read(path, at + lo - start, hi - lo)
-        write_extent(g._absolute(subfile_path(rel, k)), offset, data, False)
+        write_extent(g._absolute(subfile_path(rel, k)), offset, data)
 
 
 def _stream_spans(w: "WriteRecord") -> list[tuple[str, int, int, int]]:

@@ -61,8 +61,7 @@ from .layout.views import ResolvedView
 from .planner import Access, Decision as _Decision, choose_method, row_bytes
 from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
 from .storage.backends import is_object, object_at
-from .storage.subfiles import sync_file
-from .storage.durability import node_comm
+from .storage.durability import fsync_path, node_comm
 from .suggest import closest
 from .storage.files import mpi_errno
 
@@ -210,6 +209,7 @@ class Group:
         self._stats_seen: dict[tuple[int, ...], list] = {}  # every rank's layout statistics, by their hashes
         self._ranked: set[str] = {d.name for d in record.datasets if is_ranked(d.distribution)}  # sdm.Ranked datasets
         self._archive_store: Any = None  # the object store of an archive-tier group (see _store)
+        self._placement: tuple[int, str] | None = None  # nodes and file system (sdm._subfiled, subfiled groups)
 
     # --------------------------------------------------------------- metadata
     @property
@@ -584,15 +584,15 @@ class Group:
             backend: Any = self._store() if archived else s.files
             path: Any = rel if archived else self._absolute(rel)
             sync_now = s.sync and not appends(self.level)
-            share = _ShareJob(view, arr, self.dataset(name).order, threads) if s.checksum and failure is None else None
             lay = layouts[i]
-            if lay is not None:  # subfiled: each extent in its own subfile (sdm.storage.subfiles)
+            if lay is not None:  # subfiled: each extent in its own subfile, checksummed by its owner (xxh3-64)
                 moved, f = capture(_subfiled.write, self, view, arr, rel, lay, subfiles, [p[i] for p in statsets],
                                    rank=s.rank)
                 if moved is not None:
                     seconds[i], extent_digests[i] = moved
                 failure = failure or f
                 continue
+            share = _ShareJob(view, arr, self.dataset(name).order, threads) if s.checksum and failure is None else None
             if archived and method is not None and _remote.is_method(method):
                 decision = decisions[i] = _Decision(get_method(method), f"method {method!r} asked for")
             out, f = capture(self._transfer, backend, path, offset, view, arr, decision.method, True, sync_now,
@@ -614,7 +614,7 @@ class Group:
                 f = s.files.sync_unagreed(path)
                 failure = failure or f
             for path in subfiles:  # this rank's own subfiles: no collective
-                failure = failure or capture(sync_file, path, rank=s.rank)[1]
+                failure = failure or capture(fsync_path, path, rank=s.rank)[1]
             per = (time.perf_counter() - t0) / n
             seconds = [t + per for t in seconds]
         # exchange 3: errors (I/O, sync, checksum), the slowest rank's seconds and the sum of

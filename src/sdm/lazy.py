@@ -145,29 +145,23 @@ class DatasetArray:
         rec = self.record
         segments = runs(Hyperslab(space).piece(rec.shape, 1, 0), rec.order, out.dtype.itemsize,
                         list(out.strides[1:]))
-        files, file_of, offset_of = self._table()
-        subfiled = file_of[positions] < 0  # steps stored in subfiles: through Group.read, which knows their extents
-        if segments.count > DIRECT_RUNS or subfiled.any():
+        if segments.count > DIRECT_RUNS:
             for i, step in enumerate(self._steps[positions].tolist()):
-                if segments.count > DIRECT_RUNS or subfiled[i]:
-                    self._read_view(int(step), space, out[i])
-            if segments.count > DIRECT_RUNS or subfiled.all():
-                return
-            keep = np.flatnonzero(~subfiled)
-            part = np.empty((keep.size, *out.shape[1:]), dtype=out.dtype)  # the same strides per step as out's
-            self._read_plain(positions[keep], segments, part, files, file_of, offset_of)
-            out[keep] = part
+                self._read_view(int(step), space, out[i])
             return
+        files, file_of, offset_of = self._table()
+        for i in np.flatnonzero(file_of[positions] < 0).tolist():  # subfiled steps: Group.read knows their extents
+            self._read_view(int(self._steps[positions[i]]), space, out[i])
         self._read_plain(positions, segments, out, files, file_of, offset_of)
 
     def _read_plain(self, positions: np.ndarray, segments: Any, out: np.ndarray, files: list, file_of: np.ndarray,
                     offset_of: np.ndarray) -> None:
-        """:meth:`_read_serial` of steps stored as one run of bytes each."""
+        """:meth:`_read_serial` of the steps stored as one run of bytes each (file index >= 0)."""
         assert segments.memory is not None
         f, m, n = segments.file, segments.memory, segments.length
         flat = out.reshape(positions.size, -1).view(np.uint8)
         chosen_files, offsets = file_of[positions], offset_of[positions]
-        for index in np.unique(chosen_files).tolist():
+        for index in np.unique(chosen_files[chosen_files >= 0]).tolist():
             backend, key = files[index]
             rows = np.flatnonzero(chosen_files == index)
             if backend.name != "mpiio":

@@ -655,3 +655,34 @@ def test_a_subfile_that_cannot_be_written_fails_every_rank_and_records_nothing(c
         comm.Barrier()
         g.write("a", 0, local)  # the same step, now that the path is free
         np.testing.assert_array_equal(g.read("a", 0, verify=True), G[np.ix_(*idx)])
+
+
+def test_lazy_serial_reads_mix_plain_and_subfiled_steps(comm, mpi_tmp):
+    """An "auto" group keeps a one-rank write in one file and cuts a write of every rank into extents; one process
+    indexing both steps reads the plain step from its file and the subfiled one through its extents."""
+    size = comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    shape = (8, 6)
+    G = [np.arange(48, dtype="f8").reshape(shape) + 100 * k for k in (0, 1)]
+    hints = {"sdm_subfile_min": "1"}
+
+    def first() -> int:
+        with sdm.open("mixed", root=mpi_tmp, catalog=url, comm=MPI.COMM_SELF, hints=hints) as s:
+            s.make_group("g", ["a"], dtype="f8", shape=shape, subfiles="auto").write("a", 0, G[0])
+            return s.run_id
+
+    run_id = _on_root(comm, first)
+    with sdm.open("mixed", "a", root=mpi_tmp, catalog=url, run=run_id, hints=hints) as s:
+        g = s.group("g")
+        g.data_view(sdm.Block(grid=(size, 1)))
+        g.write("a", 1, G[1][np.ix_(*[np.asarray(i) for i in g.piece("a").indices])])
+
+    def lazy() -> tuple[list[int], np.ndarray]:
+        with sdm.open("mixed", "r", root=mpi_tmp, catalog=url, run=run_id, comm=MPI.COMM_SELF) as s:
+            got = s.group("g")["a"][:, 2:7, 1:4]
+        rows = _rows(url, run_id)
+        return [len(rows[("g", "a", k)].extents) for k in (0, 1)], got
+
+    extents, got = _on_root(comm, lazy)
+    assert extents == [0, size if size > 1 else 0]
+    np.testing.assert_array_equal(got, np.stack(G)[:, 2:7, 1:4])

@@ -63,14 +63,13 @@ class _ExtentIO(ChunkIO):
         """Write extent *index* (its bytes: *data*) and its checksum; the subfile is synced later, once per dump."""
         self.digests[index] = integrity.xxh3(data)
         path = Path(self.places[index].key)
-        write_extent(path, self.places[index].offset, data, False)
+        write_extent(path, self.places[index].offset, data)
         self.written[path] = None
 
     def before(self, chunk: Any, buffer: np.ndarray, writing: bool) -> None:
         place, full = self.places[chunk.index], buffer[:chunk.nbytes]
         if writing:
             if chunk.holes or chunk.lo > 0 or chunk.hi < chunk.nbytes:  # keep the bytes nobody writes
-                full[:] = 0
                 got = place.backend.read_into(place.key, place.offset, full)
                 full[got:] = 0
         elif self.whole:
@@ -167,7 +166,7 @@ def _direct(io: _ExtentIO, index: int, in_array: tuple, writing: bool) -> None:
         io.put(index, _flat(local, t.order))
         return
     direct = local.flags.f_contiguous if t.order == "F" else local.flags.c_contiguous
-    target = local if direct and np.shares_memory(local, t.array) else np.empty(local.shape, local.dtype,
+    target = local if direct and np.may_share_memory(local, t.array) else np.empty(local.shape, local.dtype,
                                                                                 order="F" if t.order == "F" else "C")
     flat = (target.reshape(-1, order="F") if t.order == "F" else target.reshape(-1)).view(np.uint8)
     place.backend.read_exactly(place.key, place.offset, flat)

@@ -32,7 +32,7 @@ from mpi4py import MPI
 from .._collective import Failure, agree, capture
 from ..errors import HintError, StorageError
 
-__all__ = ["SYNC_MODES", "sync_mode", "node_comm", "make_durable", "sync_unagreed"]
+__all__ = ["SYNC_MODES", "sync_mode", "node_comm", "make_durable", "sync_unagreed", "fsync_path"]
 
 #: Values of the ``sdm_sync`` hint, the default first.
 SYNC_MODES = ("node", "every_rank")
@@ -74,7 +74,13 @@ def _mpi_sync(fh: MPI.File) -> None:
     fh.Sync()
 
 
-def _fsync(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """``fsync`` the file *path* (this process alone).
+
+    Raises
+    ------
+    StorageError
+    """
     try:
         fd = os.open(path, os.O_WRONLY)
     except OSError as exc:
@@ -110,7 +116,7 @@ def sync_unagreed(comm: MPI.Comm, fh: MPI.File | None, path: str | Path, mode: s
                            comm.Get_rank())
         return None
     if node_comm(comm).Get_rank() == 0:
-        return capture(_fsync, Path(path), rank=comm.Get_rank())[1]
+        return capture(fsync_path, Path(path), rank=comm.Get_rank())[1]
     return None
 
 

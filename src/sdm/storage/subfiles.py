@@ -19,7 +19,7 @@ Extent ``k`` is written and read whole by rank ``k % P`` (its *owner*) with plai
 POSIX calls on its own subfile, so no two ranks share a file: with a block
 distribution along the slowest dimension and K equal to the number of ranks every
 rank's piece is its own extent and goes straight from its array to its subfile
-(``pwrite`` + ``fsync``, as file-per-process output does); otherwise the ranks first
+(``pwrite``, and one ``fsync`` per subfile and dump, as file-per-process output does); otherwise the ranks first
 move the bytes to the owners with the ``servers`` method's exchange
 (:mod:`sdm.io.servers`: shared memory on one node, ``Alltoallv`` across nodes).
 The owner computes the extent's ``xxh3-64`` checksum from its contiguous buffer
@@ -37,7 +37,7 @@ import numpy as np
 
 from ..errors import InvalidArgumentError, StorageError
 
-__all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path", "write_extent", "sync_file"]
+__all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path", "write_extent"]
 
 ALIGN = 4096  #: default alignment of extents in their subfiles (hint ``sdm_subfile_align``)
 AUTO = 0  #: ``subfiles="auto"`` as the catalog stores it
@@ -105,8 +105,8 @@ def cut(shape: Sequence[int], itemsize: int, order: str, k: int) -> list[Extent]
     return out
 
 
-def write_extent(path: Path, offset: int, data: Any, sync: bool) -> None:
-    """``pwrite`` *data* at *offset* of *path* (created if needed), then ``fsync`` if *sync*.
+def write_extent(path: Path, offset: int, data: Any) -> None:
+    """``pwrite`` *data* at *offset* of *path* (created if needed; synced by the caller, once per dump).
 
     Raises
     ------
@@ -121,26 +121,8 @@ def write_extent(path: Path, offset: int, data: Any, sync: bool) -> None:
         at = 0
         while at < len(view):
             at += os.pwrite(fd, view[at:], int(offset) + at)
-        if sync:
-            os.fsync(fd)
     except OSError as exc:
         raise StorageError(f"cannot write subfile {path}: {exc.strerror}", errno=exc.errno) from None
     finally:
         os.close(fd)
 
-
-def sync_file(path: Path) -> None:
-    """``fsync`` the subfile *path* (once per dump, after all its extents are written).
-
-    Raises
-    ------
-    StorageError
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise StorageError(f"cannot sync subfile {path}: {exc.strerror}", errno=exc.errno) from None
