@@ -38,9 +38,16 @@ from ..errors import InvalidArgumentError
 def loaded_numpy() -> Any:
     """numpy when it is loaded, else None (nothing is a numpy scalar before numpy is imported).
 
-    Lets the catalog accept numpy scalars without importing numpy itself (``sdm ls``).
+    Lets the catalog accept numpy scalars without importing numpy itself (``sdm ls``). While another
+    thread is still importing numpy, ``sys.modules`` already holds the half-initialized module; the
+    import statement then waits for that thread to finish, so callers never see a numpy without
+    ``bool_``.
     """
-    return sys.modules.get("numpy")
+    if "numpy" not in sys.modules:
+        return None
+    import numpy  # returns at once when loaded; waits while another thread is importing it
+
+    return numpy
 
 __all__ = [
     "encode",
