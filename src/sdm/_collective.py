@@ -157,47 +157,19 @@ def exchange(comm: MPI.Comm, failure: Failure | None, values: Sequence[int] | np
     return out[:, 1:]
 
 
-def _max_then_sum(inbuf: Any, inoutbuf: Any, datatype: MPI.Datatype) -> None:
-    """The reduction of :func:`reduce_exchange`, on whole vectors (one element of *datatype* each).
-
-    Word 0 of a vector is ``k``, the same on every rank; words ``1..k`` keep the larger
-    value, the words after them are added modulo ``2**64`` (uint64 arithmetic wraps).
-    """
-    width = datatype.Get_extent()[1] // 8
-    a = np.frombuffer(inbuf, dtype=np.uint64).reshape(-1, width)
-    b = np.frombuffer(inoutbuf, dtype=np.uint64).reshape(-1, width)
-    k = int(b[0, 0])
-    np.maximum(a[:, 1:1 + k], b[:, 1:1 + k], out=b[:, 1:1 + k])
-    np.add(a[:, 1 + k:], b[:, 1 + k:], out=b[:, 1 + k:])
-
-
-_OPS: list[MPI.Op] = []  # the _max_then_sum operation, made on first use
-_VECTORS: dict[int, MPI.Datatype] = {}  # vector width -> its datatype
-
-
-def _reduction(width: int) -> tuple[MPI.Datatype, MPI.Op]:
-    """A datatype of *width* uint64 words and the :func:`_max_then_sum` operation (each made once).
-
-    The vector is one element of the datatype, so MPI never splits it into pieces the
-    operation would not recognize (a reduction may apply the operation to parts of a
-    buffer, element by element).
-    """
-    if not _OPS:
-        _OPS.append(MPI.Op.Create(_max_then_sum, commute=True))
-    datatype = _VECTORS.get(width)
-    if datatype is None:
-        datatype = _VECTORS[width] = MPI.UINT64_T.Create_contiguous(width).Commit()
-    return datatype, _OPS[0]
-
-
 def reduce_exchange(comm: MPI.Comm, failure: Failure | None, maxima: Sequence[int], sums: Sequence[int]
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """One ``Allreduce``: the largest of each of *maxima* and the sum modulo ``2**64`` of each of *sums*.
+    """The largest of each of *maxima* and the sum modulo ``2**64`` of each of *sums*, on every rank.
 
     The counterpart of :func:`exchange` for values that only matter combined (the
-    slowest rank's seconds, the checksum of every rank's shares): each rank sends and
-    receives ``len(maxima) + len(sums) + 2`` words whatever the number of ranks, in
-    ``log2(P)`` steps, instead of an allgather's ``P`` rows.
+    slowest rank's seconds, the checksum of every rank's shares): two non-blocking
+    reductions with MPI's own operations, started together and waited for together
+    (``MPI_MAX`` over int64 words, ``MPI_SUM`` over uint64 words, which wraps modulo
+    ``2**64``). Each rank sends and receives ``len(maxima) + 1 + len(sums)`` words
+    whatever the number of ranks, in ``log2(P)`` steps, instead of an allgather's
+    ``P`` rows. No Python code runs inside the reductions: an interrupt
+    (``KeyboardInterrupt``) can never leave a half-combined result that a commit
+    would then record; it is raised after them.
 
     Parameters
     ----------
@@ -221,20 +193,21 @@ def reduce_exchange(comm: MPI.Comm, failure: Failure | None, maxima: Sequence[in
         On every rank, the failure of the lowest failed rank (carried by a pickled
         allgather made only when some rank failed, as in :func:`exchange`).
     """
-    k = len(maxima) + 1
-    vec = np.zeros(1 + k + len(sums), dtype=np.uint64)
-    vec[0] = k
-    vec[1] = failure is not None
+    top = np.zeros(1 + len(maxima), dtype=np.int64)
+    top[0] = failure is not None
+    total = np.zeros(len(sums), dtype=np.uint64)
     if failure is None:
-        vec[2:1 + k] = np.asarray(maxima, dtype=np.int64).view(np.uint64)
-        vec[1 + k:] = [int(x) & _MASK for x in sums]
-    out = np.empty_like(vec)
-    datatype, op = _reduction(len(vec))
-    comm.Allreduce([vec, 1, datatype], [out, 1, datatype], op=op)
-    if out[1]:
+        top[1:] = np.asarray(maxima, dtype=np.int64)
+        total[:] = [int(x) & _MASK for x in sums]
+    top_out, total_out = np.empty_like(top), np.empty_like(total)
+    requests = [comm.Iallreduce(top, top_out, op=MPI.MAX)]
+    if len(total):
+        requests.append(comm.Iallreduce(total, total_out, op=MPI.SUM))
+    MPI.Request.Waitall(requests)
+    if top_out[0]:
         agree(comm, failure)  # the rare path: the messages travel pickled; raises on every rank
         raise InternalError("a rank flagged a failure it did not send; this is a bug, please report it")
-    return out[2:1 + k].view(np.int64), out[1 + k:]
+    return top_out[1:], total_out
 
 
 def root_vector(comm: MPI.Comm, width: int, fn: Callable[..., Sequence[int]], *args: Any) -> np.ndarray:

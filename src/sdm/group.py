@@ -33,10 +33,12 @@ from mpi4py import MPI
 
 from . import _validate as check
 from . import _ranked_io, _subfiled, convert, integrity
-from ._collective import agree, capture, digest, exchange, pack_float, reduce_exchange, root_call, root_vector, unpack_float
+from ._collective import (Failure, agree, capture, digest, exchange, pack_float, reduce_exchange, root_call, root_vector,
+                          unpack_float)
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
 from .catalog.values import merge_attributes
 from .dtypes import check_dtype, dtype_text, from_text
+from .engine.operations import EXTRA, collective
 from .errors import (
     CollectiveMismatchError,
     DatasetNotFoundError,
@@ -72,8 +74,7 @@ if TYPE_CHECKING:
 __all__ = ["Dataset", "Group"]
 
 _RESERVE_TRIES = 64  # level-1 versions tried when earlier ones are taken (crash leftovers)
-_KINDS = {"write": 1, "read": 2}  # the kind of access, first in the opening exchange
-_PLAN_WIDTH = 68  # int64 words of rank 0's read plan in the opening exchange (a path of up to 512 bytes)
+_PLAN_WIDTH = EXTRA - 2  # int64 words of rank 0's read plan in the opening exchange (a path of up to 512 bytes)
 _STATS_KEPT = 256  # layout statistics kept per group (forgotten all at once, alike on every rank)
 _MASK = (1 << 64) - 1
 #: How an archive-tier group writes (:mod:`sdm.io.remote`): the one method that makes whole objects.
@@ -300,6 +301,7 @@ class Group:
         for steps in self._steps.values():
             steps.difference_update([s for s in steps if s > after_step])
 
+    @collective("set_attributes")
     def set_attributes(
         self, attributes: dict[str, Any] | None = None, *, datasets: Sequence[str] | None = None, **kw: Any
     ) -> None:
@@ -335,18 +337,21 @@ class Group:
         )
 
     # ------------------------------------------------------------------ infos
+    @collective("set_info")
     def set_info(self, name: str, array: Any, dataset: str | None = None, step: int | None = None) -> None:
         """Store an info on the group, or on its *dataset*, or on one *step* of it (collective; see :mod:`sdm.infos`)."""
         from .infos import set_info
 
         set_info(self.session, name, array, group=self, dataset=dataset, step=step)
 
+    @collective("info")
     def info(self, name: str, dataset: str | None = None, step: int | None = None) -> np.ndarray:
         """The info *name* of the group, its *dataset* or one *step* of it, on every rank (collective)."""
         from .infos import get_info
 
         return get_info(self.session, name, group=self, dataset=dataset, step=step)
 
+    @collective("infos")
     def infos(self, dataset: str | None = None, step: int | None = None) -> list[str]:
         """The names of the infos of the group, its *dataset* or one *step* of it (collective)."""
         from .infos import list_infos
@@ -354,6 +359,7 @@ class Group:
         return list_infos(self.session, group=self, dataset=dataset, step=step)
 
     # ------------------------------------------------------------------ views
+    @collective("data_view")
     def data_view(self, view: Distribution, datasets: Sequence[str] | None = None) -> None:
         """Set the data view (distribution) of datasets of the group (collective).
 
@@ -440,6 +446,7 @@ class Group:
         except TypeError:  # an unhashable name: refused later as an unknown dataset
             return False
 
+    @collective("ranked_counts")
     def ranked_counts(self, name: str, step: int) -> "_ranked_io.RankedCounts":
         """The header of one step of a ranked dataset, without its rows (collective).
 
@@ -467,6 +474,7 @@ class Group:
         return v
 
     # ------------------------------------------------------------------ write
+    @collective("write", opens=False)  # write_step's first exchange opens it
     def write(self, name: str, step: int, array: Any, *, overwrite: bool = False, method: str | None = None,
               casting: str | None = None) -> None:
         """Write this rank's piece of dataset *name* at time *step* (collective).
@@ -504,6 +512,7 @@ class Group:
             arrays = {repr(name): array}
         self.write_step(step, arrays, overwrite=overwrite, method=method, casting=casting)
 
+    @collective("write", opens=False)  # exchange 1 (_agree_call) opens it
     def write_step(
         self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False, method: str | None = None,
         casting: str | None = None,
@@ -533,6 +542,7 @@ class Group:
         s._check_writable("write")
         names = list(arrays) if isinstance(arrays, Mapping) else []
         if any(self._is_ranked(n) for n in names):  # the same on every rank that passes the same names
+            s._ops.enter("write")
             return _ranked_io.write(self, step, arrays, overwrite=overwrite, method=method, casting=casting)
 
         def local() -> list[tuple[ResolvedView, np.ndarray]]:
@@ -727,9 +737,11 @@ class Group:
                     packed_plan: Sequence[int] | None = None) -> tuple[Any, list]:
         """The exchange that opens an access: the same call on every rank, no failure, every layout.
 
-        One ``Allgather`` of fixed size: the kind of access, a hash of the call's
-        arguments, a hash of the rank's layout statistics (the planner's input) and, for
-        a read, rank 0's plan packed into integers (*packed_plan*).  Layout statistics
+        The session's opening exchange of the operation (:mod:`sdm.engine.operations`:
+        one ``Iallgather`` of fixed size, the operation's name and sequence number first)
+        carrying a hash of the call's arguments, a hash of the rank's layout statistics
+        (the planner's input) and, for a read, rank 0's plan packed into integers
+        (*packed_plan*).  Layout statistics
         seen before come from a cache that is the same on every rank (keyed by what
         every rank received); new ones, a call that differs between ranks, or a plan that
         does not fit make every rank take the generic pickled exchange instead.
@@ -747,20 +759,18 @@ class Group:
             when ranks made different calls.
         """
         s = self.session
-        mine = np.zeros(4 + _PLAN_WIDTH, dtype=np.int64)
-        mine[0] = _KINDS[what]
-        mine[1] = digest(call)
-        mine[2] = digest(stats)
+        mine = np.zeros(2 + _PLAN_WIDTH, dtype=np.int64)
+        mine[0] = digest(stats)
         if packed_plan is not None and len(packed_plan) <= _PLAN_WIDTH:
-            mine[3] = len(packed_plan) + 1
-            mine[4:4 + len(packed_plan)] = packed_plan
-        got = exchange(s.comm, failure, mine)
-        plan_missing = what == "read" and not got[0, 3]
-        if (got[:, :2] != got[0, :2]).any() or plan_missing:  # rare: the arguments travel pickled
+            mine[1] = len(packed_plan) + 1
+            mine[2:2 + len(packed_plan)] = packed_plan
+        got = s._ops.enter(what, failure, digest(call), mine)  # column 0: the call's digest, then *mine*
+        plan_missing = what == "read" and not got[0, 2]
+        if (got[:, 0] != got[0, 0]).any() or plan_missing:  # rare: the arguments travel pickled
             payloads = agree(s.comm, None, (call, plan, stats))
             _check_same_call(payloads, what)
             return payloads[0][1], [p[2] for p in payloads]
-        key = tuple(int(x) for x in got[:, 2])
+        key = tuple(int(x) for x in got[:, 1])
         statsets = self._stats_seen.get(key)
         if statsets is None:  # new layouts: every rank misses alike (the key is what all received)
             statsets = s.comm.allgather(stats)
@@ -768,7 +778,7 @@ class Group:
                 self._stats_seen.clear()
             self._stats_seen[key] = statsets
         if what == "read":
-            plan = got[0, 4:4 + int(got[0, 3]) - 1]
+            plan = got[0, 3:3 + int(got[0, 2]) - 1]
         return plan, statsets
 
     def _reserve_everywhere(self, names: Sequence[str], step: int, replaced: Any, sizes: Sequence[int],
@@ -1002,6 +1012,7 @@ class Group:
         return time.perf_counter() - t0, synced
 
     # ------------------------------------------------------------------- read
+    @collective("read", opens=False)  # exchange 1 (_agree_call) opens it
     def read(self, name: str, step: int, out: np.ndarray | None = None, *, method: str | None = None,
              verify: bool | None = None, dtype: Any = None, casting: str | None = None,
              ranks: tuple[int, int] | None = None, box: Any = None) -> np.ndarray:
@@ -1055,8 +1066,9 @@ class Group:
         StorageError, IntegrityError, CollectiveMismatchError
         """
         if self._is_ranked(name):
-            if box is not None:
-                raise InvalidArgumentError(f"box= does not apply to ranked dataset {name!r}; select rows with ranks=")
+            refused = None if box is None else Failure(InvalidArgumentError(
+                f"box= does not apply to ranked dataset {name!r}; select rows with ranks="), self.session.rank)
+            self.session._ops.enter("read", refused)
             return _ranked_io.read(self, name, step, out=out, method=method, verify=verify, dtype=dtype,
                                    casting=casting, ranks=ranks)
         s = self.session

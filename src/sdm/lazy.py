@@ -28,6 +28,7 @@ import numpy as np
 
 from .dtypes import from_text
 from ._collective import agree, capture
+from .engine.operations import collective
 from .errors import CollectiveMismatchError, InvalidArgumentError, StepNotFoundError
 from .layout.boxes import Box, Hyperslab, parse_box
 from .layout.regions import runs
@@ -110,6 +111,7 @@ class DatasetArray:
                                     f"{step!r}; written steps: {self._steps.tolist()}")
         return _StepArray(self, int(where[0]))
 
+    @collective("index", label="DatasetArray.__getitem__")
     def __getitem__(self, key: Any) -> np.ndarray:
         s = self.group.session
         box, failure = capture(parse_box, key, self.shape, f"index of dataset {self.name!r}", rank=s.rank)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -23,6 +24,7 @@ from ._collective import Failure, agree, capture, root_call, root_call_resting
 from .catalog import DatasetSpec, RunRecord, Truncation, redact_url
 from .catalog.metafile import MetaFile
 from .catalog.values import encode, merge_attributes
+from .engine.operations import Late, Operations, close_wait, collective, describe
 from .errors import (
     CatalogError,
     CollectiveMismatchError,
@@ -31,6 +33,7 @@ from .errors import (
     InvalidNameError,
     ReadOnlyError,
     RunStateError,
+    SDMError,
 )
 from .group import Dataset, Group
 from .layout import Distribution
@@ -88,6 +91,8 @@ class Session:
         self.comm = (comm if comm is not None else MPI.COMM_WORLD).Dup()
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
+        self._ops = Operations(self.comm)  # the opening exchange of every collective call (sdm.engine)
+        self._ops.current = describe("sdm.open", (application, mode), {})
         self.application = application
         self.mode = mode
         self.method = method
@@ -112,6 +117,7 @@ class Session:
         else:
             agreeing = None
         try:
+            self._ops.enter("open")
             # one allgather: a bad argument on any rank raises the same error on all, then the comparison
             open_files = _agree_arguments(self.comm, failure, agreeing)
         except BaseException:
@@ -186,8 +192,34 @@ class Session:
     def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        """Close the session; after an exception, without waiting forever for ranks that did not raise it.
+
+        An exception raised on every rank (an SDM error, or the same error of the
+        application's code) closes the session collectively, as ``close``. One that
+        left an SDM call on this rank alone (``KeyboardInterrupt``, a bug), or that the
+        other ranks do not join in closing within ``$SDM_CLOSE_WAIT`` seconds (default
+        5), is reported and ends the job with ``MPI_Abort`` (see :mod:`sdm.engine.operations`);
+        the run is then left ``interrupted``, every committed step readable. After a
+        ``KeyboardInterrupt`` on every rank the run is marked ``interrupted`` too.
+        """
+        if exc is None:
+            self.close()
+            return
+        if self._closed:
+            return
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        if self._ops.torn is not None or self._ops.broken is not None or self.size == 1:
+            self._close(interrupted=interrupted)  # ends the job (torn), or closes locally
+            return
+        wait = close_wait()
+        try:
+            self._close(deadline=time.monotonic() + wait, interrupted=interrupted, after=type(exc).__name__)
+        except Late:
+            self._ops.abort(exc, f"the application's code of this rank, and the other ranks did not close the "
+                                 f"session within {wait:g} s ($SDM_CLOSE_WAIT)")
+        except CollectiveMismatchError:
+            self._ops.abort(exc, "the application's code of this rank while the other ranks made another SDM call")
 
     def close(self) -> None:
         """Close files and the catalog (collective; the paper's SDM_finalize).
@@ -195,18 +227,46 @@ class Session:
         A writing session also records that it stopped writing the run: the last one
         marks the run ``closed``.  With ``async_commit=True`` the last dump's catalog
         commit is waited for first; if it (or any commit not yet reported) failed, the
-        session still closes and its error is raised on every rank.
+        session still closes and its error is raised on every rank. A session that can
+        no longer make collective calls (ranks entered different operations) only
+        releases what this rank holds, and leaves the run ``interrupted``.
         """
+        self._close()
+
+    def _close(self, *, deadline: float | None = None, interrupted: bool = False, after: str = "") -> None:
+        """Close collectively (within *deadline*, else :class:`Late`), or locally when the session is broken."""
         if self._closed:
             return
-        self._closed = True
+        ops = self._ops
+        if ops.torn is not None and self.size > 1:
+            ops.abort(ops.torn, "an SDM call (the ranks are no longer in step)")
+        if ops.broken is not None or ops.torn is not None:
+            self._close_locally()
+            return
+        ops.current = f"Session.close() after {after}" if after else "Session.close()"
+        ops.depth = 1
+        try:
+            ops.enter("close", deadline=deadline)
+        except CollectiveMismatchError:
+            self._close_locally()
+            raise
+        finally:
+            ops.depth = 0
+        self._closed = ops.closed = True
         try:
             for g in self._groups.values():
                 g._free()
             self.files.close_all()
             self.sources.close_all()
             if self.mode != "r":
-                root_call(self.comm, self._close_run)
+                root_call(self.comm, self._close_run, interrupted)
+        except SDMError:
+            raise
+        except BaseException as exc:  # e.g. KeyboardInterrupt in a collective of the close
+            ops.torn = exc
+            if self.size > 1:
+                ops.abort(exc, "Session.close (the ranks are no longer in step)")
+            raise
         finally:
             if self._committer is not None:
                 self._committer.shutdown(wait=True)
@@ -229,6 +289,26 @@ class Session:
                       problem_size=problem_size, attributes=attributes, created=created, root=str(data_root),
                       directory=rel)
         return rel
+
+    def _close_locally(self) -> None:
+        """Release what this rank holds without a collective call; rank 0 leaves the run ``interrupted``.
+
+        For a session whose ranks are no longer in step: its files stay open until the
+        process ends (closing an MPI file is collective).
+        """
+        self._closed = self._ops.closed = True
+        for g in self._groups.values():
+            g._free()
+        if self._committer is not None:
+            self._committer.shutdown(wait=True)
+            self._committer = None
+        self._release_run()
+        if self.catalog is not None and self.mode != "r":
+            capture(self.catalog.mark_interrupted, self.run_id)  # best effort: readers find it interrupted anyway
+        self._close_meta()
+        if self.catalog is not None:
+            self.catalog.close()
+            self.catalog = None
 
     def _close_meta(self) -> None:
         if self.meta is not None:
@@ -267,13 +347,17 @@ class Session:
                 pass
         return rec.state
 
-    def _close_run(self) -> None:
+    def _close_run(self, interrupted: bool = False) -> None:
         failure = self._settle()  # the last dump's commit first: its error is reported after the close
         trailers = None
         try:
             if self.catalog is not None:
                 _, trailers = capture(self._write_trailers, rank=0)
-                self._recorded("close_run", self.run_id)
+                if interrupted:  # no close record: the run stays interrupted, also for a rebuild
+                    self._release_run()
+                    self.catalog.mark_interrupted(self.run_id)
+                else:
+                    self._recorded("close_run", self.run_id)
         finally:
             self._release_run()
         if failure is not None:
@@ -337,6 +421,7 @@ class Session:
             self._lock = None
 
     # ------------------------------------------------------------------ groups
+    @collective("make_group")
     def make_group(
         self,
         name: str,
@@ -473,6 +558,7 @@ class Session:
             group.data_view(view)
         return group
 
+    @collective("group")
     def group(self, name: str) -> Group:
         """Return a group of this run (defined now or by the run that wrote it).
 
@@ -489,12 +575,14 @@ class Session:
         return group
 
     @property
+    @collective("groups")
     def groups(self) -> list[str]:
         """Names of the run's groups."""
         rec = root_call(self.comm, self.catalog_call, "run", self.run_id)
         return [g.name for g in rec.groups]
 
     # --------------------------------------------------------------- segments
+    @collective("truncate")
     def truncate(self, after_step: int, groups: Sequence[str] | None = None) -> Truncation:
         """Erase every step after *after_step* of the run's groups (collective; PDS segments).
 
@@ -546,6 +634,7 @@ class Session:
         return done
 
     # ------------------------------------------------------------------ import
+    @collective("import_array")
     def import_array(
         self,
         name: str,
@@ -598,6 +687,7 @@ class Session:
         )
 
     # -------------------------------------------------------------- attributes
+    @collective("set_attributes")
     def set_attributes(self, attributes: dict[str, Any] | None = None, **kw: Any) -> None:
         """Set typed attributes on the run (collective)."""
         self._check_writable("set attributes")
@@ -606,24 +696,28 @@ class Session:
         root_call(self.comm, self.catalog_call, "set_attributes", self.run_id, merged)
 
     # ------------------------------------------------------------------- infos
+    @collective("set_info")
     def set_info(self, name: str, array: Any) -> None:
         """Store an info (a named array kept as metadata) on the run (collective; see :mod:`sdm.infos`)."""
         from .infos import set_info
 
         set_info(self, name, array)
 
+    @collective("info")
     def info(self, name: str) -> np.ndarray:
         """The run's info *name* as a numpy array, on every rank (collective; see :mod:`sdm.infos`)."""
         from .infos import get_info
 
         return get_info(self, name)
 
+    @collective("infos")
     def infos(self) -> list[str]:
         """The names of the run's infos (collective; see :mod:`sdm.infos`)."""
         from .infos import list_infos
 
         return list_infos(self)
 
+    @collective("find")
     def find(
         self,
         application: str | None = None,

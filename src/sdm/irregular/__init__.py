@@ -16,6 +16,7 @@ from mpi4py import MPI
 
 from .. import _validate as check
 from .._collective import agree, capture, root_call
+from ..engine.operations import collective
 from ..errors import InvalidArgumentError
 from ..storage import check_name
 from ..catalog import irregular as records
@@ -91,6 +92,7 @@ def _blocks(session: "Session", edges: EdgeFile | EdgeBlocks) -> EdgeBlocks:
     return edges.read(session) if isinstance(edges, EdgeFile) else edges
 
 
+@collective("partition", label="sdm.irregular.partition")
 def partition(
     session: "Session",
     problem: str,
@@ -171,6 +173,7 @@ def partition(
     return p
 
 
+@collective("partition", label="sdm.irregular.prepare_history")
 def prepare_history(
     session: "Session", problem: str, partvec: Any, edges: EdgeFile | EdgeBlocks, nparts: int, *, method: str = "alltoall"
 ) -> int:
