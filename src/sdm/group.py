@@ -301,7 +301,7 @@ class Group:
         for steps in self._steps.values():
             steps.difference_update([s for s in steps if s > after_step])
 
-    @collective("set_attributes")
+    @collective("group_set_attributes")
     def set_attributes(
         self, attributes: dict[str, Any] | None = None, *, datasets: Sequence[str] | None = None, **kw: Any
     ) -> None:
@@ -337,21 +337,21 @@ class Group:
         )
 
     # ------------------------------------------------------------------ infos
-    @collective("set_info")
+    @collective("group_set_info")
     def set_info(self, name: str, array: Any, dataset: str | None = None, step: int | None = None) -> None:
         """Store an info on the group, or on its *dataset*, or on one *step* of it (collective; see :mod:`sdm.infos`)."""
         from .infos import set_info
 
         set_info(self.session, name, array, group=self, dataset=dataset, step=step)
 
-    @collective("info")
+    @collective("group_info")
     def info(self, name: str, dataset: str | None = None, step: int | None = None) -> np.ndarray:
         """The info *name* of the group, its *dataset* or one *step* of it, on every rank (collective)."""
         from .infos import get_info
 
         return get_info(self.session, name, group=self, dataset=dataset, step=step)
 
-    @collective("infos")
+    @collective("group_infos")
     def infos(self, dataset: str | None = None, step: int | None = None) -> list[str]:
         """The names of the infos of the group, its *dataset* or one *step* of it (collective)."""
         from .infos import list_infos

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 import sdm
+from sdm.layout.agreement import ranks_text
 
 SHAPE = (8, 6)
 APP = "misuse"
@@ -52,7 +53,9 @@ OPS: dict[str, tuple[Callable[[Any, Any, Any], Any], str]] = {
     "set_info": (lambda s, g, g2: s.set_info("i", np.arange(3)), "Session.set_info('i'"),
     "find": (lambda s, g, g2: s.find(), "Session.find()"),
 }
-PAIRS = [(a, b) for a in OPS for b in OPS if a != b and (a in ("write", "close", "read") or b in ("write", "close"))]
+PAIRS = [(a, b) for a in OPS for b in OPS if a != b]
+# at more than 4 ranks (oversubscribed in CI), the pairs with a write, a read or a close on one side
+COMMON = {(a, b) for a, b in PAIRS if a in ("write", "close", "read") or b in ("write", "close")}
 
 
 def _same_everywhere(comm, err: BaseException) -> str:
@@ -76,6 +79,8 @@ def _check_kept(comm, root) -> None:
 def test_different_operations_fail_together(comm, mpi_tmp, first, others):
     if comm.Get_size() == 1:
         pytest.skip("needs two ranks to disagree")
+    if comm.Get_size() > 4 and (first, others) not in COMMON:
+        pytest.skip("every pair runs at 2-4 ranks")
     s, g, g2 = _open(comm, mpi_tmp)
     mine = first if comm.Get_rank() == 0 else others
     t0 = time.monotonic()
@@ -85,7 +90,7 @@ def test_different_operations_fail_together(comm, mpi_tmp, first, others):
     text = _same_everywhere(comm, info.value)
     assert "ranks entered different SDM operations" in text
     assert f"rank 0: {OPS[first][1]}" in text
-    rest = "rank 1" if comm.Get_size() == 2 else f"ranks 1-{comm.Get_size() - 1}"
+    rest = ranks_text(list(range(1, comm.Get_size())))  # "rank 1", "ranks 1, 2", "ranks 1-3"
     assert f"{rest}: {OPS[others][1]}" in text
     assert seconds < 30, seconds  # found by the opening exchange, not by a timeout
     # the session is broken on every rank alike: a later call is refused at once, close is local

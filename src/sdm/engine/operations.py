@@ -58,6 +58,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 OPERATIONS: tuple[str, ...] = (
     "open", "close", "make_group", "group", "groups", "truncate", "import_array", "set_attributes", "set_info",
     "info", "infos", "find", "data_view", "write", "read", "ranked_counts", "index", "partition",
+    "group_set_attributes", "group_set_info", "group_info", "group_infos", "prepare_history",
 )
 _CODES = {name: i + 1 for i, name in enumerate(OPERATIONS)}
 WIDTH = 74  #: int64 words each rank sends in the opening exchange
@@ -84,7 +85,7 @@ class Late(Exception):
 def _short(value: Any) -> str:
     """A short, safe text of one argument (arrays by dtype and shape)."""
     if isinstance(value, np.ndarray):
-        return f"<{value.dtype} array {tuple(value.shape)}>"
+        return f"<{value.dtype} array>"  # its shape is each rank's own: ranks that called alike read alike
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_short(k)}: {_short(v)}" for k, v in list(value.items())[:4]) + \
             (", ..." if len(value) > 4 else "") + "}"
@@ -198,7 +199,8 @@ class Operations:
         from ..layout.agreement import by_value
 
         calls = agree(self.comm, None, f"{self.current or op} (call #{self.seq})")
-        self.broken = f"ranks entered different SDM operations: {by_value(calls)}"
+        who = by_value(calls)
+        self.broken = f"ranks entered different SDM operations: {who if len(who) <= 2000 else who[:2000] + ' ...'}"
         raise CollectiveMismatchError(
             f"{self.broken}; every rank must make the same SDM calls in the same order (a call made under "
             "`if rank == 0:` is the usual cause). This session can no longer make collective calls: close it (the "

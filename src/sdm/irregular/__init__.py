@@ -173,7 +173,7 @@ def partition(
     return p
 
 
-@collective("partition", label="sdm.irregular.prepare_history")
+@collective("prepare_history", label="sdm.irregular.prepare_history")
 def prepare_history(
     session: "Session", problem: str, partvec: Any, edges: EdgeFile | EdgeBlocks, nparts: int, *, method: str = "alltoall"
 ) -> int:
