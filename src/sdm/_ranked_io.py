@@ -53,7 +53,7 @@ from .storage.sections import FIXED, MAGIC, RankedCounts, header_bytes, header_l
 from .planner import choose_method
 from .storage import appends
 from .io.remote import put_collective
-from .storage.files import mpi_errno
+from .storage.failures import storage_error
 
 if TYPE_CHECKING:
     from .group import Group
@@ -245,8 +245,8 @@ def _move(g: "Group", path: Path, offset: int, head: bytes | None, at: int, arr:
             else:
                 fh.Read_at_all(offset + at, buf)
         except MPI.Exception as exc:
-            failure = Failure(StorageError(f"MPI-IO {'write' if writing else 'read'} of {path} failed: "
-                                           f"{exc.Get_error_string()}", errno=mpi_errno(exc)), s.rank)
+            failure = Failure(storage_error(exc, f"MPI-IO {'write' if writing else 'read'} of {path} failed", path,
+                                            needed=int(arr.nbytes) if writing else None), s.rank)
         if writing and s.sync:
             failure = s.files.sync_unagreed(path, fh) or failure
     except SDMError as exc:  # the open or the view: raised alike on every rank by the file cache

@@ -57,7 +57,18 @@ class SDMError(Exception):
 
 
 class CatalogError(SDMError, RuntimeError):
-    """The metadata catalog failed or holds something inconsistent."""
+    """The metadata catalog failed or holds something inconsistent.
+
+    ``errno`` is the operating system's error number when one is known (``errno.ENOSPC``
+    when the disk under the catalog is full), otherwise ``None``.
+    """
+
+    def __init__(self, message: str = "", errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+    def __reduce__(self) -> tuple[type, tuple[str, int | None]]:
+        return (type(self), (self.message, self.errno))
 
 
 class CatalogUnavailableError(CatalogError, ConnectionError):

@@ -65,7 +65,7 @@ from .storage import appends, check_name, copy_range, extend_file, inside, relat
 from .storage.backends import is_object, object_at
 from .storage.durability import fsync_path, node_comm
 from .suggest import closest
-from .storage.files import mpi_errno
+from .storage.failures import storage_error
 
 if TYPE_CHECKING:
     from .lazy import DatasetArray
@@ -997,10 +997,8 @@ class Group:
                     if digests is not None and backend.name == "objectstore":
                         digests[0][digests[1]] = fh.digest
                 except MPI.Exception as exc:
-                    error = StorageError(
-                        f"MPI-IO {'write' if writing else 'read'} of {path} failed: {exc.Get_error_string()}",
-                        errno=mpi_errno(exc),
-                    )
+                    error = storage_error(exc, f"MPI-IO {'write' if writing else 'read'} of {path} failed", path,
+                                          needed=size - offset if writing else None)
                 except SDMError as exc:  # the method's own error: the sync below is still made on every rank
                     error = exc
                 if writing and sync and backend is s.files:

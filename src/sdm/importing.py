@@ -34,7 +34,7 @@ from .layout.agreement import agree_view
 from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .storage import check_name
-from .storage.files import mpi_errno
+from .storage.failures import storage_error
 
 if TYPE_CHECKING:
     from .session import Session
@@ -135,7 +135,7 @@ def import_array(
                     Transfer(fh, int(offset), resolved.etype, resolved.ftype, mem, resolved.piece, arr, "C", s.comm, s.hints)
                 )
             except MPI.Exception as exc:
-                raise StorageError(f"MPI-IO read of {src} failed: {exc.Get_error_string()}", errno=mpi_errno(exc)) from None
+                raise storage_error(exc, f"MPI-IO read of {src} failed", src) from None
 
     failure = capture(transfer, rank=s.rank)[1]  # any error reaches every rank at the next agree
     seconds = time.perf_counter() - t0

@@ -6,6 +6,7 @@ they need by broadcast.  Every method is one short transaction.
 
 from __future__ import annotations
 
+import errno
 import json
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -117,6 +118,11 @@ class Catalog:
     -----
     :attr:`url` is the URL as it may be shown, its password masked (``user:***@``); the
     real one lives only in the engine's connection settings.
+
+    A full disk under the catalog raises :class:`~sdm.errors.CatalogError` with
+    ``errno.ENOSPC`` from any method that writes, the catalog left as it was; a reader
+    (``create=False``) of an SQLite catalog on a full disk still opens and reads it
+    (see :mod:`sdm.catalog.database`).
     """
 
     @property
@@ -147,7 +153,13 @@ class Catalog:
                 self.created = self._id is not None
             self.engine: Engine = D.make_engine(sa_url)
             if not self.created:  # a file made just now holds the head revision
-                self._id = D.ensure_schema(self.engine, shown, create=create)
+                try:
+                    self._id = D.ensure_schema(self.engine, shown, create=create)
+                except CatalogError as exc:
+                    if exc.errno != errno.ENOSPC or path is None or create:
+                        raise
+                    self.engine = D.reading_engine(sa_url)  # a reader on a full disk: no -shm file to make
+                    self._id = D.ensure_schema(self.engine, shown, create=False)
         except CatalogError:
             self._dispose()
             raise

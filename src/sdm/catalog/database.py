@@ -18,10 +18,21 @@ when its file was damaged:
 * :func:`write_transaction` is a transaction that takes the write lock up front
   (``BEGIN IMMEDIATE`` on SQLite; PostgreSQL's row locks are taken by the statements),
   for read-then-write work such as reserving file space.
+* A full disk under the catalog (SQLite's ``SQLITE_FULL``, "database or disk is full";
+  PostgreSQL's SQLSTATE 53100, "could not extend file") raises
+  :class:`~sdm.errors.CatalogError` with ``errno.ENOSPC`` from whichever statement,
+  commit or connection met it (:func:`disk_full`, hooked into every engine); the
+  transaction is rolled back, so the catalog stays as it was.
+* Reading needs no free space: SQLite in WAL mode makes a shared-memory index file
+  (``-shm``) beside the catalog when its first connection opens, which a full disk
+  refuses. A reader that meets that opens the catalog through :func:`reading_engine`
+  instead, whose connections keep the index in their own memory (``locking_mode=
+  EXCLUSIVE``: the file is locked while one of them reads, for one call at a time).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import uuid
@@ -34,12 +45,14 @@ from typing import Iterator
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import CatalogDamagedError, CatalogUnavailableError, CatalogVersionError
+from ..errors import CatalogDamagedError, CatalogError, CatalogUnavailableError, CatalogVersionError
+from ..storage.mounts import free_bytes
 from . import schema as S
 
 __all__ = [
     "make_engine", "sqlite_path", "write_transaction", "schema_transaction", "check_sqlite_file",
     "create_sqlite_file", "ensure_schema", "known_revisions", "catalog_id", "integrity_check", "is_damage",
+    "disk_full", "reading_engine",
 ]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -59,6 +72,8 @@ def sqlite_path(sa_url: str) -> Path | None:
 
 _ENGINES: OrderedDict[str, Engine] = OrderedDict()  # the process's engines, newest last
 _ENGINES_KEPT = 8
+_SHM_BLOCK = 32768  # SQLite grows a WAL index (-shm) in blocks of this size
+_DISK_FULL_SQLSTATE = "53100"  # PostgreSQL's disk_full (could not extend file, ...)
 
 
 def make_engine(sa_url: str) -> Engine:
@@ -83,8 +98,26 @@ def _new_engine(sa_url: str) -> Engine:
         engine = sa.create_engine(sa_url, connect_args={"timeout": 60})
         sa.event.listen(engine, "connect", _sqlite_connect)
         sa.event.listen(engine, "begin", _sqlite_begin)
-        return engine
-    return sa.create_engine(sa_url, connect_args={"connect_timeout": 10}, pool_pre_ping=True)
+    else:
+        engine = sa.create_engine(sa_url, connect_args={"connect_timeout": 10}, pool_pre_ping=True)
+    sa.event.listen(engine, "handle_error", _disk_full_hook)
+    return engine
+
+
+def reading_engine(sa_url: str) -> Engine:
+    """An engine for reading an SQLite catalog whose disk is full (see the module documentation).
+
+    Its connections keep SQLite's WAL index in their own memory (``PRAGMA locking_mode=
+    EXCLUSIVE`` before the first read), so opening one creates no ``-shm`` file; each is
+    closed when the call that used it ends (no pool), which releases the file's lock.
+    Writes through it still work where space allows, and raise :class:`CatalogError`
+    with ``ENOSPC`` where it does not.
+    """
+    engine = sa.create_engine(sa_url, connect_args={"timeout": 60}, poolclass=sa.pool.NullPool)
+    sa.event.listen(engine, "connect", _sqlite_connect_alone)
+    sa.event.listen(engine, "begin", _sqlite_begin)
+    sa.event.listen(engine, "handle_error", _disk_full_hook)
+    return engine
 
 
 def _sqlite_connect(dbapi_con, _record) -> None:
@@ -94,6 +127,58 @@ def _sqlite_connect(dbapi_con, _record) -> None:
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
+
+
+def _sqlite_connect_alone(dbapi_con, record) -> None:
+    dbapi_con.isolation_level = None
+    dbapi_con.execute("PRAGMA locking_mode=EXCLUSIVE")  # first: the WAL index then lives in this process's memory
+    _sqlite_connect(dbapi_con, record)
+
+
+def disk_full(exc: BaseException, sqlite_file: Path | None = None) -> bool:
+    """Whether a database error says the disk under the catalog is full.
+
+    SQLite's ``SQLITE_FULL`` ("database or disk is full"); its ``SQLITE_IOERR_SHMSIZE``
+    (the WAL index could not grow) when the file system of *sqlite_file* has less than
+    a block of that index free; PostgreSQL's SQLSTATE 53100 (``DiskFull``: "could not
+    extend file").
+    """
+    orig = getattr(exc, "orig", None) or exc
+    if getattr(orig, "sqlstate", None) == _DISK_FULL_SQLSTATE:
+        return True
+    name = getattr(orig, "sqlite_errorname", "")
+    if name == "SQLITE_FULL" or "database or disk is full" in str(orig):
+        return True
+    if name == "SQLITE_IOERR_SHMSIZE" and sqlite_file is not None:
+        free = free_bytes(sqlite_file)
+        return free is not None and free < 2 * _SHM_BLOCK
+    return False
+
+
+def _disk_full_hook(context: sa.engine.ExceptionContext) -> None:
+    """``handle_error``: a full disk under the catalog is :class:`CatalogError` with ``ENOSPC`` (see :func:`disk_full`)."""
+    exc = context.original_exception
+    database = context.dialect.name
+    sqlite_file = None
+    if database == "sqlite" and context.engine is not None:
+        sqlite_file = sqlite_path(str(context.engine.url))
+    if not disk_full(exc, sqlite_file):
+        return
+    if sqlite_file is not None:
+        free = free_bytes(sqlite_file)
+        where = (f"the file system holding the catalog file {sqlite_file} is full "
+                 f"({'unknown' if free is None else free} bytes free)")
+    else:
+        where = "the disk of the catalog's database server is full"
+    raise CatalogError(
+        f"{where}: {_first_line(exc)}; the catalog was left as it was (the transaction was rolled back). "
+        "Free space there and try again",
+        errno=errno.ENOSPC,
+    ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _sqlite_begin(con: Connection) -> None:
@@ -177,7 +262,8 @@ def create_sqlite_file(path: Path, shown: str) -> str | None:
             finally:
                 con.close()
         except sqlite3.Error as exc:
-            raise CatalogUnavailableError(f"catalog {shown}: cannot create {path}: {exc}") from None
+            raise CatalogUnavailableError(f"catalog {shown}: cannot create {path}: {exc}",
+                                          errno=errno.ENOSPC if disk_full(exc, path) else None) from None
         fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)  # ... then one sync, before the catalog appears
         try:
             os.fsync(fd)
@@ -189,7 +275,7 @@ def create_sqlite_file(path: Path, shown: str) -> str | None:
             return None  # another job created it first: use theirs
         return made
     except OSError as exc:
-        raise CatalogUnavailableError(f"catalog {shown}: cannot create {path}: {exc.strerror}") from None
+        raise CatalogUnavailableError(f"catalog {shown}: cannot create {path}: {exc.strerror}", errno=exc.errno) from None
     finally:
         for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
             leftover.unlink(missing_ok=True)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..errors import CatalogVersionError, IntegrityError, StorageError
+from ..storage.failures import storage_error
 from .values import decode, encode
 
 __all__ = ["META", "BACKUP", "BACKUP_SYNC_SECONDS", "FORMAT", "MetaFile", "MetaLog", "read_meta", "line_of", "parse_line"]
@@ -148,6 +149,16 @@ class MetaFile:
                 os.close(fd)
             self._fds = []
 
+    def _cut(self, written: Sequence[int]) -> None:
+        """Take back the bytes of a failed append (*written* to each file): never a record in one file only, nor a
+        torn line that later appends would leave in the middle (where it reads as damage)."""
+        for fd, n in zip(self._fds, written):
+            if n:
+                try:
+                    os.ftruncate(fd, os.fstat(fd).st_size - n)
+                except OSError:  # the file keeps a torn last line, read as an unfinished append
+                    pass
+
     def _fsync(self, which: int) -> None:
         """Sync the meta-file (0) or the backup (1)."""
         try:
@@ -168,7 +179,9 @@ class MetaFile:
         Raises
         ------
         StorageError
-            A file cannot be written or synced (the catalog change must then not happen).
+            A file cannot be written or synced (the catalog change must then not happen);
+            a record that could not be written whole to both files (a full disk: ``ENOSPC``)
+            is taken back from both.
         """
         data = []
         rid = ""
@@ -177,11 +190,15 @@ class MetaFile:
             rid = f"{self._session}.{self._count}"
             data.append(line_of({"v": FORMAT, "t": rec.pop("t"), "id": rid, **rec}))
         blob = b"".join(data)
-        for fd, path in zip(self._fds, self.paths):
+        written = [0] * len(self._fds)
+        for i, fd in enumerate(self._fds):
             try:
-                os.write(fd, blob)
+                while written[i] < len(blob):  # a full disk may take part of it before it refuses the rest
+                    written[i] += os.write(fd, blob[written[i]:])
             except OSError as exc:
-                raise StorageError(f"cannot append to the meta-file {path}: {exc.strerror}", exc.errno) from None
+                self._cut(written)
+                raise storage_error(exc, f"cannot append to the meta-file {self.paths[i]}", self.paths[i],
+                                    needed=len(blob)) from None
         if self.sync:
             self._backup_dirty = True
             self._fsync(0)

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from mpi4py import MPI
 
-from .._collective import agree, capture, root_call
+from .._collective import Failure, agree, capture, root_call
 from ..catalog import irregular as records
 from ..errors import StorageError
 from ..storage import component, extend_file, inside
+from ..storage.failures import storage_error
 from .partitioning import Partition
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def save_history(
                 for section, arr in _arrays(p).items():
                     fh.Write_at(offsets[(section, p.rank)], np.ascontiguousarray(arr, dtype=np.int64))
         except MPI.Exception as exc:
-            failure = capture(_fail, f"cannot write index history {path}: {exc.Get_error_string()}", rank=s.rank)[1]
+            failure = Failure(storage_error(exc, f"cannot write index history {path}", path, needed=0), s.rank)
         agree(s.comm, failure)
         s.files.sync(path, fh)
     finally:
@@ -117,7 +118,7 @@ def describe_history(path: Path, fields: dict[str, Any], created: datetime, *, s
                 os.fsync(f.fileno())
         os.replace(tmp, side)
     except OSError as exc:
-        raise StorageError(f"cannot write the description of index history {path}: {exc.strerror}", exc.errno) from None
+        raise storage_error(exc, f"cannot write the description of index history {path}", side, needed=0) from None
 
 
 def sidecar(path: Path) -> Path:

@@ -31,6 +31,7 @@ from mpi4py import MPI
 
 from .._collective import Failure, agree, capture
 from ..errors import HintError, StorageError
+from .failures import storage_error
 
 __all__ = ["SYNC_MODES", "sync_mode", "node_comm", "make_durable", "sync_unagreed", "fsync_path"]
 
@@ -88,7 +89,7 @@ def fsync_path(path: Path) -> None:
     try:
         os.fsync(fd)
     except OSError as exc:
-        raise StorageError(f"sync of {path} failed: {exc.strerror}", errno=exc.errno) from None
+        raise storage_error(exc, f"sync of {path} failed", path, needed=0) from None
     finally:
         os.close(fd)
 
@@ -110,10 +111,7 @@ def sync_unagreed(comm: MPI.Comm, fh: MPI.File | None, path: str | Path, mode: s
         try:
             _mpi_sync(fh)  # type: ignore[arg-type]
         except MPI.Exception as exc:
-            from .files import mpi_errno
-
-            return Failure(StorageError(f"sync of {path} failed: {exc.Get_error_string()}", errno=mpi_errno(exc)),
-                           comm.Get_rank())
+            return Failure(storage_error(exc, f"sync of {path} failed", path, needed=0), comm.Get_rank())
         return None
     if node_comm(comm).Get_rank() == 0:
         return capture(fsync_path, Path(path), rank=comm.Get_rank())[1]

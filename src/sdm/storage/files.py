@@ -9,7 +9,6 @@ At levels 2 and 3 one file receives many writes; the cache keeps it open across 
 
 from __future__ import annotations
 
-import errno as _errno
 import os
 from collections import OrderedDict
 from pathlib import Path
@@ -19,6 +18,7 @@ from mpi4py import MPI
 from .._collective import Failure, agree, capture
 from ..errors import StorageError
 from .durability import make_durable, sync_unagreed
+from .failures import mpi_errno, storage_error
 
 __all__ = ["FileCache", "extend_file", "copy_range", "mpi_errno"]
 
@@ -108,14 +108,14 @@ class FileCache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StorageError(f"cannot create directory {path.parent}: {exc.strerror}", errno=exc.errno) from None
+            raise storage_error(exc, f"cannot create directory {path.parent}", path.parent, needed=0) from None
 
     def _open_file(self, path: Path, amode: int) -> MPI.File:
         try:
             return MPI.File.Open(self.comm, str(path), amode, self.info)
         except MPI.Exception as exc:
-            raise StorageError(f"cannot open {path} ({'read-write' if self.writable else 'read-only'}): {exc.Get_error_string()}",
-                               errno=mpi_errno(exc)) from None
+            raise storage_error(exc, f"cannot open {path} ({'read-write' if self.writable else 'read-only'})",
+                                path, needed=0 if self.writable else None) from None
 
     def sync(self, path: Path, fh: MPI.File | None = None) -> None:
         """Make the bytes written to *path* durable (collective).
@@ -180,7 +180,7 @@ def extend_file(path: Path, end: int) -> None:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise StorageError(f"cannot prepare data file {path}: {exc.strerror}", exc.errno) from None
+        raise storage_error(exc, f"cannot prepare data file {path}", path, needed=0) from None
 
 
 def copy_range(src: Path, src_offset: int, dst: Path, dst_offset: int, nbytes: int) -> None:
@@ -206,30 +206,4 @@ def copy_range(src: Path, src_offset: int, dst: Path, dst_offset: int, nbytes: i
         finally:
             os.close(fi)
     except OSError as exc:
-        raise StorageError(f"cannot copy {nbytes} bytes from {src} to {dst}: {exc.strerror}", exc.errno) from None
-
-
-_MPI_ERRNO = {  # MPI error classes of file operations -> the operating system's error numbers
-    "ERR_NO_SPACE": _errno.ENOSPC,
-    "ERR_QUOTA": _errno.EDQUOT,
-    "ERR_ACCESS": _errno.EACCES,
-    "ERR_NO_SUCH_FILE": _errno.ENOENT,
-    "ERR_FILE_EXISTS": _errno.EEXIST,
-    "ERR_READ_ONLY": _errno.EROFS,
-    "ERR_BAD_FILE": _errno.EINVAL,
-    "ERR_FILE_IN_USE": _errno.EBUSY,
-    "ERR_IO": _errno.EIO,
-}
-
-
-def mpi_errno(exc: MPI.Exception) -> int | None:
-    """The ``errno`` matching an MPI-IO error (``ENOSPC`` for ``MPI_ERR_NO_SPACE``, ...), or None."""
-    try:
-        cls = exc.Get_error_class()
-    except Exception:  # noqa: BLE001 - a description only
-        return None
-    for name, number in _MPI_ERRNO.items():
-        if getattr(MPI, name, None) == cls:
-            return number
-    return None
-
+        raise storage_error(exc, f"cannot copy {nbytes} bytes from {src} to {dst}", dst, needed=nbytes) from None

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-__all__ = ["fs_type"]
+__all__ = ["fs_type", "free_bytes"]
 
 
 def fs_type(path: Path | str) -> str:
@@ -18,3 +19,21 @@ def fs_type(path: Path | str) -> str:
         return kind
     except OSError:
         return ""
+
+
+def free_bytes(path: Path | str) -> int | None:
+    """Bytes an unprivileged process may still write on the file system of *path* (``os.statvfs``), or None.
+
+    *path* need not exist: its nearest existing parent is asked.
+    """
+    at = Path(path)
+    while True:
+        try:
+            st = os.statvfs(at)
+            return int(st.f_bavail) * int(st.f_frsize)
+        except FileNotFoundError:
+            if at.parent == at:
+                return None
+            at = at.parent
+        except OSError:
+            return None

@@ -35,7 +35,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, StorageError
+from ..errors import InvalidArgumentError
+from .failures import storage_error
 
 __all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path", "write_extent"]
 
@@ -116,13 +117,13 @@ def write_extent(path: Path, offset: int, data: Any) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
     except OSError as exc:
-        raise StorageError(f"cannot open subfile {path}: {exc.strerror}", errno=exc.errno) from None
+        raise storage_error(exc, f"cannot open subfile {path}", path, needed=len(view)) from None
     try:
         at = 0
         while at < len(view):
             at += os.pwrite(fd, view[at:], int(offset) + at)
     except OSError as exc:
-        raise StorageError(f"cannot write subfile {path}: {exc.strerror}", errno=exc.errno) from None
+        raise storage_error(exc, f"cannot write subfile {path}", path, needed=len(view)) from None
     finally:
         os.close(fd)
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import IntegrityError, StorageError
+from .failures import storage_error
 
 __all__ = ["MAGIC", "FOOTER", "VERSION", "encode", "write", "index_of", "read_trailer", "read_array", "trailer_span"]
 
@@ -65,7 +66,7 @@ def write(path: Path, offset: int, index: dict[str, Any], *, sync: bool) -> None
         if sync:
             os.fsync(fd)
     except OSError as exc:
-        raise StorageError(f"cannot write the trailer of {path}: {exc.strerror}", exc.errno) from None
+        raise storage_error(exc, f"cannot write the trailer of {path}", path, needed=len(blob)) from None
     finally:
         os.close(fd)
 
