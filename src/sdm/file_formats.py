@@ -169,8 +169,8 @@ def load_json(data: bytes | str, where: Where, what: str = "the content") -> Any
         try:
             text = bytes(data).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise where.error(f"{what} is not UTF-8 text (byte {exc.start}: {bytes(data)[exc.start:exc.start + 1]!r})") \
-                from None
+            bad = bytes(data)[exc.start:exc.start + 1]
+            raise where.error(f"{what} is not UTF-8 text (byte {exc.start}: {bad!r})") from None
     else:
         text = data
     depth = _depth(text)
@@ -247,17 +247,53 @@ _KINDS = {stat.S_IFDIR: "directory", stat.S_IFIFO: "FIFO", stat.S_IFCHR: "charac
 
 
 # ----------------------------------------------------------------------------- schemas
+class _Bad(Exception):
+    """A member that fails its schema; containers add their keys on the way up (paths are built only on failure)."""
+
+    def __init__(self, expected: str, value: Any, text: str | None = None, missing: bool = False) -> None:
+        super().__init__(expected)
+        self.expected, self.value, self.text, self.missing = expected, value, text, missing
+        self.path: list[str | int] = []
+
+    def field(self, base: str) -> str:
+        out = base
+        for key in reversed(self.path):
+            out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+        return out
+
+    def error(self, where: Where, base: str) -> IntegrityError:
+        field = self.field(base)
+        if self.missing:
+            return where.error(f"member {field} is missing ({self.expected} is required)")
+        if self.text is not None:
+            return where.error(f"{field} {self.text}")
+        return where.fail(field, self.expected, self.value)
+
+
 class Schema:
-    """What one member must be; :meth:`check` returns the value (maybe normalized) or raises."""
+    """What one member must be.
+
+    :meth:`validate` checks a whole value and raises :class:`~sdm.errors.IntegrityError`
+    naming the member; :meth:`check` is its fast inner form (no path is built unless a
+    member fails).
+    """
 
     #: What the member must be, in words (``"an integer in 0..255"``).
     expected = "a value"
 
-    def check(self, value: Any, where: Where, field: str) -> Any:  # pragma: no cover - abstract
+    def check(self, value: Any) -> Any:  # pragma: no cover - abstract
+        """*value* if it fits (maybe completed with defaults), else raise ``_Bad``."""
         raise NotImplementedError
 
-    def _fail(self, value: Any, where: Where, field: str, expected: str | None = None) -> IntegrityError:
-        return where.fail(field, expected or self.expected, value)
+    def validate(self, value: Any, where: Where, field: str = "") -> Any:
+        """*value* checked; an :class:`~sdm.errors.IntegrityError` names *field* and the failing member in it."""
+        try:
+            return self.check(value)
+        except _Bad as bad:
+            raise bad.error(where, field) from None
+
+    def _bad(self, value: Any, expected: str | None = None) -> _Bad:
+        return _Bad(expected or self.expected, value)
 
 
 class JSON(Schema):
@@ -265,7 +301,7 @@ class JSON(Schema):
 
     expected = "any JSON value"
 
-    def check(self, value: Any, where: Where, field: str) -> Any:
+    def check(self, value: Any) -> Any:
         return value
 
 
@@ -276,9 +312,9 @@ class Int(Schema):
         self.lo, self.hi = lo, hi
         self.expected = f"an integer in {lo}..{hi}"
 
-    def check(self, value: Any, where: Where, field: str) -> int:
+    def check(self, value: Any) -> int:
         if type(value) is not int or not self.lo <= value <= self.hi:
-            raise self._fail(value, where, field)
+            raise self._bad(value)
         return value
 
 
@@ -289,9 +325,9 @@ class Num(Schema):
         self.lo = lo
         self.expected = "a finite number" + (f" >= {lo:g}" if lo > -math.inf else "")
 
-    def check(self, value: Any, where: Where, field: str) -> float:
+    def check(self, value: Any) -> float:
         if type(value) not in (int, float) or not math.isfinite(value) or value < self.lo:
-            raise self._fail(value, where, field)
+            raise self._bad(value)
         return value
 
 
@@ -300,50 +336,58 @@ class Bool(Schema):
 
     expected = "true or false"
 
-    def check(self, value: Any, where: Where, field: str) -> bool:
+    def check(self, value: Any) -> bool:
         if type(value) is not bool:
-            raise self._fail(value, where, field)
+            raise self._bad(value)
         return value
 
 
 class Text(Schema):
-    """Text of 0..*max_len* characters (no NUL, no lone surrogate), optionally one of *choices* or matching *pattern*."""
+    """Text of 0..*max_len* characters (no NUL, no lone surrogate), maybe one of *choices* or matching *pattern*."""
 
     def __init__(self, max_len: int = TEXT_MAX, *, choices: Iterable[str] | None = None, pattern: str | None = None,
                  expected: str | None = None) -> None:
         self.max_len = max_len
-        self.choices = tuple(choices) if choices is not None else None
+        self.choices = frozenset(choices) if choices is not None else None
         self.pattern = re.compile(pattern) if pattern is not None else None
-        self.expected = expected or (f"one of {', '.join(map(repr, self.choices))}" if self.choices is not None
-                                     else f"text of at most {max_len} characters")
+        self.expected = expected or (f"one of {', '.join(map(repr, sorted(self.choices)))}"
+                                     if self.choices is not None else f"text of at most {max_len} characters")
 
-    def check(self, value: Any, where: Where, field: str) -> str:
+    def check(self, value: Any) -> str:
         if type(value) is not str or len(value) > self.max_len or "\x00" in value:
-            raise self._fail(value, where, field)
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise self._fail(value, where, field, "text without lone surrogates") from None
+            raise self._bad(value)
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise self._bad(value, "text without lone surrogates") from None
         if self.choices is not None and value not in self.choices:
-            raise self._fail(value, where, field)
+            raise self._bad(value)
         if self.pattern is not None and not self.pattern.fullmatch(value):
-            raise self._fail(value, where, field)
+            raise self._bad(value)
         return value
 
 
 class Name(Text):
     """A name SDM accepts for an application, group, dataset, info or import (:func:`sdm.storage.naming.check_name`)."""
 
+    _accepted: set[str] = set()  # names seen good (a meta-file repeats a few names many times)
+
     def __init__(self) -> None:
         super().__init__(255, expected="a name SDM accepts (1-255 printable characters, no '/', '\\' or '..')")
 
-    def check(self, value: Any, where: Where, field: str) -> str:
+    def check(self, value: Any) -> str:
+        if type(value) is str and value in self._accepted:
+            return value
         from .storage.naming import check_name
 
         try:
-            return check_name(value, "the")
+            check_name(value, "the")
         except SDMError:
-            raise self._fail(value, where, field) from None
+            raise self._bad(value) from None
+        if len(self._accepted) < 4096:
+            self._accepted.add(value)
+        return value
 
 
 class Time(Text):
@@ -352,12 +396,12 @@ class Time(Text):
     def __init__(self) -> None:
         super().__init__(64, expected="an ISO 8601 time")
 
-    def check(self, value: Any, where: Where, field: str) -> str:
-        super().check(value, where, field)
+    def check(self, value: Any) -> str:
+        super().check(value)
         try:
             datetime.fromisoformat(value)
         except ValueError:
-            raise self._fail(value, where, field) from None
+            raise self._bad(value) from None
         return value
 
 
@@ -374,17 +418,17 @@ class Base64(Text):
     def __init__(self) -> None:
         super().__init__(4 * MAX_BYTES, expected="base64 text")
 
-    def check(self, value: Any, where: Where, field: str) -> str:
-        super().check(value, where, field)
-        self.decode(value, where, field)
+    def check(self, value: Any) -> str:
+        super().check(value)
+        self.decode(value)
         return value
 
-    def decode(self, value: str, where: Where, field: str) -> bytes:
-        """The bytes of checked base64 *value*."""
+    def decode(self, value: str) -> bytes:
+        """The bytes of base64 *value* (raises ``_Bad``)."""
         try:
             return base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
-            raise self._fail(value, where, field) from None
+            raise self._bad(value) from None
 
 
 class DType(Schema):
@@ -396,21 +440,21 @@ class DType(Schema):
     def __init__(self, max_len: int | None = None) -> None:
         self.max_len = max_len  # None: sdm.dtypes.TEXT_MAX (structured dtypes); 64 where the catalog keeps plain ones
 
-    def check(self, value: Any, where: Where, field: str) -> str:
-        self.dtype(value, where, field)
+    def check(self, value: Any) -> str:
+        self.dtype(value)
         return value
 
-    def dtype(self, value: Any, where: Where, field: str) -> Any:
-        """The numpy dtype of *value* (text as :func:`sdm.dtypes.dtype_text` writes it)."""
+    def dtype(self, value: Any) -> Any:
+        """The numpy dtype of *value* (text as :func:`sdm.dtypes.dtype_text` writes it; raises ``_Bad``)."""
         from .dtypes import TEXT_MAX as DTYPE_TEXT
         from .dtypes import check_dtype, from_text
 
         if type(value) is not str or len(value) > (self.max_len or DTYPE_TEXT):
-            raise self._fail(value, where, field)
+            raise self._bad(value)
         try:
             return check_dtype(from_text(value), "it")
         except Exception:  # noqa: BLE001 - numpy and ast refuse bad dtype text in many ways; all mean "not a dtype"
-            raise self._fail(value, where, field) from None
+            raise self._bad(value) from None
 
 
 class Shape(Schema):
@@ -419,11 +463,14 @@ class Shape(Schema):
     expected = f"a list of at most {MAX_NDIM} integers >= 0"
     _dim = Int(0, INT_MAX)
 
-    def check(self, value: Any, where: Where, field: str) -> list[int]:
+    def check(self, value: Any) -> list[int]:
         if type(value) is not list or len(value) > MAX_NDIM:
-            raise self._fail(value, where, field)
+            raise self._bad(value)
         for i, n in enumerate(value):
-            self._dim.check(n, where, f"{field}[{i}]")
+            if type(n) is not int or n < 0 or n > INT_MAX:
+                bad = self._dim._bad(n)
+                bad.path.append(i)
+                raise bad
         return value
 
 
@@ -434,8 +481,8 @@ class Maybe(Schema):
         self.inner = inner
         self.expected = f"null or {inner.expected}"
 
-    def check(self, value: Any, where: Where, field: str) -> Any:
-        return None if value is None else self.inner.check(value, where, field)
+    def check(self, value: Any) -> Any:
+        return None if value is None else self.inner.check(value)
 
 
 class Seq(Schema):
@@ -445,10 +492,17 @@ class Seq(Schema):
         self.item, self.max_len = item, max_len
         self.expected = "a list" + (f" of at most {max_len} items" if max_len < INT_MAX else "")
 
-    def check(self, value: Any, where: Where, field: str) -> list[Any]:
+    def check(self, value: Any) -> list[Any]:
         if type(value) is not list or len(value) > self.max_len:
-            raise self._fail(value, where, field)
-        return [self.item.check(v, where, f"{field}[{i}]") for i, v in enumerate(value)]
+            raise self._bad(value)
+        check = self.item.check
+        for i, v in enumerate(value):
+            try:
+                check(v)
+            except _Bad as bad:
+                bad.path.append(i)
+                raise
+        return value
 
 
 class Tuple(Schema):
@@ -458,10 +512,16 @@ class Tuple(Schema):
         self.items = items
         self.expected = f"a list of {len(items)} values"
 
-    def check(self, value: Any, where: Where, field: str) -> list[Any]:
+    def check(self, value: Any) -> list[Any]:
         if type(value) is not list or len(value) != len(self.items):
-            raise self._fail(value, where, field)
-        return [s.check(v, where, f"{field}[{i}]") for i, (s, v) in enumerate(zip(self.items, value))]
+            raise self._bad(value)
+        for i, (s, v) in enumerate(zip(self.items, value)):
+            try:
+                s.check(v)
+            except _Bad as bad:
+                bad.path.append(i)
+                raise
+        return value
 
 
 class Table(Schema):
@@ -471,14 +531,17 @@ class Table(Schema):
         self.key, self.value = key or Text(255), value
         self.expected = "an object"
 
-    def check(self, value: Any, where: Where, field: str) -> dict[str, Any]:
+    def check(self, value: Any) -> dict[str, Any]:
         if type(value) is not dict:
-            raise self._fail(value, where, field)
-        out = {}
+            raise self._bad(value)
         for k, v in value.items():
-            self.key.check(k, where, f"{field}.{k}" if field else k)
-            out[k] = self.value.check(v, where, f"{field}.{k}" if field else k)
-        return out
+            try:
+                self.key.check(k)
+                self.value.check(v)
+            except _Bad as bad:
+                bad.path.append(k)
+                raise
+        return value
 
 
 _ABSENT = object()
@@ -491,7 +554,7 @@ class Record(Schema):
     ----------
     required, optional : mapping of str to Schema
     defaults : mapping of str to value
-        Values of optional members that are absent (else they stay absent).
+        Values given to optional members that are absent (else they stay absent).
     """
 
     expected = "an object"
@@ -499,23 +562,35 @@ class Record(Schema):
     def __init__(self, required: Mapping[str, Schema], optional: Mapping[str, Schema] | None = None,
                  defaults: Mapping[str, Any] | None = None) -> None:
         self.required, self.optional, self.defaults = dict(required), dict(optional or {}), dict(defaults or {})
+        # integers are checked inline (a meta-file holds millions of them), the rest by their schema
+        self._required = tuple((name, schema, (schema.lo, schema.hi) if type(schema) is Int else None)
+                               for name, schema in self.required.items())
+        self._optional = tuple(self.optional.items())
 
-    def check(self, value: Any, where: Where, field: str) -> dict[str, Any]:
+    def check(self, value: Any) -> dict[str, Any]:
         if type(value) is not dict:
-            raise self._fail(value, where, field)
-        out = dict(value)
-        prefix = f"{field}." if field else ""
-        for name, schema in self.required.items():
-            if name not in value:
-                raise where.error(f"member {prefix}{name} is missing ({schema.expected} is required)")
-            out[name] = schema.check(value[name], where, prefix + name)
-        for name, schema in self.optional.items():
-            got = value.get(name, _ABSENT)
-            if got is not _ABSENT:
-                out[name] = schema.check(got, where, prefix + name)
-            elif name in self.defaults:
-                out[name] = self.defaults[name]
-        return out
+            raise self._bad(value)
+        name = ""
+        try:
+            for name, schema, bounds in self._required:
+                try:
+                    got = value[name]
+                except KeyError:
+                    raise _Bad(schema.expected, None, missing=True) from None
+                if bounds is None:
+                    schema.check(got)
+                elif type(got) is not int or not bounds[0] <= got <= bounds[1]:
+                    raise schema._bad(got)
+            for name, schema in self._optional:
+                got = value.get(name, _ABSENT)
+                if got is not _ABSENT:
+                    schema.check(got)
+                elif name in self.defaults:
+                    value[name] = self.defaults[name]
+        except _Bad as bad:
+            bad.path.append(name)
+            raise
+        return value
 
 
 class Attributes(Table):
@@ -525,16 +600,18 @@ class Attributes(Table):
         super().__init__(JSON())
         self.expected = "an object of attribute values (integers, numbers, text, booleans)"
 
-    def check(self, value: Any, where: Where, field: str) -> dict[str, Any]:
+    def check(self, value: Any) -> dict[str, Any]:
         from .catalog.values import encode
 
-        out = super().check(value, where, field)
-        for k, v in out.items():
+        super().check(value)
+        for k, v in value.items():
             try:
                 encode(k, v)
             except SDMError as exc:
-                raise where.error(f"{field}.{k} is not an attribute SDM stores ({exc})") from None
-        return out
+                bad = _Bad(self.expected, v, text=f"is not an attribute SDM stores ({exc})")
+                bad.path.append(k)
+                raise bad from None
+        return value
 
 
 def array_bytes(shape: Iterable[int], dtype: Any) -> int:
@@ -549,6 +626,14 @@ def _bounded(shape: list[int], dtype: Any, limit: int, where: Where, field: str,
         raise where.error(f"{field} {shape} of {dtype.str if dtype.fields is None else 'its dtype'} holds {n} bytes, "
                           f"more than {what} ({limit})")
     return n
+
+
+def _dtype(text: str, where: Where, field: str) -> Any:
+    """The numpy dtype of dtype text already checked by a schema."""
+    try:
+        return DType().dtype(text)
+    except _Bad as bad:  # pragma: no cover - the schema refused it already
+        raise bad.error(where, field) from None
 
 
 # ----------------------------------------------------------------------------- data-file trailers
@@ -601,16 +686,16 @@ def check_trailer(index: Any, where: Where, start: int) -> dict[str, Any]:
     IntegrityError
     """
     if type(index) is dict and index.get("superfile") is True:
-        out = SUPERFILE.check(index, where, "")
+        out = SUPERFILE.validate(index, where)
         for i, m in enumerate(out["members"]):
             if m["offset"] + m["size"] > start:
                 raise where.error(f"members[{i}] (bytes {m['offset']}..{m['offset'] + m['size']}) does not lie "
                                   f"before the trailer at byte {start}")
         return out
-    out = TRAILER.check(index, where, "")
+    out = TRAILER.validate(index, where)
     sizes: dict[str, int] = {}  # bytes of a step; for a ranked dataset minus its element size (no fixed size)
     for name, d in out["datasets"].items():
-        dt = DType().dtype(d["dtype"], where, f"datasets.{name}.dtype")
+        dt = _dtype(d["dtype"], where, f"datasets.{name}.dtype")
         ranked = (d["distribution"] or {}).get("kind") == "ranked"
         limit, what = (MAX_BYTES, "SDM stores in one row") if ranked else (start, "the bytes before the trailer")
         n = _bounded(d["shape"], dt, limit, where, f"datasets.{name}.shape", what)
@@ -684,9 +769,9 @@ def check_meta_record(record: Any, where: Where) -> dict[str, Any]:
     The format version and unknown types are judged by the caller
     (:func:`sdm.catalog.metafile.read_meta` raises :class:`~sdm.errors.CatalogVersionError`).
     """
-    head = _HEAD.check(record, where, "")
+    head = _HEAD.validate(record, where)
     schema = META_RECORDS.get(head["t"])
-    return head if schema is None else schema.check(head, where, "")
+    return head if schema is None else schema.validate(head, where)
 
 
 @dataclass
@@ -694,6 +779,7 @@ class _Dataset:
     dtype: Any
     shape: list[int]
     ranked: bool = False
+    nbytes: int = 0
 
 
 def check_meta_log(records: list[dict[str, Any]], where: Callable[[int], Where]) -> None:
@@ -708,9 +794,9 @@ def check_meta_log(records: list[dict[str, Any]], where: Callable[[int], Where])
 
     The first record must be the run's; a record naming a group or dataset must come
     after the group record that defines it (records the catalog refused, named by an
-    ``abort`` record, are left out of these checks as a rebuild leaves them out); an info's bytes and an import's count must
-    match their shape and dtype; a write of a dataset that is never ranked must hold
-    exactly its dataset's bytes.
+    ``abort`` record, are left out of these checks as a rebuild leaves them out); an
+    info's bytes and an import's count must match their shape and dtype; a write of a
+    dataset that is never ranked must hold exactly its dataset's bytes.
 
     Raises
     ------
@@ -733,17 +819,18 @@ def check_meta_log(records: list[dict[str, Any]], where: Callable[[int], Where])
             if rec["name"] not in groups:
                 datasets = {}
                 for i, d in enumerate(rec["datasets"]):
-                    dt = DType().dtype(d["dtype"], at, f"datasets[{i}].dtype")
+                    dt = _dtype(d["dtype"], at, f"datasets[{i}].dtype")
                     is_ranked = (rec["name"], d["name"]) in ranked
-                    _bounded(d["shape"], dt, MAX_BYTES, at, f"datasets[{i}].shape", "SDM stores in one array")
-                    datasets[d["name"]] = _Dataset(dt, d["shape"], is_ranked)
+                    n = _bounded(d["shape"], dt, MAX_BYTES, at, f"datasets[{i}].shape", "SDM stores in one array")
+                    datasets[d["name"]] = _Dataset(dt, d["shape"], is_ranked, n)
                 groups[rec["name"]] = datasets
         elif kind == "writes":
             for i, w in enumerate(rec["writes"]):
-                d = _known(groups, w["group"], w["dataset"], at, f"writes[{i}]")
-                if not d.ranked and w["nbytes"] != array_bytes(d.shape, d.dtype):
-                    raise at.fail(f"writes[{i}].nbytes", f"{array_bytes(d.shape, d.dtype)} (the bytes of dataset "
-                                                         f"{w['dataset']!r} of group {w['group']!r})", w["nbytes"])
+                d = groups.get(w["group"], {}).get(w["dataset"]) or _known(groups, w["group"], w["dataset"], at,
+                                                                           f"writes[{i}]")
+                if not d.ranked and w["nbytes"] != d.nbytes:
+                    raise at.fail(f"writes[{i}].nbytes", f"{d.nbytes} (the bytes of dataset {w['dataset']!r} of group "
+                                                         f"{w['group']!r})", w["nbytes"])
         elif kind == "distribution":
             for i, (g, d) in enumerate(rec["datasets"]):
                 _known(groups, g, d, at, f"datasets[{i}]")
@@ -759,9 +846,10 @@ def check_meta_log(records: list[dict[str, Any]], where: Callable[[int], Where])
             for g in rec["groups"] or ():
                 _known(groups, g, None, at, "groups")
         elif kind == "import":
-            dt = DType().dtype(rec["dtype"], at, "dtype")
+            dt = _dtype(rec["dtype"], at, "dtype")
             if math.prod(rec["shape"]) != rec["count"]:
-                raise at.fail("count", f"{math.prod(rec['shape'])} (the elements of shape {rec['shape']})", rec["count"])
+                raise at.fail("count", f"{math.prod(rec['shape'])} (the elements of shape {rec['shape']})",
+                              rec["count"])
             if array_bytes(rec["shape"], dt) != rec["nbytes"]:
                 raise at.fail("nbytes", f"{array_bytes(rec['shape'], dt)} (count x itemsize)", rec["nbytes"])
 
@@ -769,7 +857,7 @@ def check_meta_log(records: list[dict[str, Any]], where: Callable[[int], Where])
 def _known(groups: dict[str, dict[str, _Dataset]], group: str | None, dataset: str | None, at: Where,
            field: str) -> _Dataset:
     """The dataset (or, with *dataset* None, only the group) a record names, defined by an earlier record."""
-    if group not in groups:
+    if group is None or group not in groups:
         raise at.error(f"{field} names group {group!r}, which no earlier group record defines")
     if dataset is None:
         return _Dataset(None, [])
@@ -786,9 +874,9 @@ def _info(rec: dict[str, Any], groups: dict[str, dict[str, _Dataset]], at: Where
         raise at.error("an info of the run (group null) names a dataset or a step")
     if rec["step"] is not None and rec["dataset"] is None:
         raise at.error("an info of a step (step given) names no dataset")
-    dt = DType().dtype(rec["dtype"], at, "dtype")
+    dt = _dtype(rec["dtype"], at, "dtype")
     want = _bounded(rec["shape"], dt, MAX_BYTES, at, "shape", "SDM stores in one array")
-    got = len(Base64().decode(rec["data"], at, "data"))
+    got = len(base64.b64decode(rec["data"]))  # checked by the schema
     if got != want:
         raise at.error(f"data holds {got} bytes but shape {rec['shape']} of {rec['dtype']} needs {want}")
 
@@ -817,7 +905,7 @@ def check_cache_index(value: Any, where: Where, size: int) -> list[tuple[int, in
     ------
     IntegrityError
     """
-    out = CACHE_INDEX.check(value, where, "")
+    out = CACHE_INDEX.validate(value, where)
     ranges = []
     for i, (lo, hi) in enumerate(out["ranges"]):
         if not lo <= hi <= size:

@@ -222,7 +222,7 @@ def _describe(file: Annotated[str, typer.Argument(metavar="FILE", help="A level-
 
 
 def _describe_superfile(file: str, index: dict[str, Any], verify: bool, as_json: bool) -> None:
-    """``sdm describe`` of a superfile (``sdm migrate --pack-below``): its members, (``--verify``) their digests checked."""
+    """``sdm describe`` of a superfile (``sdm migrate --pack-below``): its members, with ``--verify`` their digests."""
     import hashlib
 
     from ..errors import IntegrityError, StorageError

@@ -37,8 +37,8 @@ from ..errors import CatalogVersionError, IntegrityError, StorageError
 from ..file_formats import HISTORY, META_RECORDS, Record, Where, check_meta_log, load_json, read_regular
 from .values import decode, encode
 
-__all__ = ["META", "BACKUP", "BACKUP_SYNC_SECONDS", "FORMAT", "MetaFile", "MetaLog", "read_meta", "line_of", "parse_line",
-           "check_line", "read_description"]
+__all__ = ["META", "BACKUP", "BACKUP_SYNC_SECONDS", "FORMAT", "MetaFile", "MetaLog", "read_meta", "line_of",
+           "parse_line", "check_line", "read_description"]
 
 #: The meta-file's name in a run directory, and its backup's.
 META = ".sdm-meta.jsonl"
@@ -419,15 +419,16 @@ def _what(path: Path, scan: _Scan) -> str:
 
 
 def _check_types(path: Path, records: list[dict[str, Any]]) -> None:
-    """Refuse records this SDM cannot read (newer format, unknown required type)."""
+    """Refuse records this SDM cannot read (newer format, unknown required type); a version that is not an
+    integer or a type that is not text is no newer format but a bad record (the schema refuses it)."""
     written_by = next((r.get("sdm") for r in records if r.get("t") == "run"), "unknown")
     for number, rec in enumerate(records, start=1):
         version, kind = rec.get("v"), rec.get("t")
-        if not isinstance(version, int) or version > FORMAT:
+        if type(version) is int and version > FORMAT:
             raise CatalogVersionError(
                 f"{path} line {number}: meta-file format version {version!r} is newer than this SDM reads "
                 f"({FORMAT}); it was written by SDM {written_by}: rebuild with that version or newer")
-        if kind not in TYPES and not rec.get("optional"):
+        if type(kind) is str and kind not in TYPES and not rec.get("optional"):
             raise CatalogVersionError(
                 f"{path} line {number}: record type {kind!r} is unknown to this SDM (format {FORMAT}); "
                 f"it was written by SDM {written_by}: rebuild with that version or newer")
@@ -456,4 +457,4 @@ def read_description(path: Path, schema: Record = HISTORY) -> dict[str, Any]:
         text = raw.decode().rstrip("\n")
     except UnicodeDecodeError as exc:
         raise where.error(f"not UTF-8 text at byte {exc.start}") from None
-    return schema.check(check_line(text, where), where, "")
+    return dict(schema.validate(check_line(text, where), where))

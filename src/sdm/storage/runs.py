@@ -105,7 +105,7 @@ def read_marker(run_dir: Path) -> dict[str, Any] | None:
         return None
     except OSError as exc:
         raise StorageError(f"cannot read the marker {path}: {exc.strerror}", exc.errno) from None
-    result: dict[str, Any] = SCHEMA.check(load_object(raw, where, "the marker"), where, "")
+    result: dict[str, Any] = SCHEMA.validate(load_object(raw, where, "the marker"), where)
     return result
 
 
