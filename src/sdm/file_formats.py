@@ -73,6 +73,7 @@ __all__ = [
     "check_meta_record",
     "check_meta_log",
     "HISTORY",
+    "check_history",
     "MARKER",
     "CACHE_INDEX",
     "check_cache_index",
@@ -720,12 +721,13 @@ def check_trailer(index: Any, where: Where, start: int) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- meta-file records
 _PATH = Text(4096)
+_TIER = Text(choices=("fast", "archive"))
 _WRITE = Record(
     {"group": Name(), "dataset": Name(), "step": Int(0), "path": _PATH, "level": Int(1, 3),
      "offset": Int(0, MAX_BYTES), "nbytes": Int(0, MAX_BYTES), "checksum": CHECKSUM, "algo": Text(32),
      "method": Text(32), "reason": Maybe(Text()), "seconds": Num(0), "nprocs": Int(1, 2**31 - 1), "version": Int(1)},
     {"replaces": Maybe(Int(1)), "overwrite": Bool(),
-     "copy": Maybe(Record({"tier": Text(16), "location": _PATH, "size": Int(0, MAX_BYTES),
+     "copy": Maybe(Record({"tier": _TIER, "location": _PATH, "size": Int(0, MAX_BYTES),
                            "checksum": Maybe(Text(80)), "verified_at": Maybe(Time())})),
      "extents": Maybe(Seq(Record({"path": _PATH, "offset": Int(0, MAX_BYTES), "nbytes": Int(0, MAX_BYTES),
                                   "start": Int(0, MAX_BYTES), "checksum": CHECKSUM, "checksum_algo": Text(32)})))},
@@ -756,9 +758,9 @@ META_RECORDS: dict[str, Record] = {
     "close": Record({}, {"at": Time()}),
     "abort": Record({"ref": Text(64)}),
     "truncate": Record({"after": Int(-1), "groups": Maybe(Seq(Name()))}),
-    "copy": Record({"path": _PATH, "tier": Text(16), "location": _PATH, "size": Int(0, MAX_BYTES),
+    "copy": Record({"path": _PATH, "tier": _TIER, "location": _PATH, "size": Int(0, MAX_BYTES),
                     "checksum": Maybe(Text(80)), "verified_at": Maybe(Time())}),
-    "uncopy": Record({"path": _PATH, "tier": Text(16)}),
+    "uncopy": Record({"path": _PATH, "tier": _TIER}),
 }
 _HEAD = Record({"v": Int(1), "t": Text(64), "id": Text(64)}, {"optional": Bool()})
 
@@ -887,6 +889,35 @@ HISTORY = Record({"v": Int(1), "t": Text(choices=("history",)), "application": N
                   "run_id": Maybe(Int(1)),
                   "parts": Seq(Tuple(Text(64), Int(0, 2**31 - 1), Int(0, MAX_BYTES), Int(0, MAX_BYTES), DType(64))),
                   "sources": JSON(), "created": Time()})
+
+
+
+def check_history(record: dict[str, Any], where: Where, size: int) -> None:
+    """An index history's description (checked against :data:`HISTORY`) against its history file's real *size*.
+
+    Every part must lie within ``nbytes``, itself within the file; every rank
+    ``0..nprocs-1`` must have the same parts, by name, and no other rank any.
+
+    Raises
+    ------
+    IntegrityError
+    """
+    if record["nbytes"] > size:
+        raise where.error(f"nbytes {record['nbytes']} is more than its history file holds ({size})")
+    names: dict[int, set[str]] = {}
+    for i, (name, rank, offset, count, dtype) in enumerate(record["parts"]):
+        end = offset + count * _dtype(dtype, where, f"parts[{i}][4]").itemsize
+        if end > record["nbytes"]:
+            raise where.error(f"parts[{i}] (bytes {offset}..{end}) does not lie within the history's "
+                              f"{record['nbytes']} bytes")
+        if rank >= record["nprocs"]:
+            raise where.fail(f"parts[{i}][1]", f"a rank below nprocs {record['nprocs']}", rank)
+        names.setdefault(rank, set()).add(name)
+    first = names.get(0, set())
+    if not first or any(names.get(r) != first for r in range(record["nprocs"])):
+        raise where.error(f"parts do not give every rank 0..{record['nprocs'] - 1} the same sections "
+                          f"(rank 0: {sorted(first)})")
+
 
 # ----------------------------------------------------------------------------- run markers, cache indexes
 #: A run directory's marker ``.sdm-run`` (:mod:`sdm.storage.runs`).

@@ -37,7 +37,7 @@ from format_seeds import Seed, write_seed_run
 from sdm.catalog.metafile import BACKUP, META, read_description, read_meta
 from sdm.catalog.rebuild import _replay, rebuild
 from sdm.errors import CatalogVersionError, IntegrityError
-from sdm.file_formats import MAX_DEPTH
+from sdm.file_formats import MAX_DEPTH, Where, check_history
 from sdm.storage import runs
 from sdm.storage.trailer import encode, read_step, read_trailer
 
@@ -436,10 +436,13 @@ def test_a_history_description_changed(work: Path, data: Any, raw: bool) -> None
     side.write_bytes(data.draw(byte_mutation(original)) if raw else
                      (meta_line(body) if body.endswith(b"}") else body))
     got = outcome(lambda: read_description(side))
-    if isinstance(got, dict):
+    if isinstance(got, dict):  # then checked against its history file (64 bytes), as rebuild does
         from sdm.catalog.irregular import HistoryPart
 
         assert all(isinstance(HistoryPart(*p).offset, int) for p in got["parts"])
+        bounded = outcome(lambda: check_history(got, Where(str(side)), 64))
+        if not isinstance(bounded, IntegrityError):
+            assert all(p[2] + p[3] * np.dtype(p[4]).itemsize <= 64 and p[1] < got["nprocs"] for p in got["parts"])
 
 
 @fuzz("cache_index")

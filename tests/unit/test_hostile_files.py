@@ -410,20 +410,36 @@ def test_a_session_refuses_a_run_whose_marker_is_not_sdms(seed: Seed, reference_
 
 
 # ----------------------------------------------------------------------------- index-history descriptions
-def test_a_crafted_history_description_is_left_out_with_a_note(seed: Seed, tmp_path: Path) -> None:
+HISTORY = {"v": 1, "t": "history", "application": "seed", "problem": "mesh", "content_hash": "abc", "nprocs": 2,
+           "path": "seed/histories/mesh.abc.p2.idx", "nbytes": 64, "run_id": None, "sources": None,
+           "parts": [["nodes", 0, 0, 4, "<i8"], ["nodes", 1, 32, 4, "<i8"]], "created": "2026-01-02T03:04:05+00:00"}
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda r: r.pop("parts"), "member parts is missing (a list is required)"),
+    (lambda r: r["parts"][1].__setitem__(3, 10**15), "parts[1] (bytes 32..8000000000000032) does not lie within the "
+                                                     "history's 64 bytes"),
+    (lambda r: r.__setitem__("nbytes", 10**15), "nbytes 1000000000000000 is more than its history file holds (64)"),
+    (lambda r: r["parts"][1].__setitem__(1, 5), "parts[1][1] must be a rank below nprocs 2, not integer 5"),
+    (lambda r: r["parts"].pop(), "parts do not give every rank 0..1 the same sections (rank 0: ['nodes'])"),
+    (lambda r: r["parts"][0].__setitem__(4, "O"), "parts[0][4] must be a numpy dtype SDM stores"),
+])
+def test_a_crafted_history_description_is_left_out_with_a_note(seed: Seed, tmp_path: Path, change: Any,
+                                                                fragment: str) -> None:
     data, _ = copied_run(seed, tmp_path)
     histories = data / "seed" / "histories"
     histories.mkdir()
-    (histories / "mesh.abc.p2.idx").write_bytes(np.arange(4, dtype="<i8").tobytes())
-    record = {"v": 1, "t": "history", "application": "seed", "problem": "mesh", "content_hash": "abc", "nprocs": 2,
-              "path": "seed/histories/mesh.abc.p2.idx", "nbytes": 32, "run_id": None, "sources": None,
-              "created": "2026-01-02T03:04:05+00:00"}  # "parts" left out
+    (histories / "mesh.abc.p2.idx").write_bytes(np.arange(8, dtype="<i8").tobytes())
     side = histories / "mesh.abc.p2.idx.json"
+    side.write_bytes(meta_line(json.dumps(HISTORY, separators=(",", ":"))))
+    assert rebuild(data, f"sqlite:///{tmp_path}/good.db").histories == 1  # as written: registered
+    record = json.loads(json.dumps(HISTORY))
+    change(record)
     side.write_bytes(meta_line(json.dumps(record, separators=(",", ":"))))
     report = rebuild(data, f"sqlite:///{tmp_path}/catalog.db")
     assert (report.added, report.histories) == ([seed.run_id], 0)
-    assert report.notes == [f"{side}: member parts is missing (a list is required): that index history is left out "
-                            "(a run recomputes its partition)"]
+    assert len(report.notes) == 1 and report.notes[0].startswith(f"{side}: {fragment}"), report.notes
+    assert report.notes[0].endswith("that index history is left out (a run recomputes its partition)")
 
 
 # ----------------------------------------------------------------------------- the remote subfile cache

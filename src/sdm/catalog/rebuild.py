@@ -23,6 +23,7 @@ from typing import Any, Callable
 import sqlalchemy as sa
 
 from ..errors import CatalogError, IntegrityError, StorageError
+from ..file_formats import Where, check_history
 from ..storage import runs as run_dirs
 from ..storage.naming import component
 from . import schema as S
@@ -395,6 +396,11 @@ def _rebuild_histories(cat: Catalog, data_root: Path, notes: list[str]) -> int:
         if not (data_root / rec["path"]).is_file():
             notes.append(f"{side}: its history file is missing: that index history is left out "
                          "(a run recomputes its partition)")
+            continue
+        try:
+            check_history(rec, Where(str(side)), (data_root / rec["path"]).stat().st_size)
+        except IntegrityError as exc:
+            notes.append(f"{exc}: that index history is left out (a run recomputes its partition)")
             continue
         if irregular.find_history(cat, rec["application"], rec["problem"], rec["content_hash"], rec["nprocs"]):
             continue
