@@ -493,6 +493,50 @@ def test_an_exported_file_that_lies_about_its_steps_is_refused_before_a_run_is_m
     assert not catalog.exists() and not (tmp_path / "data").exists()  # no run made
 
 
+def _netcdf(path: Path, steps: Any) -> None:
+    import netCDF4
+
+    with netCDF4.Dataset(path, "w") as f:
+        f.createDimension("step", len(steps))
+        f.createDimension("x", 3)
+        f.createVariable("step", "f8", ("step",))[:] = np.asarray(steps, dtype="f8")
+        f.createVariable("T", "f8", ("step", "x"))[:] = np.zeros((len(steps), 3))
+
+
+def _zarr(path: Path, steps: Any) -> None:
+    import zarr
+
+    root = zarr.open_group(store=str(path), mode="w", zarr_format=3)
+    root.create_array("step", shape=(len(steps),), dtype="f8", dimension_names=["step"])[:] = np.asarray(steps)
+    root.create_array("T", shape=(len(steps), 3), dtype="f8", dimension_names=["step", "x"])[:] = 0.0
+
+
+@pytest.mark.parametrize("fmt, make, name", [("netcdf", _netcdf, "in.nc"), ("zarr", _zarr, "in.zarr")])
+@pytest.mark.parametrize("steps", [[0.0, float("nan")], [2, 2], [-3, 1]])
+def test_netcdf_and_zarr_step_coordinates_are_checked_too(tmp_path: Path, fmt: str, make: Any, name: str,
+                                                          steps: list[float]) -> None:
+    from sdm.exporting import import_file
+
+    path = tmp_path / name
+    make(path, steps)
+    catalog = tmp_path / "catalog.db"
+    with pytest.raises(IntegrityError) as err:
+        import_file(path, format=fmt, application="imp", catalog=f"sqlite:///{catalog}", root=tmp_path / "data")
+    assert str(err.value).startswith(str(path)), str(err.value)
+    assert "'step' coordinate must hold 2 distinct integers >= 0 (one per index of the first dimension)" \
+        in str(err.value)
+    assert not catalog.exists() and not (tmp_path / "data").exists()
+
+
+def test_the_limits_are_sdms_own() -> None:
+    """The reader's limits are those SDM writes with (kept apart so that reading a marker imports no numpy)."""
+    from sdm import _validate, file_formats
+    from sdm.catalog.metafile import TYPES
+
+    assert (file_formats.MAX_BYTES, file_formats.INT_MAX) == (_validate.MAX_BYTES, _validate.MAX_INT)
+    assert set(TYPES) == set(file_formats.META_RECORDS)
+
+
 def test_the_seed_itself_reads_back(seed: Seed) -> None:
     """The unchanged seed is accepted everywhere (the checks refuse what SDM does not write, nothing more)."""
     for step in range(3):
