@@ -191,8 +191,8 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
     damage(meta, 3)
     with fresh_catalog(request, tmp_path, engine, "from_backup") as url3:
         report = rebuild(data, url3)
-        assert report.notes == [f"{meta} is damaged at line 3 (2 intact records before it); "
-                                f"its backup {meta.with_name(BACKUP)} was used"]
+        assert report.notes == [f"{meta} is damaged at line 3 (the line's CRC-32 does not match its text; 2 intact "
+                                f"records before it); its backup {meta.with_name(BACKUP)} was used"]
         assert answers(url3, run_ids) == original
 
     # both damaged: an error naming both, nothing of that run recorded
@@ -202,8 +202,10 @@ def test_rebuild_answers_as_the_original(engine: str, request: pytest.FixtureReq
         r = cli("rebuild", str(meta.parent), "--catalog", url4)
         assert r.exit_code == 1
         message = (f"the meta-file of run directory {meta.parent} and its backup are both damaged: "
-                   f"{meta} is damaged at line 3 (2 intact records before it); "
-                   f"{backup} is damaged at line 5 (4 intact records before it); "
+                   f"{meta} is damaged at line 3 (the line's CRC-32 does not match its text; 2 intact records "
+                   "before it); "
+                   f"{backup} is damaged at line 5 (the line's CRC-32 does not match its text; 4 intact records "
+                   "before it); "
                    f"what can still be recovered: the 4 records before the first damaged line of {backup}")
         assert r.output.strip() == f"error: {message}"
         with pytest.raises(IntegrityError) as err:

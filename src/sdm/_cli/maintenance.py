@@ -191,12 +191,15 @@ def _describe(file: Annotated[str, typer.Argument(metavar="FILE", help="A level-
               = False, as_json: JsonOpt = False) -> None:
     """Describe a data file from its own trailer (no catalog needed): its datasets and steps."""
     from ..dtypes import from_text
-    from ..storage.trailer import read_array, read_trailer
+    from ..storage.trailer import read_step, read_trailer
 
     index = read_trailer(file)
+    if index.get("superfile"):
+        _describe_superfile(file, index, verify, as_json)
+        return
     if verify:
         for w in index["writes"]:
-            read_array(file, w["dataset"], w["step"], verify=True)
+            read_step(file, index, w, verify=True)
     if as_json:
         _emit_json(index)
         return
@@ -216,6 +219,37 @@ def _describe(file: Annotated[str, typer.Argument(metavar="FILE", help="A level-
         out.print(f"without SDM: numpy.fromfile({file!r}, dtype={d['dtype']!r}, count={count}, offset={w['offset']})"
                   f".reshape({tuple(d['shape'])}, order={d['order']!r}) is step {w['step']} of {w['dataset']!r}; "
                   "`--json` lists every offset")
+
+
+def _describe_superfile(file: str, index: dict[str, Any], verify: bool, as_json: bool) -> None:
+    """``sdm describe`` of a superfile (``sdm migrate --pack-below``): its members, with ``--verify`` their digests."""
+    import hashlib
+
+    from ..errors import IntegrityError, StorageError
+
+    if verify:
+        for m in index["members"]:
+            h = hashlib.sha256()
+            try:
+                with open(file, "rb") as f:
+                    f.seek(m["offset"])
+                    for done in range(0, m["size"], 8 << 20):  # the trailer's checks keep the range in the file
+                        h.update(f.read(min(8 << 20, m["size"] - done)))
+            except OSError as exc:
+                raise StorageError(f"cannot read {file}: {exc.strerror}", exc.errno) from None
+            if f"sha256:{h.hexdigest()}" != m["checksum"]:
+                raise IntegrityError(f"member {m['path']} of superfile {file} (bytes {m['offset']}.."
+                                     f"{m['offset'] + m['size']}) does not match its digest {m['checksum']}")
+    if as_json:
+        _emit_json(index)
+        return
+    out = _console()
+    out.print(f"{file}: superfile of run {index['run']}, {len(index['members'])} files packed"
+              + (", every digest verified" if verify else ""))
+    table = _table(None, "file", "offset", "size")
+    for m in index["members"]:
+        _row(table, m["path"], str(m["offset"]), _size(m["size"]))
+    out.print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import time
 import zlib
@@ -34,9 +35,11 @@ from typing import Any, Callable, Sequence
 
 from ..errors import CatalogVersionError, IntegrityError, StorageError
 from ..storage.failures import storage_error
+from ..file_formats import HISTORY, META_RECORDS, Record, Where, check_meta_log, load_json, read_regular
 from .values import decode, encode
 
-__all__ = ["META", "BACKUP", "BACKUP_SYNC_SECONDS", "FORMAT", "MetaFile", "MetaLog", "read_meta", "line_of", "parse_line"]
+__all__ = ["META", "BACKUP", "BACKUP_SYNC_SECONDS", "FORMAT", "MetaFile", "MetaLog", "read_meta", "line_of",
+           "parse_line", "check_line", "read_description"]
 
 #: The meta-file's name in a run directory, and its backup's.
 META = ".sdm-meta.jsonl"
@@ -51,8 +54,8 @@ BACKUP_SYNC_SECONDS = 1.0
 FORMAT = 1
 
 #: Record types of format 1 (``"t"``); a reader meeting another type refuses it unless it says ``"optional": true``.
-TYPES = ("run", "group", "distribution", "attributes", "info", "writes", "import", "open", "close", "abort",
-         "truncate", "copy", "uncopy")
+#: Their members are checked against :data:`sdm.file_formats.META_RECORDS` when a meta-file is read.
+TYPES = tuple(META_RECORDS)
 
 _CRC_KEY = ',"crc":"'
 
@@ -69,19 +72,34 @@ def line_of(record: dict[str, Any]) -> bytes:
 
 
 def parse_line(text: str) -> dict[str, Any] | None:
-    """A record from its line, or None when the line is damaged (not JSON, or its CRC differs)."""
+    """A record from its line, or None when the line is damaged (see :func:`check_line`)."""
+    try:
+        return check_line(text, Where("a meta-file line"))
+    except IntegrityError:
+        return None
+
+
+def check_line(text: str, where: Where) -> dict[str, Any]:
+    """A record from its line (without its newline), its CRC checked and its JSON parsed with bounded nesting.
+
+    Raises
+    ------
+    IntegrityError
+        The line is damaged: no ``"crc"`` member last, a CRC that differs, not JSON (or
+        nested deeper than :data:`sdm.file_formats.MAX_DEPTH`), or not a JSON object.
+    """
     cut = text.rfind(_CRC_KEY)
     if cut < 0 or not text.endswith('"}'):
-        return None
-    try:
-        crc = int(text[cut + len(_CRC_KEY):-2], 16)
-        body = text[:cut] + "}"
-        if zlib.crc32(body.encode()) & 0xFFFFFFFF != crc:
-            return None
-        record = json.loads(body)
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
+        raise where.error('the line does not end with its "crc" member')
+    crc = text[cut + len(_CRC_KEY):-2]
+    body = text[:cut] + "}"
+    if not re.fullmatch(r"[0-9a-f]{8}", crc) or zlib.crc32(body.encode("utf-8", "surrogatepass")) & 0xFFFFFFFF \
+            != int(crc, 16):
+        raise where.error("the line's CRC-32 does not match its text")
+    record = load_json(body, where, "the line")
+    if not isinstance(record, dict):
+        raise where.error(f"the line is a JSON {type(record).__name__}, not an object")
+    return record
 
 
 def _plain(obj: Any) -> Any:
@@ -331,78 +349,129 @@ class MetaLog:
     nbytes: int = 0
 
 
-def _scan(path: Path) -> tuple[list[dict[str, Any]], int | None, bool, int]:
-    """Records of one file, the first damaged line (None: none), whether the last line is torn, and its size."""
+@dataclass
+class _Scan:
+    """One file as read: its intact records, the first damaged line (None: none) and why, a torn last line, its size."""
+
+    records: list[dict[str, Any]]
+    bad: int | None
+    why: str
+    torn: bool
+    size: int
+
+
+def _scan(path: Path) -> _Scan:
+    """Read one file's lines up to the first damaged one."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, Where(str(path)))
     except FileNotFoundError:
-        return [], 0, False, 0
+        return _Scan([], 0, "", False, 0)
     except OSError as exc:
         raise StorageError(f"cannot read the meta-file {path}: {exc.strerror}", exc.errno) from None
     lines = data.split(b"\n")
     torn = lines[-1] != b""  # the last append did not finish (a crash): never committed
     records: list[dict[str, Any]] = []
     for number, raw in enumerate(lines[:-1], start=1):
+        where = Where(f"{path} line {number}")
         try:
-            rec = parse_line(raw.decode())
-        except UnicodeDecodeError:
-            rec = None
-        if rec is None:
-            return records, number, torn, len(data)
-        records.append(rec)
-    return records, None, torn, len(data)
+            text = raw.decode()
+        except UnicodeDecodeError as exc:
+            return _Scan(records, number, f"not UTF-8 text at byte {exc.start}", torn, len(data))
+        try:
+            records.append(check_line(text, where))
+        except IntegrityError as exc:
+            return _Scan(records, number, str(exc)[len(where.file) + 2:], torn, len(data))
+    return _Scan(records, None, "", torn, len(data))
+
+
+#: What a meta-file whose lines are intact but whose records are not SDM's asks for.
+_ADVICE = ("its lines carry valid CRCs, so they were written this way, not damaged: the meta-file was edited or not "
+           "written by SDM; restore the run directory from a copy")
 
 
 def read_meta(run_dir: Path) -> MetaLog:
     """Read a run's meta-file, or its backup when the meta-file is damaged or missing.
 
+    Every record is checked against the schema of its type and against the records
+    before it (:func:`sdm.file_formats.check_meta_log`).
+
     Raises
     ------
     IntegrityError
         Both files are damaged (or missing): the message names both, the first damaged
-        line of each and how many records before it are intact (what could be recovered).
+        line of each, why, and how many records before it are intact (what could be
+        recovered).  Or the file read holds a record that is not what SDM writes (a
+        member missing, of the wrong type or out of range, a group or dataset no earlier
+        record defines, bytes that do not match a shape): the message names the file,
+        the line and the member.
     CatalogVersionError
         A record of a newer format version, or of a type this SDM does not know that is
         not marked optional.
     """
     main, backup = Path(run_dir) / META, Path(run_dir) / BACKUP
-    got = {}
+    got: dict[Path, _Scan] = {}
     for p in (main, backup):
-        got[p] = _scan(p)
-        records, bad, torn, size = got[p]
-        if bad is None and records:
+        got[p] = scan = _scan(p)
+        if scan.bad is None and scan.records:
             notes = [] if p == main else [f"{main} is {_what(main, got[main])}; its backup {backup} was used"]
-            if torn:
+            if scan.torn:
                 notes.append(f"{p} ends with an unfinished record (an append cut by a crash), left out")
-            _check_types(p, records)
-            return MetaLog(p, records, notes, size)
+            _check_types(p, scan.records)
+            check_meta_log(scan.records, lambda line: Where(f"{p} line {line}", _ADVICE))
+            return MetaLog(p, scan.records, notes, scan.size)
     parts = [f"{p} is {_what(p, got[p])}" for p in (main, backup)]
-    best = max((main, backup), key=lambda p: len(got[p][0]))
+    best = max((main, backup), key=lambda p: len(got[p].records))
     raise IntegrityError(
         f"the meta-file of run directory {run_dir} and its backup are both damaged: {'; '.join(parts)}; "
-        f"what can still be recovered: the {len(got[best][0])} records before the first damaged line of {best}"
+        f"what can still be recovered: the {len(got[best].records)} records before the first damaged line of {best}"
     )
 
 
-def _what(path: Path, scanned: tuple[list[dict[str, Any]], int | None, bool, int]) -> str:
-    records, bad, _, size = scanned
+def _what(path: Path, scan: _Scan) -> str:
     if not path.exists():
         return "missing"
-    if bad is None and not records:
-        return "empty" if size == 0 else "without a complete record"
-    return f"damaged at line {bad} ({len(records)} intact records before it)"
+    if scan.bad is None and not scan.records:
+        return "empty" if scan.size == 0 else "without a complete record"
+    return f"damaged at line {scan.bad} ({scan.why}; {len(scan.records)} intact records before it)"
 
 
 def _check_types(path: Path, records: list[dict[str, Any]]) -> None:
-    """Refuse records this SDM cannot read (newer format, unknown required type)."""
+    """Refuse records this SDM cannot read (newer format, unknown required type); a version that is not an
+    integer or a type that is not text is no newer format but a bad record (the schema refuses it)."""
     written_by = next((r.get("sdm") for r in records if r.get("t") == "run"), "unknown")
     for number, rec in enumerate(records, start=1):
         version, kind = rec.get("v"), rec.get("t")
-        if not isinstance(version, int) or version > FORMAT:
+        if type(version) is int and version > FORMAT:
             raise CatalogVersionError(
                 f"{path} line {number}: meta-file format version {version!r} is newer than this SDM reads "
                 f"({FORMAT}); it was written by SDM {written_by}: rebuild with that version or newer")
-        if kind not in TYPES and not rec.get("optional"):
+        if type(kind) is str and kind not in TYPES and not rec.get("optional"):
             raise CatalogVersionError(
                 f"{path} line {number}: record type {kind!r} is unknown to this SDM (format {FORMAT}); "
                 f"it was written by SDM {written_by}: rebuild with that version or newer")
+
+
+#: An index history's description is a few kilobytes (its parts: 5 per rank); larger files are refused unread.
+DESCRIPTION_MAX = 64 << 20
+
+
+def read_description(path: Path, schema: Record = HISTORY) -> dict[str, Any]:
+    """A file of one line in the meta-file's format (an index history's description), checked against *schema*.
+
+    Raises
+    ------
+    StorageError
+        The file cannot be read.
+    IntegrityError
+        The line is damaged or its record does not fit *schema* (the message names the member).
+    """
+    where = Where(str(path))
+    try:
+        raw = read_regular(path, where, DESCRIPTION_MAX)
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
+    try:
+        text = raw.decode().rstrip("\n")
+    except UnicodeDecodeError as exc:
+        raise where.error(f"not UTF-8 text at byte {exc.start}") from None
+    return dict(schema.validate(check_line(text, where), where))

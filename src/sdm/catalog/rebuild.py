@@ -23,11 +23,12 @@ from typing import Any, Callable
 import sqlalchemy as sa
 
 from ..errors import CatalogError, IntegrityError, StorageError
+from ..file_formats import Where, check_history
 from ..storage import runs as run_dirs
 from ..storage.naming import component
 from . import schema as S
 from .catalog import Catalog
-from .metafile import META, MetaLog, parse_line, read_meta
+from .metafile import META, MetaLog, read_description, read_meta
 from .values import encode_all
 
 __all__ = ["RebuildReport", "rebuild", "find_run_dirs"]
@@ -388,12 +389,18 @@ def _rebuild_histories(cat: Catalog, data_root: Path, notes: list[str]) -> int:
     added = 0
     for side in sorted(data_root.glob("*/histories/*.idx.json")):
         try:
-            rec = parse_line(side.read_text(encoding="utf-8").rstrip("\n"))
-        except (OSError, UnicodeDecodeError):
-            rec = None
-        if rec is None or rec.get("t") != "history" or not (data_root / rec["path"]).is_file():
-            notes.append(f"{side} is damaged or its history file is missing: that index history is left out "
+            rec = read_description(side)
+        except (IntegrityError, StorageError) as exc:
+            notes.append(f"{exc}: that index history is left out (a run recomputes its partition)")
+            continue
+        if not (data_root / rec["path"]).is_file():
+            notes.append(f"{side}: its history file is missing: that index history is left out "
                          "(a run recomputes its partition)")
+            continue
+        try:
+            check_history(rec, Where(str(side)), (data_root / rec["path"]).stat().st_size)
+        except IntegrityError as exc:
+            notes.append(f"{exc}: that index history is left out (a run recomputes its partition)")
             continue
         if irregular.find_history(cat, rec["application"], rec["problem"], rec["content_hash"], rec["nprocs"]):
             continue

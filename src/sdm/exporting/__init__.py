@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..errors import GroupNotFoundError, InvalidArgumentError, SDMError, StorageError
+from ..errors import GroupNotFoundError, IntegrityError, InvalidArgumentError, SDMError, StorageError
 
 if TYPE_CHECKING:
     from ..catalog import DatasetRecord, GroupRecord, RunRecord
@@ -545,6 +545,54 @@ def _source(fmt: str, path: Path) -> Source:
     return ZarrSource(path)
 
 
+def step_numbers(values: Any, length: int, where: str) -> list[int]:
+    """The step numbers a file gives along an array's first dimension (its ``step`` coordinate), checked.
+
+    Parameters
+    ----------
+    values : array_like
+        The coordinate's values as the file holds them.
+    length : int
+        The array's first dimension.
+    where : str
+        The file and array, for the message.
+
+    Raises
+    ------
+    IntegrityError
+        Not *length* distinct integers in ``0 .. 2**63 - 1`` (whole numbers stored as
+        floating point are taken as the integers they are).
+    """
+    arr = np.asarray(values)
+    ok = arr.ndim == 1 and arr.size == length and arr.dtype.kind in "iuf"
+    if ok and arr.dtype.kind == "f":
+        ok = bool(np.isfinite(arr).all() and (arr == np.floor(arr)).all())
+    steps = [int(x) for x in arr] if ok else []
+    if not ok or any(not 0 <= x <= 2**63 - 1 for x in steps) or len(set(steps)) != len(steps):
+        shown = repr(arr.tolist() if arr.size <= 8 else f"{arr.size} values of {arr.dtype}")[:80]
+        raise IntegrityError(f"{where}: its {STEP!r} coordinate must hold {length} distinct integers >= 0 (one per "
+                             f"index of the first dimension), not {shown}; the file was not written as SDM exports")
+    return steps
+
+
+def _missing_steps(attrs: dict[str, Any], where: str) -> set[int]:
+    """The steps an exported array says are missing (attribute ``sdm_missing_steps``), checked.
+
+    Raises
+    ------
+    IntegrityError
+        Not an integer or a list of integers >= 0.
+    """
+    value = attrs.get("sdm_missing_steps", [])
+    arr = np.asarray(value) if not isinstance(value, (str, bytes)) else np.asarray([value])
+    if arr.size == 0 and arr.ndim == 1:  # an empty list (JSON gives no integer type to it)
+        return set()
+    if arr.ndim > 1 or arr.dtype.kind not in "iu" or int(arr.min()) < 0:
+        raise IntegrityError(f"{where}: attribute 'sdm_missing_steps' must be a list of integers >= 0, not "
+                             f"{repr(value)[:80]}; the file was not written as SDM exports")
+    return {int(x) for x in np.atleast_1d(arr)}
+
+
 def _sdm_attrs(attrs: dict[str, Any], notes: list[str], where: str) -> dict[str, Any]:
     """The attributes SDM can keep (not ``sdm_*``, not the formats' own ``_*``/``CLASS``/...)."""
     from ..catalog.values import encode
@@ -613,6 +661,9 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
     notes: list[str] = []
     try:
         groups = list(source.groups())
+        for name, _, arrays, _ in groups:  # what the file says of itself, checked before a run is made
+            for a in arrays:
+                _missing_steps(a.attrs, f"{src_path}: array {a.name!r}" + (f" of group {name!r}" if name else ""))
         head = source.attrs()
         run_attrs = {**_sdm_attrs(head, notes, "file"), "imported_from": str(src_path), "imported_format": fmt}
         total = sum(a.dtype.itemsize * math.prod(a.shape) * len(a.steps or [0]) for _, _, arrays, _ in groups
@@ -649,7 +700,7 @@ def _import_group(s: Any, gname: str, gattrs: dict[str, Any], arrays: list[Sourc
         own = _sdm_attrs(a.attrs, notes, f"{gname}/{a.name}")
         if own:
             g.set_attributes(own, datasets=[a.name])
-        skip = {int(x) for x in np.atleast_1d(a.attrs.get("sdm_missing_steps", []))}
+        skip = _missing_steps(a.attrs, f"{report.source}: array {a.name!r}")
         for index, step in enumerate(a.steps if a.steps is not None else [None]):
             if step in skip:
                 continue

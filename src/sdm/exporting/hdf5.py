@@ -13,7 +13,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from . import STEP, SourceArray, SteppedSink
+from . import STEP, SourceArray, SteppedSink, step_numbers
 
 __all__ = ["HDF5Sink", "HDF5Source"]
 
@@ -93,7 +93,7 @@ class HDF5Source:
                 continue
             steps = None
             if _scale_name(obj, 0) == STEP:
-                steps = [int(x) for x in obj.dims[0][0][()]]
+                steps = step_numbers(obj.dims[0][0][()], obj.shape[0], f"{self.file.filename}: array {obj.name!r}")
 
             def read(index: int | None, ds: Any = obj) -> np.ndarray:
                 return np.asarray(ds[()] if index is None else ds[index])

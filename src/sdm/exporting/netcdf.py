@@ -15,7 +15,7 @@ from typing import Any
 import netCDF4
 import numpy as np
 
-from . import STEP, SourceArray, SteppedSink
+from . import STEP, SourceArray, SteppedSink, step_numbers
 
 __all__ = ["NetCDFSink", "NetCDFSource"]
 
@@ -66,11 +66,12 @@ def _attrs(obj: Any) -> dict[str, Any]:
     return {k: obj.getncattr(k) for k in obj.ncattrs()}
 
 
-def _steps(group: Any) -> list[int] | None:
-    """The step coordinate seen from *group* (its own or an enclosing group's)."""
+def _steps(group: Any, var: Any) -> list[int] | None:
+    """The step coordinate of *var* seen from *group* (its own or an enclosing group's), checked."""
+    where = f"{group.filepath()}: variable {var.name!r}"
     while group is not None:
         if STEP in group.variables:
-            return [int(x) for x in np.asarray(group.variables[STEP][:])]
+            return step_numbers(np.asarray(group.variables[STEP][:]), var.shape[0], where)
         group = group.parent
     return None
 
@@ -91,7 +92,7 @@ class NetCDFSource:
         for name, var in group.variables.items():
             if var.dimensions == (name,):  # a coordinate variable
                 continue
-            steps = _steps(group) if var.dimensions[:1] == (STEP,) else None
+            steps = _steps(group, var) if var.dimensions[:1] == (STEP,) else None
             if var.dimensions[:1] == (STEP,) and steps is None:
                 steps = list(range(var.shape[0]))
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from . import STEP, SourceArray, SteppedSink
+from . import STEP, SourceArray, SteppedSink, step_numbers
 
 __all__ = ["INNER_BYTES", "ZarrSink", "ZarrSource", "inner_chunks"]
 
@@ -89,6 +89,7 @@ class ZarrSource:
     """A Zarr v3 store being imported (see :class:`sdm.exporting.Source`)."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self.root = zarr.open_group(store=str(path), mode="r")
 
     def attrs(self) -> dict[str, Any]:
@@ -107,7 +108,8 @@ class ZarrSource:
                 continue
             steps = None
             if dims[:1] == (STEP,):
-                steps = [int(x) for x in group[STEP][:]] if STEP in group else list(range(obj.shape[0]))
+                steps = (step_numbers(group[STEP][:], obj.shape[0], f"{self.path}: array {obj.path!r}")
+                         if STEP in group else list(range(obj.shape[0])))
 
             def read(index: int | None, a: Any = obj) -> np.ndarray:
                 return np.asarray(a[...] if index is None else a[index])

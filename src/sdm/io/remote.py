@@ -73,7 +73,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .._collective import Failure, capture, root_call
-from ..errors import InvalidArgumentError, StorageError
+from ..errors import IntegrityError, InvalidArgumentError, StorageError
 from ..layout.regions import expand, runs
 from ..storage.backends import SCHEME, is_object
 from .base import IOMethod, Transfer, register
@@ -528,14 +528,17 @@ def _name(location: str) -> str:
 
 
 def _index(path: Path, checksum: str) -> list[tuple[int, int]]:
-    """The ranges an index holds for the archive copy *checksum* (none when absent or for another copy)."""
+    """The ranges an index holds for the archive copy *checksum* (none when absent, for another copy, or not
+    what SDM writes: :func:`sdm.file_formats.check_cache_index`, every range within the cached bytes)."""
+    from ..file_formats import Where, check_cache_index, load_object, read_regular
+
+    where = Where(str(path))
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = load_object(read_regular(path, where, 64 << 20), where, "the cache index")
+        ranges = check_cache_index(data, where, path.with_suffix(".bytes").stat().st_size)
+    except (OSError, IntegrityError):  # a cache: a bad index is no index, the bytes are fetched again
         return []
-    if not isinstance(data, dict) or data.get("copy") != checksum:
-        return []
-    return [(int(lo), int(hi)) for lo, hi in data.get("ranges", [])]
+    return ranges if data["copy"] == checksum else []
 
 
 def _union(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

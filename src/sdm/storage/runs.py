@@ -21,12 +21,13 @@ import secrets
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from ..errors import RunStateError, StorageError
 from .naming import component
 
-__all__ = ["MARKER", "make_run_dir", "check_run_dir", "RunLock", "writer_alive", "legacy_run_dir", "keeps_metafile"]
+__all__ = ["MARKER", "make_run_dir", "check_run_dir", "RunLock", "writer_alive", "legacy_run_dir", "keeps_metafile",
+           "read_marker"]
 
 #: Name of the marker file in every run directory.
 MARKER = ".sdm-run"
@@ -77,17 +78,52 @@ def make_run_dir(root: Path, application: str, run_id: int, catalog_id: str, *, 
     return f"{component(application)}/{name}"
 
 
+#: A marker is about 150 bytes; a larger file is refused before it is read.
+MARKER_MAX = 64 << 10
+
+
+def read_marker(run_dir: Path) -> dict[str, Any] | None:
+    """The marker of *run_dir*, checked against :data:`sdm.file_formats.MARKER`; None when there is none.
+
+    Raises
+    ------
+    StorageError
+        The marker cannot be read.
+    IntegrityError
+        The marker is not what SDM writes (not JSON, too large, a member missing or of the
+        wrong type); the message names the file and the member.
+    """
+    from ..file_formats import MARKER as SCHEMA
+    from ..file_formats import Where, load_object, read_regular
+
+    path = Path(run_dir) / MARKER
+    where = Where(str(path), "the run directory's marker was changed or not written by SDM; SDM writes only into "
+                             "run directories it created, and reads a run through its meta-file")
+    try:
+        raw = read_regular(path, where, MARKER_MAX)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"cannot read the marker {path}: {exc.strerror}", exc.errno) from None
+    result: dict[str, Any] = SCHEMA.validate(load_object(raw, where, "the marker"), where)
+    return result
+
+
 def keeps_metafile(run_dir: Path) -> bool:
     """False when the marker of *run_dir* says its run was written without a meta-file.
 
-    A marker that is missing or unreadable says nothing: True (the meta-file decides).
+    A marker that is missing or cannot be read says nothing: True (the meta-file decides).
+
+    Raises
+    ------
+    IntegrityError
+        The marker is not what SDM writes (:func:`read_marker`).
     """
     try:
-        with open(Path(run_dir) / MARKER) as f:
-            marker = json.load(f)
-    except (OSError, ValueError):
+        marker = read_marker(run_dir)
+    except StorageError:
         return True
-    return not (isinstance(marker, dict) and marker.get("metafile") is False)
+    return marker is None or marker.get("metafile") is not False
 
 
 def check_run_dir(root: Path, rel_dir: str, catalog_id: str, run_id: int, *, legacy: bool = False) -> None:
@@ -99,22 +135,22 @@ def check_run_dir(root: Path, rel_dir: str, catalog_id: str, run_id: int, *, leg
     Raises
     ------
     RunStateError
-        The directory belongs to another catalog or run, or its marker is unreadable.
+        The directory belongs to another catalog or run, or its marker cannot be read.
+    IntegrityError
+        The marker is not what SDM writes (:func:`read_marker`).
     """
-    path = Path(root) / rel_dir / MARKER
     try:
-        with open(path) as f:
-            marker = json.load(f)
-    except FileNotFoundError:
+        marker = read_marker(Path(root) / rel_dir)
+    except StorageError as exc:
+        raise RunStateError(f"run {run_id}: {exc}") from None
+    if marker is None:
         if legacy:
             return
         raise RunStateError(
             f"run {run_id}: its directory {Path(root) / rel_dir} has no {MARKER} marker; SDM writes only into "
             "run directories it created for this catalog"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise RunStateError(f"run {run_id}: cannot read the marker {path}: {exc}") from None
-    if not isinstance(marker, dict) or marker.get("catalog") != catalog_id or marker.get("run") != int(run_id):
+        )
+    if marker["catalog"] != catalog_id or marker["run"] != int(run_id):
         raise RunStateError(
             f"run {run_id}: the directory {Path(root) / rel_dir} was created by another catalog or run "
             f"(marker {marker!r}); SDM never writes into a run directory this catalog did not create"

@@ -24,6 +24,7 @@ is documented in ``docs/format.md``.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import zlib
@@ -33,7 +34,8 @@ from typing import Any, Iterable
 from ..errors import IntegrityError, StorageError
 from .failures import storage_error
 
-__all__ = ["MAGIC", "FOOTER", "VERSION", "encode", "write", "index_of", "read_trailer", "read_array", "trailer_span"]
+__all__ = ["MAGIC", "FOOTER", "VERSION", "encode", "write", "index_of", "read_trailer", "read_array", "read_step",
+           "trailer_span"]
 
 MAGIC = b"SDMTRAIL"
 #: The footer's layout (struct format): magic, JSON offset, JSON length, CRC-32, version.
@@ -88,9 +90,11 @@ def trailer_span(path: Path) -> tuple[int, int] | None:
     Used by ``sdm verify`` and ``sdm gc``: the file's last trailer is SDM's own, never
     unreferenced bytes.
     """
+    from ..file_formats import Where, open_regular
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+        fd = open_regular(path, Where(str(path)))
+    except (OSError, IntegrityError):
         return None
     try:
         size = os.fstat(fd).st_size
@@ -105,17 +109,31 @@ def trailer_span(path: Path) -> tuple[int, int] | None:
         os.close(fd)
 
 
+#: What to do about a trailer that is not what SDM writes.
+_ADVICE = ("the file was changed after SDM wrote it, or is not an SDM data file; the run directory's meta-file "
+           ".sdm-meta.jsonl describes every committed write")
+
+
 def read_trailer(path: str | Path) -> dict[str, Any]:
-    """The index a data file's trailer holds (see the module documentation).
+    """The index a data file's trailer holds (see the module documentation), checked.
+
+    The JSON is parsed with bounded nesting and checked against
+    :data:`sdm.file_formats.TRAILER` (or :data:`~sdm.file_formats.SUPERFILE` for a
+    superfile's index): every member's type and range, dtypes SDM stores, every write
+    within the bytes before the trailer and of its dataset's size
+    (:func:`sdm.file_formats.check_trailer`).
 
     Returns
     -------
     dict
         ``format``, ``application``, ``run``, ``catalog``, ``dir``, ``file``, ``group``,
-        ``level``, ``datasets`` (``{name: {dtype, shape, order, distribution}}``),
-        ``writes`` (``[{dataset, step, offset, nbytes, checksum, algo, version}]``, by
-        offset), ``closed_at``, ``sdm``, and ``described_bytes``: the file's size when
-        the trailer was written (bytes past the trailer were written later).
+        ``level``, ``kind``, ``steps_per_file``, ``datasets`` (``{name: {dtype, shape,
+        order, distribution}}``), ``writes`` (``[{dataset, step, offset, nbytes,
+        checksum, algo, version}]``, by offset), ``closed_at``, ``sdm``, and
+        ``described_bytes``: the file's size when the trailer was written (bytes past
+        the trailer were written later).  A superfile's index holds ``format``,
+        ``superfile`` (true), ``run`` and ``members`` (``[{path, offset, size,
+        checksum}]``) instead, and ``described_bytes``.
 
     Raises
     ------
@@ -123,11 +141,14 @@ def read_trailer(path: str | Path) -> dict[str, Any]:
         The file cannot be read.
     IntegrityError
         The file has no trailer at its end (written by a session that did not close, or
-        not an SDM level-2/3 file), or its trailer is damaged; the message says which.
+        not an SDM level-2/3 file), or its trailer is damaged, or it holds what SDM does
+        not write; the message says which, naming the member.
     """
+    from ..file_formats import Where, check_trailer, load_object, open_regular
+
     path = Path(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_regular(path, Where(str(path), "give a level-2 or level-3 data file"))
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
     try:
@@ -141,16 +162,17 @@ def read_trailer(path: str | Path) -> dict[str, Any]:
                 f"{path} does not describe itself: {why} (a level-1 file, a session that did not close, or not an "
                 f"SDM data file); the run directory's meta-file .sdm-meta.jsonl describes every committed write"
             )
-        start, length, crc = found
+        start, length, crc = found  # start + length + footer == size: the read is bounded by the file
         body = os.pread(fd, length, start)
     finally:
         os.close(fd)
     if zlib.crc32(body) & 0xFFFFFFFF != crc:
         raise IntegrityError(f"{path}: the trailer at byte {start} is damaged (its CRC-32 does not match); "
                              "the run directory's meta-file .sdm-meta.jsonl describes every committed write")
-    index = json.loads(body)
+    where = Where(f"{path} (trailer at byte {start})", _ADVICE)
+    index = check_trailer(load_object(body, where, "the trailer"), where, start)
     index["described_bytes"] = start
-    return dict(index)
+    return index
 
 
 def index_of(run: dict[str, Any], group: Any, path: str, writes: Iterable[tuple[str, Any]],
@@ -199,32 +221,64 @@ def read_array(path: str | Path, dataset: str, step: int, *, verify: bool = True
     DatasetNotFoundError, StepNotFoundError
         The trailer lists no such dataset or step.
     """
-    import numpy as np
-
-    from .. import integrity
-    from ..dtypes import from_text
     from ..errors import DatasetNotFoundError, StepNotFoundError
 
     index = read_trailer(path)
-    spec = index["datasets"].get(dataset)
-    if spec is None:
+    if index.get("superfile"):
+        raise DatasetNotFoundError(f"{path} is a superfile (files packed by `sdm migrate --pack-below`), not a data "
+                                   f"file: it holds no dataset {dataset!r}")
+    if dataset not in index["datasets"]:
         raise DatasetNotFoundError(f"{path} holds no dataset {dataset!r}; it holds {sorted(index['datasets'])}")
     found = [w for w in index["writes"] if w["dataset"] == dataset and w["step"] == step]
     if not found:
         steps = sorted(w["step"] for w in index["writes"] if w["dataset"] == dataset)
         raise StepNotFoundError(f"{path} holds no step {step} of dataset {dataset!r}; its steps are {steps}")
-    w = found[0]
+    return read_step(path, index, found[0], verify=verify)
+
+
+def read_step(path: str | Path, index: dict[str, Any], write: dict[str, Any], *, verify: bool = True) -> Any:
+    """One step of a data file, given its checked trailer *index* and one of its *write* entries.
+
+    What :func:`read_array` does after finding the write (``sdm describe --verify`` reads
+    every step of one trailer with it). The bytes read are exactly the write's (the
+    trailer's checks bound them by the file's size).
+
+    Raises
+    ------
+    IntegrityError
+        The file ends before the step, (``verify``) its bytes do not match their
+        checksum, or a ranked step's header contradicts the trailer.
+    StorageError
+        The file cannot be read.
+    """
+    import numpy as np
+
+    from .. import integrity
+    from ..dtypes import from_text
+
+    dataset, step, offset, nbytes = write["dataset"], write["step"], write["offset"], write["nbytes"]
+    spec = index["datasets"][dataset]
     dtype = from_text(spec["dtype"])
-    with open(path, "rb") as f:
-        f.seek(w["offset"])
-        raw = f.read(w["nbytes"])
-    if len(raw) != w["nbytes"]:
-        raise IntegrityError(f"{path} ends before step {step} of {dataset!r} (bytes {w['offset']}..{w['offset'] + w['nbytes']})")
-    if verify and w["checksum"] and integrity.checksum_of_bytes(raw, dtype, w["algo"]) != w["checksum"]:
-        raise IntegrityError(f"step {step} of {dataset!r} in {path} does not match its checksum {w['algo']}:{w['checksum']}")
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            raw = f.read(nbytes)
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
+    if len(raw) != nbytes:
+        raise IntegrityError(f"{path} ends before step {step} of {dataset!r} (bytes {offset}..{offset + nbytes})")
+    if verify and write["checksum"] and integrity.checksum_of_bytes(raw, dtype, write["algo"]) != write["checksum"]:
+        raise IntegrityError(f"step {step} of {dataset!r} in {path} does not match its checksum "
+                             f"{write['algo']}:{write['checksum']}")
     if (spec.get("distribution") or {}).get("kind") == "ranked":  # a header of counts, then every rank's rows
         from .sections import parse_header
 
-        head = parse_header(raw, f"step {step} of {dataset!r} in {path}")
+        what = f"step {step} of {dataset!r} in {path}"
+        head = parse_header(raw, what)
+        row_bytes = dtype.itemsize * math.prod(spec["shape"])
+        if head.row_bytes != row_bytes or head.nbytes != nbytes:
+            raise IntegrityError(f"{what}: its ranked-section header says {head.total} rows of {head.row_bytes} bytes "
+                                 f"after {head.header} header bytes, but the trailer says {nbytes} bytes in all and "
+                                 f"rows of {row_bytes} bytes (shape {spec['shape']} of {spec['dtype']})")
         return np.frombuffer(raw, dtype=dtype, offset=head.header).reshape(head.total, *spec["shape"]).copy()
     return np.frombuffer(raw, dtype=dtype).reshape(spec["shape"], order=spec["order"]).copy(order=spec["order"])
