@@ -15,8 +15,10 @@ that its run record names the directory it lies in and that every path its recor
 (data files, subfiles, copies) lies inside that directory, symbolic links resolved, and
 every archive copy under the run's archive prefix (:mod:`sdm.storage.confine`).  One
 record that does not refuses the whole rebuild with :class:`~sdm.errors.IntegrityError`
-naming the meta-file and the line, and the catalog is left as it was.  A symbolic link
-in a run directory that no record names is not registered as a data file either.
+naming the meta-file and the line, and the catalog is left as it was.  The meta-files
+read by this check are kept for the inserts up to :data:`KEEP_BYTES`; larger data roots
+have the rest read a second time.  A symbolic link in a run directory that no record
+names is not registered as a data file either.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ __all__ = ["RebuildReport", "rebuild", "find_run_dirs"]
 Progress = Callable[[int, int], None]
 
 _LEVEL1 = re.compile(r"\.s\d{8}(\.v\d+)?\.sdm$")
+
+#: Bytes of meta-files that the check before a rebuild keeps parsed for the inserts; beyond them a
+#: meta-file is read a second time (parsed records take about ten times their file's size in memory).
+KEEP_BYTES = 16 << 20
 
 
 @dataclass
@@ -204,15 +210,21 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
         elif (d / META).exists() or (d / (META + ".bak")).exists():
             dirs.append(d)
     total = sum(_size(d) for d in dirs)
+    kept: dict[Path, MetaLog] = {}  # meta-files read by the check, kept for the inserts up to a budget
+    budget = KEEP_BYTES
     for d in dirs:  # every record confined to its run before the catalog is touched
-        _check_paths(read_meta(d), d)
+        checked = read_meta(d)
+        _check_paths(checked, d)
+        if checked.nbytes <= budget:
+            kept[d] = checked
+            budget -= checked.nbytes
     cat = Catalog(catalog_url, create=True)
     try:
         was_empty = _count_runs(cat) == 0
         catalog_ids: set[str] = set()
         done = 0
         for d in dirs:
-            log = read_meta(d)
+            log = kept.pop(d, None) or read_meta(d)
             report.notes.extend(log.notes)
             run = _replay(log)
             catalog_ids.add(str(run.info["catalog"]))
@@ -264,8 +276,11 @@ def _check_paths(log: MetaLog, run_dir: Path) -> None:
     if named != run_dir.resolve():
         raise IntegrityError(f"{here} names the run directory {rel_dir!r}, but the meta-file lies in {run_dir}; a "
                              "meta-file describes only the run directory it lies in, so the rebuild is refused")
+    seen: set[tuple[Any, Any]] = set()  # (path, location) pairs found inside: most records name the same files
     for line, rec in enumerate(records[1:], start=2):
         for what, path, location in _named(rec):
+            if (path, location) in seen:
+                continue
             record = f"{log.path} line {line} ({what})"
             why = escapes(root, rel_dir, path)
             if why is not None:
@@ -273,6 +288,7 @@ def _check_paths(log: MetaLog, run_dir: Path) -> None:
             where = None if location is None else location_escapes(location, rel_dir, path)
             if where is not None:
                 raise IntegrityError(location_refusal(record, location, path, where))
+            seen.add((path, location))
 
 
 def _named(rec: dict[str, Any]) -> list[tuple[str, Any, Any]]:
