@@ -408,7 +408,8 @@ def test_verify_lists_every_offending_row(world: World) -> None:
 # ------------------------------------------------------------------------------------- purge and stage
 
 @pytest.fixture
-def store(s3_server) -> Iterator[ObjectStore]:
+def store(s3_server, monkeypatch: pytest.MonkeyPatch) -> Iterator[ObjectStore]:
+    monkeypatch.setenv("SDM_S3_ENDPOINT", s3_server.endpoint)  # where sessions find the archive
     made = ObjectStore(f"s3://sdm-confine/t-{uuid.uuid4().hex[:8]}", endpoint=s3_server.endpoint)
     made.ensure_bucket()
     yield made
@@ -568,3 +569,26 @@ def test_superfile_members_are_confined_to_the_run(world: World, store: ObjectSt
         cat.close()
         engine.dispose()
     assert own_files(world, world.b) == mine
+
+
+def test_the_remote_reads_cache_never_follows_a_link(world: World, store: ObjectStore) -> None:
+    cat = Catalog(world.url)
+    try:
+        tiers.migrate(cat, world.b, store)
+        tiers.purge(cat, world.b, "fast")
+    finally:
+        cat.close()
+    elsewhere = world.tmp / "elsewhere"
+    elsewhere.mkdir()
+    cache = world.root / world.run_dir(world.b) / ".sdm-cache"
+    cache.symlink_to(elsewhere)  # the cache of remote-subfile reads, planted as a link out of the run
+    with sdm.open("beta", "r", root=str(world.root), catalog=world.url, run=world.b) as s:
+        with pytest.raises(IntegrityError) as err:
+            s.group("fields").read("T", 1, method="remote-subfile")
+        assert str(err.value) == (f"subfile cache {cache} is a symbolic link (to {elsewhere}); SDM writes its cache "
+                                  "only inside the run's directory: remove the link")
+        assert list(elsewhere.iterdir()) == []
+        cache.unlink()  # the link removed: the same read goes through the run's own cache
+        np.testing.assert_array_equal(s.group("fields").read("T", 1, method="remote-subfile", verify=True),
+                                      field("T", 1))
+    assert list(elsewhere.iterdir()) == [] and cache.is_dir() and not cache.is_symlink()
