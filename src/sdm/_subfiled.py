@@ -25,6 +25,7 @@ from .io.subfiles import Place, move
 from .io._support import int_hint
 from .planner.subfiles import choose_subfiles
 from .storage.mounts import fs_type
+from .storage.confine import row_record
 from .storage.durability import node_comm
 from .storage.subfiles import ALIGN, Extent, cut, subfile_path, write_extent
 
@@ -163,7 +164,8 @@ def read_plan(g: "Group", name: str, step: int, w: "WriteRecord") -> list[tuple[
     """Rank 0: ``(plan path, offset, nbytes, start, checksum)`` of each extent of a subfiled row, each on the
     fast tier or its verified archive copy (:meth:`sdm.Group._locate_span`)."""
     held: dict[str, list[Any]] | None = None
-    missing = [e.path for e in w.extents if not g._absolute(e.path).exists()]
+    missing = [e.path for k, e in enumerate(w.extents)
+               if not g._absolute(e.path, row_record(g.session.run_id, g.name, name, step, k)).exists()]
     if missing:
         from .catalog.tiers import copies
 

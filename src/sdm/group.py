@@ -61,7 +61,8 @@ from .layout.datatypes import freeing
 from .layout.ranked import Ranked, is_ranked
 from .layout.views import ResolvedView
 from .planner import Access, Decision as _Decision, choose_method, row_bytes
-from .storage import appends, check_name, copy_range, extend_file, inside, relative_path
+from .storage import appends, check_name, copy_range, extend_file, relative_path
+from .storage.confine import confine, confine_location, row_record
 from .storage.backends import is_object, object_at
 from .storage.durability import fsync_path, node_comm
 from .suggest import closest
@@ -822,11 +823,13 @@ class Group:
         return str(relative_path(self.session.run_dir, self.level, self.name, name, step, version,
                                  self.record.steps_per_file))
 
-    def _absolute(self, rel: str) -> Path:
-        """Absolute path of a catalog-relative path, checked once to stay under the root."""
+    def _absolute(self, rel: str, record: str = "") -> Path:
+        """Absolute path of a catalog-relative path, checked once to lie inside the run's directory
+        (:func:`sdm.storage.confine.confine`; *record* names the row for the message)."""
         path = self._paths.get(rel)
         if path is None:
-            path = self._paths[rel] = inside(self.session.root, Path(rel))
+            s = self.session
+            path = self._paths[rel] = confine(s.root, s.run_dir, rel, record or row_record(s.run_id, self.name))
         return path
 
     def _plan_write(self, names: Sequence[str], step: int, overwrite: bool) -> list[int | None]:
@@ -1235,7 +1238,8 @@ class Group:
                      held: dict[str, list[Any]] | None = None) -> tuple[str, int]:
         """Rank 0: :meth:`_locate` for *nbytes* at *offset* of the file *rel* (a row, or an extent of one)."""
         s = self.session
-        full = self._absolute(rel)
+        row = row_record(s.run_id, self.name, name, step)
+        full = self._absolute(rel, row)
         try:
             size = os.path.getsize(full)
         except OSError as exc:
@@ -1245,6 +1249,7 @@ class Group:
                 held = copies(s.open_catalog(), s.run_id, [rel])
             copy = _remote.archived(held.get(rel, []), offset + nbytes)
             if copy is not None:  # purged from the fast tier: read from the archive copy
+                confine_location(copy.location, s.run_dir, rel, row)
                 where, at = _remote.object_place(copy.location)  # a superfile member: its offset in the object
                 return _remote.plan_path(where, copy.checksum), at + offset
             raise StorageError(f"data file {full} of run {s.run_id} is missing", errno=exc.errno) from None

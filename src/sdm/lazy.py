@@ -33,6 +33,7 @@ from .errors import CollectiveMismatchError, InvalidArgumentError, StepNotFoundE
 from .layout.boxes import Box, Hyperslab, parse_box
 from .layout.regions import runs
 from .suggest import closest
+from .storage.confine import row_record
 
 if TYPE_CHECKING:
     from .group import Group
@@ -229,7 +230,8 @@ def _rows(g: "Group", name: str) -> dict[int, tuple[Any, Any, int]]:
 
     s = g.session
     rows = s.catalog_call("dataset_writes", g.dataset(name).id)
-    missing = sorted({w.path for w in rows.values() if not w.extents and not g._absolute(w.path).exists()})
+    missing = sorted({w.path for step, w in rows.items()
+                      if not w.extents and not g._absolute(w.path, row_record(s.run_id, g.name, name, step)).exists()})
     held = copies(s.open_catalog(), s.run_id, missing) if missing else {}
     found: dict[int, tuple[Any, Any, int]] = {}
     for step, w in rows.items():

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .catalog.metafile import BACKUP, META
-from .errors import SDMError, StorageError
+from .errors import IntegrityError, SDMError, StorageError
 from .storage import runs
-from .storage.naming import inside
+from .storage.confine import confine, escapes, location_escapes, location_refusal, refusal, row_record
 from .storage.trailer import trailer_span
 
 if TYPE_CHECKING:  # numpy and the checksums load when bytes are checked (`sdm ls` needs neither)
@@ -76,11 +76,17 @@ class VerifyReport:
     problems: list[RowProblem] = field(default_factory=list)
     unreferenced: list[Unreferenced] = field(default_factory=list)
     archived_rows: int = 0  #: rows whose file is on the archive tier only (checked when it was migrated)
+    #: The rows of :attr:`problems` that name a path outside the run's directory, or an archive copy
+    #: outside its archive prefix (:mod:`sdm.storage.confine`): never read; ``sdm gc`` refuses the run.
+    outside: list[RowProblem] = field(default_factory=list)
+    #: Entries of the run's directory SDM never makes (symbolic links): never read, changed or reclaimed.
+    foreign: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """True when every committed row is whole (unreferenced bytes are not a problem)."""
-        return not self.problems
+        """True when every committed row is whole and the run's directory holds nothing foreign
+        (unreferenced bytes are not a problem)."""
+        return not self.problems and not self.foreign
 
     @property
     def unreferenced_bytes(self) -> int:
@@ -210,16 +216,22 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
     total = sum(w.nbytes for _, _, w in rows)
     done = 0
     referenced: dict[str, list[tuple[int, int]]] = {}
-    archived = _archived_only(catalog, rec.id)
+    archived, misplaced = _archived_only(catalog, rec.id, rel_dir)
     for gname, dname, w in rows:
         report.rows += 1
+        outside = _outside(root, rel_dir, rec.id, gname, dname, w, misplaced)
+        if outside is not None:  # never read: listed, and `sdm gc` refuses the run
+            report.outside.append(outside)
+            report.problems.append(outside)
+            done += w.nbytes
+            continue
         if any(path in archived for path, _, _ in w.spans()):  # on the archive tier only: verified when copied there
             report.archived_rows += 1
             continue
         for path, offset, nbytes in w.spans():
             referenced.setdefault(path, []).append((offset, offset + nbytes))
         checked = checksums and bool(w.checksum) and w.checksum_algo != "none"
-        problem = row_problem(inside(root, Path(w.path)), w, dtypes[(gname, dname)], checksums=checked)
+        problem = row_problem(root / w.path, w, dtypes[(gname, dname)], checksums=checked)
         if checked and (problem is None or "checksum" in problem):  # the bytes were read and summed
             report.checksums_checked += 1
             report.bytes_checked += w.nbytes
@@ -228,29 +240,59 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
         done += w.nbytes
         if progress is not None:
             progress(done, total)
-    report.unreferenced = _unreferenced(root, rel_dir, referenced, [f.path for f in catalog.files(rec.id)])
+    report.unreferenced = _unreferenced(root, rel_dir, referenced, [f.path for f in catalog.files(rec.id)],
+                                        report.foreign)
     return report
 
 
-def _archived_only(catalog: Catalog, run_id: int) -> set[str]:
-    """Files of a run with a verified archive copy and none on the fast tier (purged: ``sdm stage`` brings them back)."""
+def _outside(root: Path, rel_dir: str, run_id: int, group: str, dataset: str, w: "WriteRecord",
+             misplaced: dict[str, tuple[str, str]]) -> RowProblem | None:
+    """The problem of a row naming a file outside the run's directory (its extents' subfiles included), or
+    a file whose archive copy lies outside the run's archive prefix (*misplaced*: location and why, by path);
+    else None."""
+    for k, (path, _, _) in enumerate([(w.path, 0, 0)] + (w.spans() if w.extents else [])):
+        record = row_record(run_id, group, dataset, w.step, k - 1 if k else None)
+        why = escapes(root, rel_dir, path)
+        if why is not None:
+            return RowProblem(group, dataset, w.step, path, refusal(record, path, why))
+        if path in misplaced:
+            location, why = misplaced[path]
+            return RowProblem(group, dataset, w.step, path, location_refusal(record, location, path, why))
+    return None
+
+
+def _archived_only(catalog: Catalog, run_id: int, rel_dir: str) -> tuple[set[str], dict[str, tuple[str, str]]]:
+    """Files of a run with a verified archive copy and none on the fast tier (purged: ``sdm stage`` brings them
+    back); and the files whose archive copy lies outside the run's archive prefix: its location and why."""
     from .catalog import tiers
 
-    return {path for path, found in tiers.copies(catalog, run_id).items()
-            if not any(c.tier == tiers.FAST for c in found) and any(c.verified for c in found)}
+    found_copies = tiers.copies(catalog, run_id)
+    misplaced = {}
+    for path, found in found_copies.items():
+        for c in found:
+            why = location_escapes(c.location, rel_dir, path) if c.tier == tiers.ARCHIVE else None
+            if why is not None:
+                misplaced[path] = (c.location, why)
+    return ({path for path, found in found_copies.items()
+             if not any(c.tier == tiers.FAST for c in found) and any(c.verified for c in found)}, misplaced)
 
 
 def _unreferenced(root: Path, rel_dir: str, referenced: dict[str, list[tuple[int, int]]],
-                  catalog_files: list[str]) -> list[Unreferenced]:
-    """Whole files and ranges of the run's directory that no committed row refers to."""
+                  catalog_files: list[str], foreign: list[str]) -> list[Unreferenced]:
+    """Whole files and ranges of the run's directory that no committed row refers to (symbolic links, which
+    SDM never makes, go to *foreign* instead: never read or reclaimed)."""
     out: list[Unreferenced] = []
     run_path = root / rel_dir
     on_disk = {}
     if run_path.is_dir():
         for p in sorted(run_path.rglob("*")):
+            rel = str(Path(rel_dir) / p.relative_to(run_path))
+            if p.is_symlink():
+                foreign.append(f"{rel}: a symbolic link (to {os.readlink(p)}); SDM makes none in a run's directory")
+                continue
             sdms = p.name in (runs.MARKER, META, BACKUP) or p.relative_to(run_path).parts[0] == _CACHE
             if p.is_file() and not sdms:  # SDM's own files (and the remote reads' cache), never reclaimed here
-                on_disk[str(Path(rel_dir) / p.relative_to(run_path))] = p.stat().st_size
+                on_disk[rel] = p.stat().st_size
     for rel in sorted(set(on_disk) | set(catalog_files)):
         size = on_disk.get(rel)
         if size is None:
@@ -327,11 +369,19 @@ def gc_run(catalog: Catalog, run_id: int, *, progress: Progress | None = None) -
     with runs.exclusive(root, rel_dir, rec.id, "gc"):
         if rec.state == "open":
             catalog.mark_interrupted(rec.id)  # open, yet nobody else holds it: its writers died
-        found = verify_run(catalog, rec.id, checksums=False).unreferenced
+        checked = verify_run(catalog, rec.id, checksums=False)
+        if checked.outside:  # the catalog was changed: what it calls unreferenced may be the run's own data
+            raise IntegrityError(
+                f"gc of run {rec.id} refused, nothing changed: {len(checked.outside)} of its catalog rows name files "
+                f"outside its directory: {'; '.join(p.problem for p in checked.outside[:3])}"
+                + (f" (and {len(checked.outside) - 3} more; `sdm verify {rec.id}` lists them)"
+                   if len(checked.outside) > 3 else ""))
+        found = checked.unreferenced
+        report.not_reclaimed += [f"{entry}: left as it is" for entry in checked.foreign]
         total = sum(u.nbytes for u in found)
         done = 0
         for u in found:
-            path = inside(root, Path(u.path))
+            path = confine(root, rel_dir, u.path, f"run {rec.id}'s unreferenced file")
             try:
                 if u.whole_file:
                     path.unlink()

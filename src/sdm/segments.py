@@ -16,7 +16,10 @@ Truncation (:meth:`sdm.Session.truncate`, ``sdm truncate``) is decided by one ca
 transaction (:meth:`sdm.catalog.Catalog.truncate`); only after its commit are files
 deleted or their tails cut (:func:`release_space`), so a crash leaves either the old
 state or the new one plus unreferenced bytes, which ``sdm verify`` lists and ``sdm gc``
-reclaims. No MPI here: the ``sdm`` command uses it too.
+reclaims. Every file given back must lie inside the run's own directory
+(:mod:`sdm.storage.confine`), checked in the transaction (a path elsewhere refuses the
+whole truncation) and again before a file is changed. No MPI here: the ``sdm`` command
+uses it too.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 
 from .catalog.records import Truncation
 from .errors import InvalidArgumentError
-from .storage.naming import inside
+from .storage.confine import confine
 
 __all__ = ["KINDS", "check_kind", "release_space"]
 
@@ -48,26 +51,36 @@ def check_kind(kind: object) -> str:
     return kind
 
 
-def release_space(root: Path, done: Truncation) -> Truncation:
+def release_space(root: Path, done: Truncation, rel_dir: str) -> Truncation:
     """Delete the files a committed truncation emptied and cut the tails it freed.
 
     Called after the catalog commit (never before: a crash in between must leave rows
     over whole bytes). A file that cannot be changed is left as it is and named in
     the result's ``left`` (its bytes are unreferenced: ``sdm gc`` reclaims them).
+    Every path is confined to the run's directory *rel_dir* first
+    (:func:`sdm.storage.confine.confine`; the catalog transaction checked them
+    already, this sees a link put in place since).
 
     Returns
     -------
     Truncation
         *done* with ``left`` filled in.
+
+    Raises
+    ------
+    IntegrityError
+        A path lies outside the run's directory (nothing is deleted or cut).
     """
+    record = f"run {done.run_id}'s truncation after step {done.after_step}"
+    removed = [confine(root, rel_dir, rel, record) for rel in done.removed_files]
+    cut = [(rel, confine(root, rel_dir, rel, record), end) for rel, end in done.cut_files]
     left = []
-    for rel in done.removed_files:
+    for rel, path in zip(done.removed_files, removed):
         try:
-            inside(root, Path(rel)).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
         except OSError as exc:
             left.append(f"{rel}: not deleted ({exc.strerror})")
-    for rel, end in done.cut_files:
-        path = inside(root, Path(rel))
+    for rel, path, end in cut:
         try:
             if path.exists() and path.stat().st_size > end:
                 os.truncate(path, end)

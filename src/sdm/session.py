@@ -12,6 +12,7 @@ import hashlib
 import json
 import time
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -41,7 +42,8 @@ from .layout.agreement import agree_view, by_value
 from .planner import Planner, choose_method
 from .segments import check_kind, release_space
 from .storage.backends.mpiio import MPIIOBackend
-from .storage import FileCache, check_level, check_name, check_steps_per_file, durability, inside, runs, trailer
+from .storage import FileCache, check_level, check_name, check_steps_per_file, durability, runs, trailer
+from .storage.confine import confine, row_record
 from .storage.subfiles import check_subfiles
 
 if TYPE_CHECKING:
@@ -386,7 +388,8 @@ class Session:
             index = trailer.index_of(run, g, path, rows[path], closed_at)
             size = len(trailer.encode(index, 0))
             offset = self.catalog_call("reserve", self.run_id, [(path, g.level, size, False)])[0]
-            trailer.write(inside(self.root, Path(path)), int(offset), index, sync=self.sync)
+            trailer.write(confine(self.root, self.run_dir, path, row_record(self.run_id, g.name)), int(offset), index,
+                          sync=self.sync)
 
     # ---------------------------------------------------------- async commits
     def _commit_later(self, rows: list[dict[str, Any]]) -> None:
@@ -622,9 +625,10 @@ class Session:
         self.files.close_all()  # no rank keeps a handle on a file about to be deleted or cut
 
         def erase() -> Truncation:
-            done = self.catalog_call("truncate", self.run_id, args[0], args[1], writers=1)
+            done = self.catalog_call("truncate", self.run_id, args[0], args[1], writers=1,
+                                     confine=partial(confine, self.root, self.run_dir))
             # the run's meta-file records the committed truncation here (see sdm.segments)
-            return release_space(self.root, done)
+            return release_space(self.root, done, self.run_dir)
 
         done: Truncation = root_call(self.comm, erase)
         self.described.update(rel for rel, _ in done.cut_files)  # a cut file loses its trailer: a new one at close

@@ -111,12 +111,14 @@ def _verify(
                 "bytes_checked": r.bytes_checked, "ok": r.ok,
                 "problems": [vars(p) for p in r.problems],
                 "unreferenced": [vars(u) for u in r.unreferenced], "unreferenced_bytes": r.unreferenced_bytes,
-                "archived_rows": r.archived_rows,
+                "archived_rows": r.archived_rows, "foreign": r.foreign,
             } for r in reports]
         _emit_json(out)
     else:
         for r in reports:
-            verdict = "ok" if r.ok else f"{len(r.problems)} damaged rows"
+            verdict = "ok" if r.ok else f"{len(r.problems)} damaged rows" + (
+                f" ({len(r.outside)} naming files outside the run)" if r.outside else "") + (
+                f", {len(r.foreign)} foreign entries" if r.foreign else "")
             _console().print(
                 f"run {r.run_id} ({r.state}): {r.rows} rows, {r.checksums_checked} checksums over "
                 f"{_size(r.bytes_checked)}: {verdict}; {_size(r.unreferenced_bytes)} unreferenced in "
@@ -129,6 +131,8 @@ def _verify(
                 for row in r.problems:
                     _row(table, row.group, row.dataset, row.step, row.path, row.problem)
                 _console().print(table)
+            for entry in r.foreign:
+                _console().print(f"  foreign: {entry}")
     if bad:
         raise typer.Exit(1)
 

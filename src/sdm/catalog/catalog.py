@@ -979,7 +979,7 @@ class Catalog:
         return _extents_of(self.engine, write_ids)
 
     def truncate(self, run_id: int, after_step: int, groups: Sequence[str] | None = None, *,
-                 writers: int = 0) -> Truncation:
+                 writers: int = 0, confine: Callable[[str, str], Any] | None = None) -> Truncation:
         """Erase every step after *after_step* of a run's groups (all, or those named), in one transaction.
 
         The rows, the datasets' step summaries, each group's truncation point (new steps
@@ -996,6 +996,10 @@ class Catalog:
             The groups to truncate (default: every group of the run).
         writers : int
             Writing sessions the caller holds on the run itself (``Session.truncate``: 1).
+        confine : callable, optional
+            ``confine(path, record)``, called before the commit for every file given back;
+            raising refuses the truncation, nothing changed (see
+            :func:`sdm.catalog.truncation.truncate`).
 
         Returns
         -------
@@ -1009,6 +1013,8 @@ class Catalog:
         RunNotFoundError, GroupNotFoundError
         RunStateError
             Another session is writing the run.
+        IntegrityError
+            From *confine*: a file given back lies outside the run's directory.
         """
         from .truncation import truncate
 
@@ -1025,7 +1031,7 @@ class Catalog:
             raise RunNotFoundError(f"no run {run_id} in catalog {self.url!r}")
         try:
             with self._tx() as con:
-                done = truncate(con, rid, step, groups, writers, self.url)
+                done = truncate(con, rid, step, groups, writers, self.url, confine)
                 IR.drop_steps_after(con, rid, step, groups)  # the infos of the erased steps go with them
         except SQLAlchemyError as exc:
             raise CatalogError(f"catalog {self.url!r} failed to truncate run {run_id}: {_short(exc)}") from None

@@ -8,6 +8,17 @@ checksum, method, version, times), step summaries, files and imports.  A run alr
 the catalog (same id, application and directory) is left as it is, so rebuilding twice,
 or into a catalog that holds some of the runs, adds no duplicates; a run id that the
 catalog gives to another run is an error that says so.
+
+Meta-files travel with their data (copied trees, restored archives): they are input, not
+trusted state.  Before the first run is inserted, every meta-file is read once to check
+that its run record names the directory it lies in and that every path its records name
+(data files, subfiles, copies) lies inside that directory, symbolic links resolved, and
+every archive copy under the run's archive prefix (:mod:`sdm.storage.confine`).  One
+record that does not refuses the whole rebuild with :class:`~sdm.errors.IntegrityError`
+naming the meta-file and the line, and the catalog is left as it was.  The meta-files
+read by this check are kept for the inserts up to :data:`KEEP_BYTES`; larger data roots
+have the rest read a second time.  A symbolic link in a run directory that no record
+names is not registered as a data file either.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import sqlalchemy as sa
 from ..errors import CatalogError, IntegrityError, StorageError
 from ..file_formats import Where, check_history
 from ..storage import runs as run_dirs
+from ..storage.confine import escapes, location_escapes, location_refusal, refusal, run_directory
 from ..storage.naming import component
 from . import schema as S
 from .catalog import Catalog
@@ -37,6 +49,10 @@ __all__ = ["RebuildReport", "rebuild", "find_run_dirs"]
 Progress = Callable[[int, int], None]
 
 _LEVEL1 = re.compile(r"\.s\d{8}(\.v\d+)?\.sdm$")
+
+#: Bytes of meta-files that the check before a rebuild keeps parsed for the inserts; beyond them a
+#: meta-file is read a second time (parsed records take about ten times their file's size in memory).
+KEEP_BYTES = 16 << 20
 
 
 @dataclass
@@ -174,7 +190,9 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
     IntegrityError
         A meta-file and its backup are both damaged (the message names both files and
         what could still be recovered); or *root* is one run directory written with
-        ``metafile=False`` (such runs under a data root are left out, with a note).
+        ``metafile=False`` (such runs under a data root are left out, with a note); or a
+        record names a path outside its run's directory (the message names the
+        meta-file and the line; nothing is added to the catalog).
     CatalogVersionError
         A meta-file holds records of a newer format or of an unknown required type.
     CatalogError
@@ -193,13 +211,21 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
         elif (d / META).exists() or (d / (META + ".bak")).exists():
             dirs.append(d)
     total = sum(_size(d) for d in dirs)
+    kept: dict[Path, MetaLog] = {}  # meta-files read by the check, kept for the inserts up to a budget
+    budget = KEEP_BYTES
+    for d in dirs:  # every record confined to its run before the catalog is touched
+        checked = read_meta(d)
+        _check_paths(checked, d)
+        if checked.nbytes <= budget:
+            kept[d] = checked
+            budget -= checked.nbytes
     cat = Catalog(catalog_url, create=True)
     try:
         was_empty = _count_runs(cat) == 0
         catalog_ids: set[str] = set()
         done = 0
         for d in dirs:
-            log = read_meta(d)
+            log = kept.pop(d, None) or read_meta(d)
             report.notes.extend(log.notes)
             run = _replay(log)
             catalog_ids.add(str(run.info["catalog"]))
@@ -225,6 +251,63 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
     finally:
         cat.close()
     return report
+
+
+def _check_paths(log: MetaLog, run_dir: Path) -> None:
+    """Refuse a meta-file whose run record names another directory than *run_dir*, or whose records name a
+    path outside it (or an archive copy outside the run's archive prefix).
+
+    Raises
+    ------
+    IntegrityError
+        Naming the meta-file, the line and the record.
+    """
+    records = log.records
+    if not records or records[0].get("t") != "run":
+        raise IntegrityError(f"{log.path} does not start with a run record; it is not an SDM meta-file")
+    rel_dir = records[0].get("dir")
+    here = f"{log.path} line 1 (the run record)"
+    if not isinstance(rel_dir, str):
+        raise IntegrityError(f"{here} names no run directory (dir {rel_dir!r}); it is not an SDM meta-file")
+    root = _data_root(run_dir, rel_dir)
+    try:
+        named = run_directory(root, rel_dir)
+    except IntegrityError as exc:
+        raise IntegrityError(f"{here}: {exc}") from None
+    if named != run_dir.resolve():
+        raise IntegrityError(f"{here} names the run directory {rel_dir!r}, but the meta-file lies in {run_dir}; a "
+                             "meta-file describes only the run directory it lies in, so the rebuild is refused")
+    seen: set[tuple[Any, Any]] = set()  # (path, location) pairs found inside: most records name the same files
+    for line, rec in enumerate(records[1:], start=2):
+        for what, path, location in _named(rec):
+            if (path, location) in seen:
+                continue
+            record = f"{log.path} line {line} ({what})"
+            why = escapes(root, rel_dir, path)
+            if why is not None:
+                raise IntegrityError(refusal(record, path, why))
+            where = None if location is None else location_escapes(location, rel_dir, path)
+            if where is not None:
+                raise IntegrityError(location_refusal(record, location, path, where))
+            seen.add((path, location))
+
+
+def _named(rec: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(what, path, archive location or None)`` of every file a meta-file record names."""
+    kind = rec.get("t")
+    if kind == "writes":
+        out = []
+        for w in rec.get("writes") or ():
+            what = f"write of {w.get('group')}/{w.get('dataset')} step {w.get('step')}"
+            copy = w.get("copy") or {}
+            out.append((what, w.get("path"), copy.get("location") if copy.get("tier") == "archive" else None))
+            out += [(f"{what}, extent {k}", x.get("path"), None) for k, x in enumerate(w.get("extents") or ())]
+        return out
+    if kind == "copy":
+        archive = rec.get("tier") == "archive"
+        return [(f"{rec.get('tier')} copy", rec.get("path"), rec.get("location") if archive else None)] + (
+            [] if archive else [(f"{rec.get('tier')} copy", rec.get("location"), None)])
+    return []
 
 
 def _size(run_dir: Path) -> int:
@@ -350,7 +433,7 @@ def _insert_files(con: sa.Connection, rid: int, run: _Run, data_root: Path) -> d
                   for g, grp in run.groups.items() if grp["level"] == 2 for d in grp["datasets"]})
     for p in sorted((data_root / rel_dir).glob("*.sdm")):
         level = 1 if _LEVEL1.search(p.name) else named.get(p.name)
-        if level is not None:
+        if level is not None and escapes(data_root, rel_dir, f"{rel_dir}/{p.name}") is None:  # never a link
             files.setdefault(f"{rel_dir}/{p.name}", level)
     rows = []
     for path, level in files.items():

@@ -14,7 +14,7 @@ reclaims them).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -29,7 +29,7 @@ __all__ = ["truncate"]
 
 
 def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str] | None, writers: int,
-             shown_url: str) -> Truncation:
+             shown_url: str, confine: Callable[[str, str], Any] | None = None) -> Truncation:
     """Erase every step after *after_step* of the groups named (every group: None) of a run.
 
     Parameters
@@ -39,12 +39,18 @@ def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str
     writers : int
         Writing sessions the caller itself holds on the run (a session: 1); more refuse
         the truncation, since another job could be writing into the space given back.
+    confine : callable, optional
+        ``confine(path, record)`` is called, before the caller commits, for every file the
+        truncation gives back (to be deleted or cut); it raises to refuse the whole
+        truncation (:func:`sdm.storage.confine.confine`: a path outside the run's directory).
 
     Raises
     ------
     RunNotFoundError, GroupNotFoundError
     RunStateError
         Another session is writing the run.
+    IntegrityError
+        From *confine*: a file given back lies outside the run's directory.
     """
     r, g, d, w = S.runs, S.groups, S.datasets, S.writes
     run = con.execute(sa.select(r.c.state, r.c.writers).where(r.c.id == run_id).with_for_update()).first()
@@ -68,13 +74,17 @@ def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str
     )} if gids else {}
     dids = sorted(dnames)
     erased: list[Any] = []
-    held: set[int] = set()  # every file the erased rows hold bytes in (a subfiled row's extents too)
+    held: dict[int, tuple[int, int, int | None]] = {}  # every file the erased rows hold bytes in: a row holding it
     for part in chunks(dids):
         erased += con.execute(sa.select(w.c.dataset_id, w.c.step, w.c.file_id, w.c.nbytes)
                               .where(w.c.dataset_id.in_(part), w.c.step > after_step)).all()
-        held.update(int(x) for x in con.execute(
-            sa.select(S.extents.c.file_id).select_from(S.extents.join(w, w.c.id == S.extents.c.write_id))
-            .where(w.c.dataset_id.in_(part), w.c.step > after_step)).scalars())
+        for fid, did, step, seq in con.execute(  # a subfiled row's extents too
+                sa.select(S.extents.c.file_id, w.c.dataset_id, w.c.step, S.extents.c.seq)
+                .select_from(S.extents.join(w, w.c.id == S.extents.c.write_id))
+                .where(w.c.dataset_id.in_(part), w.c.step > after_step)):
+            held.setdefault(int(fid), (int(did), int(step), int(seq)))
+    for row in erased:
+        held.setdefault(int(row.file_id), (int(row.dataset_id), int(row.step), None))
     for part in chunks(dids):
         con.execute(w.delete().where(w.c.dataset_id.in_(part), w.c.step > after_step))
     touched = sorted({int(row.dataset_id) for row in erased})
@@ -82,19 +92,27 @@ def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str
         con.execute(d.update().where(d.c.id.in_(part)).values(_SUMMARY))
     for part in chunks(gids):
         con.execute(g.update().where(g.c.id.in_(part)).values(truncated_after=after_step))
-    removed, cut = _release(con, sorted({int(row.file_id) for row in erased} | held))
+    removed, cut = _release(con, sorted(held))
+    if confine is not None:
+        from ..storage.confine import row_record
+
+        for fid, path in removed + [(fid, path) for fid, path, _ in cut]:
+            did, step, extent = held[fid]
+            confine(path, row_record(run_id, *dnames[did], step, extent))
     return Truncation(
         run_id=run_id, after_step=after_step, groups=tuple(names),
         writes=tuple(sorted((*dnames[int(row.dataset_id)], int(row.step)) for row in erased)),
-        nbytes=sum(int(row.nbytes) for row in erased), removed_files=tuple(removed), cut_files=tuple(cut),
+        nbytes=sum(int(row.nbytes) for row in erased), removed_files=tuple(path for _, path in removed),
+        cut_files=tuple((path, end) for _, path, end in cut),
     )
 
 
-def _release(con: Connection, file_ids: list[int]) -> tuple[list[str], list[tuple[str, int]]]:
-    """Files whose rows were erased: rows of files left empty deleted, high-water marks lowered."""
+def _release(con: Connection, file_ids: list[int]) -> tuple[list[tuple[int, str]], list[tuple[int, str, int]]]:
+    """Files whose rows were erased: rows of files left empty deleted, high-water marks lowered
+    (``(id, path)`` of each file deleted, ``(id, path, new end)`` of each file cut)."""
     sp, f = S.spans(), S.files
-    removed: list[str] = []
-    cut: list[tuple[str, int]] = []
+    removed: list[tuple[int, str]] = []
+    cut: list[tuple[int, str, int]] = []
     for part in chunks(file_ids):
         used = (sa.select(sa.func.max(sp.c.offset + sp.c.nbytes)).where(sp.c.file_id == f.c.id)
                 .correlate(f).scalar_subquery())
@@ -102,10 +120,10 @@ def _release(con: Connection, file_ids: list[int]) -> tuple[list[str], list[tupl
                                                      .where(f.c.id.in_(part)).order_by(f.c.path)).all():
             if end is None:
                 con.execute(f.delete().where(f.c.id == fid))
-                removed.append(path)
+                removed.append((int(fid), path))
             elif int(end) < int(alloc_end):
                 con.execute(f.update().where(f.c.id == fid).values(alloc_end=int(end)))
-                cut.append((path, int(end)))
+                cut.append((int(fid), path, int(end)))
     return removed, cut
 
 

@@ -581,9 +581,12 @@ def _subfile(comm: MPI.Comm, p: _Part | None, offset: int, location: str, checks
             return []
         wanted = [(offset + int(a), offset + int(a + b)) for a, b in zip(f, n)]
         fetch = _missing(wanted, _union(_index(index, checksum)))
+        if cache.is_symlink():  # SDM makes no links in a run's directory: its cache is written there only
+            raise IntegrityError(f"subfile cache {cache} is a symbolic link (to {os.readlink(cache)}); SDM writes its "
+                                 "cache only inside the run's directory: remove the link")
         try:
             cache.mkdir(parents=True, exist_ok=True)
-            fd = os.open(data, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(data, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             raise StorageError(f"subfile cache {cache}: {exc.strerror}", errno=exc.errno) from None
         try:

@@ -20,6 +20,10 @@ Rules that keep the data:
   every file of the run and before anything is removed, unless each file has a verified
   copy on another tier.  The catalog forgets the copy before its bytes are removed, so
   a crash leaves at worst bytes nobody points to, never a row without bytes.
+* **Confined.** Before anything is copied, uploaded or removed, every file of the run
+  must lie inside its directory and every archive copy under its archive prefix
+  (:mod:`sdm.storage.confine`); a catalog row naming anything else refuses the whole
+  operation with :class:`~sdm.errors.IntegrityError`.
 * **Idempotent.** A copy already verified is skipped; one left ``copying`` by a crash is
   made again; a purge interrupted between the catalog and the removal finishes the
   removal when run again.
@@ -48,8 +52,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..catalog import tiers as rows
 from ..errors import IntegrityError, InvalidArgumentError, RunStateError, StorageError
 from . import runs
+from .confine import confine, escapes, location_escapes, location_refusal, refusal, row_record
 from .digests import DIGEST, file_digest
-from .naming import inside
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
@@ -167,6 +171,39 @@ def _check_rows(cat: "Catalog", run_id: int, path: str, local: Path) -> None:
 def _run(cat: "Catalog", run_id: int) -> tuple[Path, str]:
     rec = cat.run(run_id, steps=False)
     return Path(rec.root), rec.dir or runs.legacy_run_dir(rec.application, rec.id)
+
+
+def _refuse_outside(cat: "Catalog", run_id: int, operation: str, todo: dict[str, list[rows.Copy]],
+                    archive: str | None) -> None:
+    """Refuse *operation* before it changes anything when a file of the run lies outside its directory, or an
+    archive copy outside its archive prefix (in the store *archive* when given; :mod:`sdm.storage.confine`).
+
+    Raises
+    ------
+    IntegrityError
+        Naming every such row (the first three; how many in all).
+    """
+    root, rel_dir = _run(cat, run_id)
+    holders: dict[str, tuple[str, str, int, int | None]] = {}  # path -> a row holding bytes in it
+    for gname, dname, w in cat.writes(run_id):
+        holders.setdefault(w.path, (gname, dname, w.step, None))
+        for k, e in enumerate(w.extents):
+            holders.setdefault(e.path, (gname, dname, w.step, k))
+    bad = []
+    for path, found in todo.items():
+        record = (row_record(run_id, *holders[path]) if path in holders
+                  else f"run {run_id}'s catalog row of the file {path!r}")
+        why = escapes(root, rel_dir, path)
+        if why is not None:
+            bad.append(refusal(record, path, why))
+            continue
+        for c in found:
+            where = location_escapes(c.location, rel_dir, path, archive) if c.tier == rows.ARCHIVE else None
+            if where is not None:
+                bad.append(location_refusal(record, c.location, path, where))
+    if bad:
+        raise IntegrityError(f"{operation} of run {run_id} refused, nothing changed: {'; '.join(bad[:3])}"
+                             + (f" (and {len(bad) - 3} more; `sdm verify {run_id}` lists them)" if len(bad) > 3 else ""))
 
 
 def _logged(cat: "Catalog", run_id: int, operation: str, tier: str,
@@ -289,10 +326,11 @@ def migrate(cat: "Catalog", run_id: int, store: Any, *, pack_below: int = 0, ver
     """
     if verify not in VERIFY:
         raise InvalidArgumentError(f"migrate verify must be one of {', '.join(VERIFY)}, got {verify!r}")
-    root, _ = _run(cat, run_id)
+    root, rel_dir = _run(cat, run_id)
 
     def work(report: TierReport) -> None:
         todo = rows.copies(cat, run_id)
+        _refuse_outside(cat, run_id, "migrate", todo, None)
         ends = _ends(cat, run_id)
         total = sum(c[0].size for c in todo.values())
         done = 0
@@ -322,7 +360,7 @@ def migrate(cat: "Catalog", run_id: int, store: Any, *, pack_below: int = 0, ver
                     if fast is None or not fast.verified:
                         raise RunStateError(f"{path} of run {run_id} has no verified copy on the fast tier to "
                                             f"migrate from; `sdm stage {run_id}` first")
-                    local = inside(root, Path(path))
+                    local = confine(root, rel_dir, path, f"run {run_id}'s catalog row of the file {path!r}")
                     size = local.stat().st_size
                     if size <= pack_below:
                         _check_rows(cat, run_id, path, local)
@@ -498,7 +536,7 @@ def pack(cat: "Catalog", run_id: int, store: Any, members: list[tuple[str, Path,
                       location=rows.member_location(store.location(key), item["offset"]), state="verified",
                       verified_at=_now())
     for old in stale - {store.location(key)}:  # a superfile of an interrupted migration: nobody's copy now
-        if not _referenced(cat, run_id, old):
+        if old.startswith(store.url + "/") and not _referenced(cat, run_id, old):
             store.delete(old[len(store.url) + 1:])
     return key
 
@@ -523,6 +561,7 @@ def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None 
 
     def work(report: TierReport) -> None:
         todo = rows.copies(cat, run_id)
+        _refuse_outside(cat, run_id, "stage", todo, None if store is None else store.url)
         total = sum(c[0].size for c in todo.values())
         done = 0
         for path, found in todo.items():
@@ -536,7 +575,7 @@ def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None 
                 if store is None:
                     raise StorageError(f"{path} of run {run_id}: no object store could be opened for its archive "
                                        f"copy {archive.location}")
-                local = inside(root, Path(path))
+                local = confine(root, rel_dir, path, f"run {run_id}'s catalog row of the file {path!r}")
                 _put(cat, run_id, path, rows.FAST, location=path, size=size)
                 part = local.with_name(local.name + ".staging")
                 local.parent.mkdir(parents=True, exist_ok=True)
@@ -581,6 +620,7 @@ def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
 
     def work(report: TierReport) -> None:
         todo = rows.copies(cat, run_id)
+        _refuse_outside(cat, run_id, "purge", todo, None if store is None else store.url)
         ends = _ends(cat, run_id)
         unsafe = [path for path, found in todo.items() if not _whole(_find(found, other), ends.get(path, 0))]
         if unsafe:
@@ -599,8 +639,9 @@ def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
                 report.files += 1
                 report.nbytes += size
             if tier == rows.FAST:
-                inside(root, Path(path)).unlink(missing_ok=True)
-                inside(root, Path(path + ".staging")).unlink(missing_ok=True)
+                record = f"run {run_id}'s catalog row of the file {path!r}"
+                confine(root, rel_dir, path, record).unlink(missing_ok=True)
+                confine(root, rel_dir, path + ".staging", record).unlink(missing_ok=True)
             elif store is not None and mine is not None and rows.member(mine.location)[1] is not None:
                 obj = rows.member(mine.location)[0]  # a superfile goes with the last copy in it
                 if not _referenced(cat, run_id, obj):
