@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import json
 import math
 import os
@@ -198,7 +199,8 @@ def load_object(data: bytes | str, where: Where, what: str) -> dict[str, Any]:
 
 
 def open_regular(path: str | os.PathLike[str], where: Where) -> int:
-    """A read-only descriptor of *path*, refused unless it is a regular file (a FIFO would block, a device never ends).
+    """A read-only descriptor of *path*, refused unless it is a regular file (a FIFO would block, a device never
+    ends, a symbolic link may lead anywhere).
 
     Raises
     ------
@@ -207,7 +209,13 @@ def open_regular(path: str | os.PathLike[str], where: Where) -> int:
     IntegrityError
         *path* is not a regular file.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:  # SDM never writes these files as links: one would lead the reader out of the run
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise where.error("it is a symbolic link; SDM writes it as a regular file and never follows a link "
+                              "to read it") from None
+        raise
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)

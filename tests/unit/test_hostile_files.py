@@ -393,6 +393,23 @@ def test_a_marker_that_is_a_fifo_does_not_block_rebuild(seed: Seed, tmp_path: Pa
     assert str(err.value).startswith(f"{marker}: it is not a regular file but a FIFO")
 
 
+@pytest.mark.parametrize("name", [".sdm-run", ".sdm-meta.jsonl"])
+def test_a_marker_or_meta_file_that_is_a_link_is_never_followed(seed: Seed, tmp_path: Path, name: str) -> None:
+    """A link in place of the marker or the meta-file, to a large file outside the run: refused, not read."""
+    data, run_dir = copied_run(seed, tmp_path)
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"x" * (1 << 20))
+    target = run_dir / name
+    target.unlink()
+    target.symlink_to(outside)
+    url = f"sqlite:///{tmp_path}/catalog.db"
+    with pytest.raises(IntegrityError) as err:
+        rebuild(data, url)
+    assert str(err.value).startswith(f"{target}: it is a symbolic link"), str(err.value)
+    assert Catalog(url).counts()["runs"] == 0
+    assert outside.read_bytes() == b"x" * (1 << 20)
+
+
 def test_a_session_refuses_a_run_whose_marker_is_not_sdms(seed: Seed, reference_catalog: Path, tmp_path: Path) -> None:
     """Appending to a run checks its marker first: a crafted one is an IntegrityError, nothing is written."""
     import sdm
