@@ -37,7 +37,7 @@ from . import loading as L
 from . import queries as Q
 from . import schema as S
 from .records import DatasetSpec, ExtentRecord, FileRecord, GroupRecord, RunRecord, Truncation, WriteRecord
-from .urls import redact_url, scrub
+from .urls import mask_urls, misparse, redact_url, scrub
 from .loading import utc as _utc
 from .values import Condition, conditions_from, decode, encode_all, loaded_numpy
 
@@ -65,7 +65,9 @@ def normalize_url(url: str) -> str:
     Raises
     ------
     CatalogUnavailableError
-        For any other scheme, and for text that is neither a URL nor a plain path.
+        For any other scheme, for text that is neither a URL nor a plain path, and for a
+        PostgreSQL URL that a connection library would split elsewhere than it reads (a
+        raw ``@`` in the password: the message says to percent-encode it).
     """
     url = catalog_url(url) if isinstance(url, str) else url
     if not isinstance(url, str) or "://" not in url:
@@ -74,9 +76,12 @@ def normalize_url(url: str) -> str:
             "postgresql://user@host:port/dbname"
         )
     scheme, rest = url.split("://", 1)
-    if scheme in {"postgresql", "postgres"}:
+    if scheme in {"postgresql", "postgres", "postgresql+psycopg"}:
+        why = misparse(url)
+        if why is not None:
+            raise CatalogUnavailableError(f"catalog URL {redact_url(url)!r} cannot be used as written: {why}")
         return "postgresql+psycopg://" + rest
-    if scheme in {"postgresql+psycopg", "sqlite"}:
+    if scheme == "sqlite":
         return url
     if not all(ch.isalnum() or ch in "+.-" for ch in scheme):  # 'user:pw@host://...' is no scheme
         raise CatalogUnavailableError(
@@ -141,6 +146,7 @@ class Catalog:
         sa_url = normalize_url(url)
         shown = repr(self.url)
         path = D.sqlite_path(sa_url)
+        error: CatalogError | None = None
         try:
             if path is not None:
                 self._id = self._prepare_sqlite(path, shown, create)
@@ -154,10 +160,12 @@ class Catalog:
         except (SQLAlchemyError, OSError, ValueError) as exc:
             self._dispose()
             if D.is_damage(exc):
-                raise CatalogDamagedError(
-                    f"catalog {shown} is damaged: {scrub(_short(exc), url)}; restore it from a backup"
-                ) from None
-            raise CatalogUnavailableError(f"cannot open catalog {shown}: {scrub(_short(exc), url)}") from None
+                error = CatalogDamagedError(
+                    f"catalog {shown} is damaged: {scrub(_short(exc), url)}; restore it from a backup")
+            else:
+                error = CatalogUnavailableError(f"cannot open catalog {shown}: {scrub(_short(exc), url)}")
+        if error is not None:  # raised outside the handler: the driver's error (its text unscrubbed) is not chained
+            raise error
 
     @staticmethod
     def _prepare_sqlite(path: Path, shown: str, create: bool) -> str | None:
@@ -1221,5 +1229,6 @@ def _jsonable(obj: Any) -> Any:
 
 
 def _short(exc: BaseException) -> str:
+    """The first line of a database error, any URL in it masked."""
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return mask_urls(text[0]) if text else type(exc).__name__
