@@ -20,25 +20,24 @@ same way through :class:`~sdm.storage.backends.objectstore.ObjectStore`'s messag
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import re
 import subprocess
 import sys
-import traceback
 from pathlib import Path
-from urllib.parse import quote, unquote, unquote_plus
+from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, example, given, settings
-from hypothesis import strategies as st
 import typer
 from click.testing import CliRunner
+from hypothesis import HealthCheck, Phase, assume, example, given, settings
+from hypothesis import strategies as st
 
 from sdm._cli.main import app
 from sdm.catalog import Catalog, redact_url
 from sdm.catalog.urls import MASK, mask_urls, scrub, secrets_of
 from sdm.errors import CatalogUnavailableError, InvalidArgumentError, StorageError
+from secret_checks import HARMLESS, LEAKS, PASSWORDS, assert_clean, everything, log_records  # tests/integration
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -48,12 +47,7 @@ PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, data
                     phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck),
                     print_blob=False)
 
-PRINTABLE = "".join(map(chr, range(0x20, 0x7F)))
-HOSTILE = "@:/?#%&=+ '\"\\"
-PASSWORDS = st.lists(st.one_of(st.sampled_from(HOSTILE), st.text(PRINTABLE, min_size=1, max_size=6)),
-                     min_size=1, max_size=10).map("".join)
 CLOSED = 1  # 127.0.0.1:1 refuses at once: a connection is attempted, nothing answers
-HARMLESS = "Zq7Zq7Zq7"
 
 FORMS = {
     "raw": lambda pw: f"postgresql://alice:{pw}@127.0.0.1:{CLOSED}/sdm",
@@ -63,68 +57,11 @@ FORMS = {
     "no scheme": lambda pw: f"alice:{pw}@127.0.0.1/sdm",
 }
 
-# The three forms that leaked before: an '@' and a ':' in the password (the port became
-# 'TopSecretTail@127.0.0.1:5432'), an '@' (the host became the password's tail), and a
-# password parameter whose name is percent-encoded.
-LEAKS = {
-    "at and colon": ("postgresql://alice:p@ss:TopSecretTail@127.0.0.1:5432/sdm", "ss:TopSecretTail"),
-    "at": ("postgresql://alice:p@ssTopSecretTail@127.0.0.1:1/sdm", "ssTopSecretTail"),
-    "encoded parameter name": ("postgresql://127.0.0.1:1/sdm?pass%77ord=TopSecretTail", "TopSecretTail"),
-}
-
-
-def secret_texts(password: str) -> set[str]:
-    """What must not be shown: the password as written, decoded, and its pieces of 4+ characters."""
-    forms = {password, unquote(password), unquote_plus(password)}
-    pieces = {p for f in forms for p in re.split(r"[@:/?#&=\s'\"\\]+", f) if len(p) >= 4}
-    return {f for f in forms if len(f) >= 3} | pieces
-
-
-def assert_clean(shown: str, password: str, baseline: str = "") -> None:
-    """No secret text of *password* in *shown*, unless *baseline* (the same path, a harmless password) shows it too."""
-    for secret in secret_texts(password):
-        assert secret not in shown or secret in baseline, f"{secret!r} shown in: {shown!r}"
-
-
-def everything(exc: BaseException) -> str:
-    """All an exception can show: message, repr, its formatted traceback, and every exception it links to."""
-    parts, seen, todo = [], set(), [exc]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        parts += [str(e), repr(e), "".join(traceback.format_exception(e))]
-        todo += [e.__cause__, e.__context__]
-    return "\n".join(parts)
-
-
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-    def text(self) -> str:
-        formatter = logging.Formatter("%(name)s %(levelname)s %(message)s")
-        return "\n".join(formatter.format(r) for r in self.records)
-
-
 def catalog_error(url: str) -> str:
     """Everything shown when ``Catalog(url)`` fails, log records written meanwhile included."""
-    handler, root = _Records(), logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        with pytest.raises(CatalogUnavailableError) as info:
-            Catalog(url, create=False)
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-    return everything(info.value) + "\n" + handler.text()
+    with log_records() as logged, pytest.raises(CatalogUnavailableError) as info:
+        Catalog(url, create=False)
+    return everything(info.value) + "\n" + "\n".join(logged)
 
 
 @functools.lru_cache(maxsize=1)
