@@ -8,7 +8,8 @@ without a scheme. Through every path that shows a catalog URL without a server -
 :func:`redact_url`, :func:`scrub` of a driver's message, ``Catalog(url)``'s exception
 (message, ``repr``, formatted traceback, every chained cause and context), the log
 records written meanwhile, and the ``sdm ls / show / find`` commands (tables and
-``--json``) -- neither the password nor its percent-decoded form nor any piece of it
+``--json``) with one more command that opens a catalog (``verify``, ``gc``, ``export``,
+``rebuild``, ...) -- neither the password nor its percent-decoded form nor any piece of it
 (four characters or more between URL delimiters, what a parser that split the URL
 elsewhere would quote) appears, unless the same text is shown for a harmless password
 too (a password such as ``catalog`` is a word of every message). S3 credentials go the
@@ -78,27 +79,39 @@ def cli(*args: str) -> str:
     return result.stdout + result.stderr
 
 
+#: Every other command that opens a catalog: one is drawn per example, beside ls, show and find
+OTHERS = [("verify", "1"), ("verify",), ("gc", "1"), ("histories", "heat"), ("stage", "1"), ("purge", "1"),
+          ("plot", "1", "T", "--step", "0"), ("export", "1", "-f", "hdf5", "-o", "{tmp}/x.h5"),
+          ("rebuild", "{tmp}")]
+
+
 @functools.lru_cache(maxsize=None)
-def shown_for(url: str) -> str:
-    """Everything SDM shows for *url* without a server."""
+def shown_for(url: str, other: tuple[str, ...] = ()) -> str:
+    """Everything SDM shows for *url* without a server (*other*: one more command)."""
     parts = [redact_url(url), catalog_error(url)]
-    for args in (("ls",), ("ls", "--json"), ("show", "1", "--json"), ("find", "a=1")):
+    for args in (("ls",), ("ls", "--json"), ("show", "1", "--json"), ("find", "a=1"), *([other] if other else [])):
         parts.append(cli(*args, "--catalog", url))
     return "\n".join(parts)
 
 
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("commands")
+
+
 @pytest.mark.parametrize("form", sorted(FORMS))
 @PROPERTY
-@given(password=PASSWORDS)
-@example(password="p@ss:TopSecretTail")
-@example(password="a/b?c#d%40e f:g@h")
-@example(password="%zz%4")
-def test_no_error_path_shows_the_password(form: str, password: str) -> None:
+@given(password=PASSWORDS, other=st.sampled_from(OTHERS))
+@example(password="p@ss:TopSecretTail", other=OTHERS[0])
+@example(password="a/b?c#d%40e f:g@h", other=OTHERS[-1])
+@example(password="%zz%4", other=OTHERS[-2])
+def test_no_error_path_shows_the_password(scratch: Path, form: str, password: str, other: tuple[str, ...]) -> None:
     if form == "query-raw":  # a raw '&name=' starts another parameter: in any URL parser, not a password
         assume(not re.search(r"&[^&=?]*=", password))
     url = FORMS[form](password)
-    baseline = shown_for(FORMS[form](HARMLESS))
-    shown = shown_for(url)
+    other = tuple(a.format(tmp=scratch) for a in other)
+    baseline = shown_for(FORMS[form](HARMLESS), other)
+    shown = shown_for(url, other)
     assert_clean(shown, password, baseline)
     assert MASK in redact_url(url) or form == "no scheme" and "@" not in password and ":" not in password
 
