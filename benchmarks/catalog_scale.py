@@ -14,7 +14,7 @@ applications, 10 datasets and 16 attribute rows per run; the shape is documented
 find =             ``sdm.find(catalog=URL, application=APP, attributes={"case": "case-07"})``
 find range         ``... attributes={"re": (">=", 10900.0)}`` (~1% of the application's runs)
 find 2 attrs       ``... attributes={"mesh": "channel", "nx": 128}``
-open by attrs      ``sdm.open(APP, "r", catalog=URL, attributes={"case": "case-07"})`` and close
+open by attrs      ``sdm.open(APP, "r", catalog=URL, attributes={"case": "case-07"}, run="latest")`` and close
                    (one rank; the newest matching run)
 sdm ls APP         the CLI command, in-process (typer's ``CliRunner``: no interpreter start)
                    and as a subprocess (``sdm ls APP --catalog URL``, output to a pipe)
@@ -229,7 +229,7 @@ def _find(url: str, key: str) -> list[int]:
 def _open(url: str) -> int:
     import sdm
 
-    with sdm.open(APP, "r", catalog=url, attributes=OPEN_QUERY) as s:
+    with sdm.open(APP, "r", catalog=url, attributes=OPEN_QUERY, run="latest") as s:  # the newest of many matches
         return int(s.run_id)
 
 

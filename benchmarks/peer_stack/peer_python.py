@@ -480,7 +480,8 @@ class SDM(Contender):
         if mode == "w":  # checksum=off: only to measure what the checksum costs (the default is on)
             return sdm.open("peers", "w", comm=COMM, root=str(self.dir), catalog=self._url(),
                             attributes={"pattern": self.pattern}, checksum=self.args.get("checksum", "on") != "off")
-        return sdm.open("peers", "r", comm=COMM, catalog=self._url(), attributes={"pattern": self.pattern})
+        return sdm.open("peers", "r", comm=COMM, catalog=self._url(), attributes={"pattern": self.pattern},
+                        run="latest")  # the run just written (each repeat writes one)
 
     def write(self, arrays):
         vars_ = names(self.pattern, self.p)

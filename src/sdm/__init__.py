@@ -79,6 +79,8 @@ def find(catalog: str | None = None, application: str | None = None, **kwargs: A
     Returns
     -------
     list of RunRecord
+        Newest first, as ``sdm ls`` and ``sdm find`` list them (latest creation time first;
+        runs created at the same instant by id, highest first).
     """
     from . import config
     from .catalog import Catalog

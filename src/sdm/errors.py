@@ -17,6 +17,7 @@ __all__ = [
     "NotFoundError",
     "ApplicationNotFoundError",
     "RunNotFoundError",
+    "AmbiguousRunError",
     "GroupNotFoundError",
     "DatasetNotFoundError",
     "StepNotFoundError",
@@ -125,6 +126,13 @@ class InvalidNameError(SDMError, ValueError):
 
 class InvalidArgumentError(SDMError, ValueError):
     """An argument has the wrong type or a value outside what SDM accepts (the message says what is expected)."""
+
+
+class AmbiguousRunError(InvalidArgumentError, LookupError):
+    """Several runs match and the caller did not say which (``run=ID`` or ``run="latest"``).
+
+    The message lists them, newest first: id, creation time and attributes.
+    """
 
 
 class HintError(InvalidArgumentError):

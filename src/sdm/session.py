@@ -2,8 +2,9 @@
 
 A :class:`Session` is opened collectively by every rank of a communicator for one
 application.  In mode ``"w"`` it registers a new run; in ``"r"`` it opens an existing
-run (by id, or the newest whose attributes match) for reading; ``"a"`` reopens an
-existing run to add data.  Only rank 0 talks to the catalog.
+run (by id, ``"latest"``, or the one run whose attributes match: several are an error
+listing them, see :mod:`sdm.catalog.selection`) for reading; ``"a"`` reopens an
+existing run the same way to add data.  Only rank 0 talks to the catalog.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from . import config
 from ._collective import Failure, agree, capture, root_call, root_call_resting
 from .catalog import DatasetSpec, RunRecord, Truncation, redact_url
 from .catalog.metafile import MetaFile
+from .catalog.selection import run_choice
 from .catalog.values import encode, merge_attributes
 from .engine.operations import Late, Operations, close_wait, collective, describe
 from .errors import (
@@ -75,7 +77,7 @@ class Session:
         comm: MPI.Comm | None = None,
         catalog: str | None = None,
         root: str | Path | None = None,
-        run: int | None = None,
+        run: int | str | None = None,
         attributes: dict[str, Any] | None = None,
         problem_size: Any = None,
         method: str = "auto",
@@ -106,7 +108,7 @@ class Session:
             _, failure = capture(check.flag, metafile, "metafile", rank=self.rank)
         if failure is None:
             hints, planner_hints = args["hints"], args["planner_hints"]  # type: ignore[index]
-            run = None if run is None else int(run)
+            run = run_choice(run)  # an id, "latest" or None
             self.sync = config.sync_enabled() if sync is None else bool(sync)
             self.verify = bool(verify)
             self.checksum = config.checksum_enabled() if checksum is None else bool(checksum)
@@ -159,11 +161,8 @@ class Session:
                     )
                     self._lock = runs.RunLock(Path(rec.root), rec.dir or "")
                     previous = "new"
-                else:
-                    if run is not None:
-                        rec = self.catalog.run(run, application=application)
-                    else:
-                        rec = self.catalog.latest_run(application, attributes)
+                else:  # run=ID, run="latest", or the one run that matches (several: an error listing them)
+                    rec = self.catalog.select_run(application, attributes, run)
                     previous = self._hold_run(rec) if mode == "a" else self._look_at_run(rec)
             except Exception:
                 self._release_run()
@@ -825,8 +824,7 @@ def _check_open(mode: Any, catalog: Any, root: Any, run: Any, attributes: Any, p
     check.text(mode, "mode", choices=_MODES)
     check.text(catalog, "catalog URL", optional=True)
     check.path(root, "root", optional=True)
-    if run is not None:
-        check.integer(run, "run id", minimum=1)
+    run_choice(run)  # None, a run id or "latest"
     check.mapping(attributes, "attributes")
     if problem_size is not None:
         try:
@@ -951,11 +949,15 @@ def open(application: str, mode: str = "w", **kwargs: Any) -> Session:  # noqa: 
     root : str or Path, optional
         Data root for new files (default ``$SDM_ROOT`` or ``./sdm-data``). Readers
         default to the root the run was written under.
-    run : int, optional
-        Run id to open in modes ``"r"``/``"a"``.
+    run : int or "latest", optional
+        Modes ``"r"``/``"a"``: the run id to open, or ``"latest"`` for the newest run of the
+        application whose attributes match. Without it exactly one run must match:
+        several raise :class:`~sdm.errors.AmbiguousRunError` on every rank, listing them
+        (id, creation time, attributes; newest first).
     attributes : dict, optional
-        Mode ``"w"``: attributes of the new run. Modes ``"r"``/``"a"`` without ``run``:
-        select the newest run whose attributes match.
+        Mode ``"w"``: attributes of the new run. Modes ``"r"``/``"a"``: the conditions the
+        run must match (``{key: value}`` or ``{key: (op, value)}``, as :func:`sdm.find`);
+        not consulted with ``run=ID``.
     problem_size : object, optional
         Recorded with the run (e.g. the global grid).
     method : str

@@ -10,11 +10,13 @@
     runs = sdm.xarray.open_runs("sdm-data/catalog.db", application="heat", where=["nx>=32"], group="fields")
 
 *filename_or_obj* is a catalog (an SQLAlchemy URL, or the path of an SQLite catalog
-file) or a data root (the directory holding ``catalog.db``).  The run is ``run=`` (an
-id) or the one run that ``application=`` and ``where=`` (conditions such as
-``"case=demo"``, ``"nx>=32"``, or a dict of attributes) select; several matching runs
-are an error naming them (:func:`open_runs` concatenates them along a ``run``
-dimension).
+file) or a data root (the directory holding ``catalog.db``).  The run is chosen as
+``sdm.open`` chooses it (:mod:`sdm.catalog.selection`): ``run=`` (an id, or
+``"latest"``: the newest that ``application=`` and ``where=`` select), else the one run
+that ``application=`` and ``where=`` (conditions such as ``"case=demo"``, ``"nx>=32"``,
+or a dict of attributes) select; several matching runs raise
+:class:`~sdm.errors.AmbiguousRunError` listing them, newest first (:func:`open_runs`
+concatenates them along a ``run`` dimension, newest first as :func:`sdm.find` lists them).
 
 One variable per dataset of the group (``group=``, needed when the run has several),
 with the dimensions ``("step", *dims)``: the dimension names the writer gave
@@ -91,21 +93,35 @@ def _conditions(where: Any) -> list[str]:
     return [str(w) for w in where]
 
 
-def _runs(url: str, application: str | None, where: Any, run: int | None) -> list[Any]:
-    """The runs selected, as catalog records (without steps)."""
+def _select(url: str, application: str | None, where: Any, run: int | str | None) -> Any:
+    """The one run selected (the rule of :mod:`sdm.catalog.selection`), as a catalog record."""
     from .catalog import Catalog
-    from .catalog.values import parse_condition
+    from .catalog.selection import PYTHON_ADVICE
+    from .catalog.values import conditions_of
 
+    conds = conditions_of(where)
     cat = Catalog(url, create=False)
     try:
-        if run is not None:
-            return [cat.run(int(run), steps=False)]
-        conds = [parse_condition(c) for c in _conditions(where)]
+        return cat.select_run(application, run=run, conditions=conds,
+                              advice=f"{PYTHON_ADVICE}, or sdm.xarray.open_runs to concatenate them along 'run'")
+    finally:
+        cat.close()
+
+
+def _runs(url: str, application: str | None, where: Any) -> list[Any]:
+    """Every run selected, as catalog records (without steps), newest first."""
+    from .catalog import Catalog, redact_url
+    from .catalog.values import conditions_of
+
+    conds = conditions_of(where)
+    cat = Catalog(url, create=False)
+    try:
         found = cat.find(application=application, conditions=conds, steps=False)
     finally:
         cat.close()
     if not found:
-        raise RunNotFoundError(f"no run of {application or 'any application'} matches {_conditions(where)} in {url}")
+        raise RunNotFoundError(f"no run of {application or 'any application'} matches {_conditions(where)} "
+                               f"in {redact_url(url)}")
     return list(found)
 
 
@@ -174,24 +190,21 @@ class SDMBackendEntrypoint(BackendEntrypoint):
         return False  # catalogs and data roots are named with engine="sdm"
 
     def open_dataset(self, filename_or_obj: Any, *, drop_variables: Iterable[str] | None = None,
-                     application: str | None = None, run: int | None = None, where: Any = None,
+                     application: str | None = None, run: int | str | None = None, where: Any = None,
                      group: str | None = None, root: str | None = None) -> Any:
         """The Dataset of one run's group (see the module documentation).
 
         Raises
         ------
+        AmbiguousRunError
+            Several runs match and ``run`` is not given: the message lists them.
         RunNotFoundError, InvalidArgumentError, GroupNotFoundError
         """
         import sdm
 
         _need_xarray()
         url = catalog_url(filename_or_obj)
-        found = _runs(url, application, where, run)
-        if len(found) > 1:
-            raise InvalidArgumentError(
-                f"{len(found)} runs match {_conditions(where)}: {[r.id for r in found][:10]}; give run=, narrower "
-                "conditions, or use sdm.xarray.open_runs to concatenate them along 'run'")
-        rec = found[0]
+        rec = _select(url, application, where, run)
         session = sdm.open(rec.application, "r", catalog=url, run=rec.id, **({"root": root} if root else {}))
         try:
             names = session.groups
@@ -223,7 +236,7 @@ def open_runs(filename_or_obj: Any, *, application: str | None = None, where: An
     """
     _need_xarray()
     url = catalog_url(filename_or_obj)
-    found = _runs(url, application, where, None)
+    found = _runs(url, application, where)
     parts = [xr.open_dataset(url, engine="sdm", run=r.id, group=group, **kwargs) for r in found]
     out = xr.concat(parts, dim=xr.Variable("run", [r.id for r in found]), join="outer",
                     combine_attrs="drop_conflicts")

@@ -282,19 +282,19 @@ def three_runs(cat: Catalog) -> list[int]:
 
 def test_find_by_application_run_and_dates(cat: Catalog, three_runs: list[int]) -> None:
     r1, r2, r3 = three_runs
-    assert _ids(cat.find()) == [r1, r2, r3]  # oldest first
-    assert _ids(cat.find(application="astro")) == [r1, r2]
+    assert _ids(cat.find()) == [r3, r2, r1]  # newest first, as sdm ls lists them
+    assert _ids(cat.find(application="astro")) == [r2, r1]
     assert _ids(cat.find(application="climate")) == [r3]
     assert cat.find(application="unknown") == []
     assert _ids(cat.find(run=r2)) == [r2]
     assert cat.find(run=r2, application="climate") == []
 
-    assert _ids(cat.find(since=datetime(2024, 1, 15, tzinfo=UTC))) == [r2, r3]
-    assert _ids(cat.find(until=datetime(2024, 2, 1, tzinfo=UTC))) == [r1, r2]  # inclusive
+    assert _ids(cat.find(since=datetime(2024, 1, 15, tzinfo=UTC))) == [r3, r2]
+    assert _ids(cat.find(until=datetime(2024, 2, 1, tzinfo=UTC))) == [r2, r1]  # inclusive
     assert _ids(cat.find(since=datetime(2024, 2, 1), until=datetime(2024, 2, 1))) == [r2]  # naive = UTC
     assert _ids(cat.find(since=datetime(2024, 1, 2), until=datetime(2024, 1, 31))) == []
     plus_one = timezone(timedelta(hours=1))  # 01:00+01:00 is midnight UTC
-    assert _ids(cat.find(since=datetime(2024, 2, 1, 1, 0, tzinfo=plus_one))) == [r2, r3]
+    assert _ids(cat.find(since=datetime(2024, 2, 1, 1, 0, tzinfo=plus_one))) == [r3, r2]
     assert _ids(cat.find(until=datetime(2024, 2, 1, 0, 59, tzinfo=plus_one))) == [r1]
     assert _ids(cat.find(application="astro", since=datetime(2024, 1, 15))) == [r2]
     assert cat.run(r1).created_at == datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
@@ -306,8 +306,8 @@ def test_find_equality_and_range_conditions(cat: Catalog, three_runs: list[int])
     assert _ids(cat.find(attributes={"res": 64.0})) == [r1]  # numbers compare as numbers
     assert _ids(cat.find(attributes={"model": "mhd"})) == [r2]
     assert _ids(cat.find(attributes={"ocean": True})) == [r3]
-    assert _ids(cat.find(attributes={"res": ("!=", 64)})) == [r2, r3]
-    assert _ids(cat.find(attributes={"res": (">=", 128)})) == [r2, r3]
+    assert _ids(cat.find(attributes={"res": ("!=", 64)})) == [r3, r2]
+    assert _ids(cat.find(attributes={"res": (">=", 128)})) == [r3, r2]
     assert _ids(cat.find(attributes={"res": (">", 128)})) == [r3]
     assert _ids(cat.find(attributes={"res": ("<", 128)})) == [r1]
     assert _ids(cat.find(attributes={"res": ("<=", 128), "cfl": (">", 0.5)})) == [r2]
@@ -353,8 +353,8 @@ def test_find_matches_dataset_group_and_run_attributes(cat: Catalog) -> None:
     assert cat.find(attributes={"kind": "field", "bins": 32}) == []  # no dataset carries both
     assert cat.find(attributes={"bins": 31}) == []
     found = cat.find(attributes={"res": (">", 0)})
-    assert _ids(found) == [run, other]
-    assert _names(found[1]) == [("fields", "rho"), ("fields", "e")]
+    assert _ids(found) == [other, run]
+    assert _names(found[0]) == [("fields", "rho"), ("fields", "e")]
 
 
 def test_the_most_specific_attribute_value_wins(cat: Catalog) -> None:

@@ -225,8 +225,8 @@ def test_numpy_scalars_match_like_python_values(cat: Catalog) -> None:
         ({"nx": np.int64(64), "name": np.str_("abc"), "ok": np.bool_(True)}, [a]),
         ({"nx": np.int64(65)}, []),
     ]
-    for attrs, want in cases:
-        assert [r.id for r in cat.find(application="sim", attributes=attrs)] == want, attrs
+    for attrs, want in cases:  # want: oldest first; found: newest first
+        assert [r.id for r in cat.find(application="sim", attributes=attrs)] == want[::-1], attrs
     assert [r.id for r in cat.find(conditions=[Condition("nx", "=", np.int64(32))])] == [b]
     assert cat.latest_run("sim", {"nx": np.int64(64)}).id == a
     assert cat.latest_run("sim", {"ok": np.bool_(True)}).id == c
@@ -250,7 +250,7 @@ def test_values_compare_exactly_beyond_float_precision_and_across_types(cat: Cat
         ({"n": ("<", float("inf"))}, "abefg"),
     ]
     for attrs, want in cases:
-        assert [r.id for r in cat.find(application="cmp", attributes=attrs)] == [runs[x] for x in want], attrs
+        assert [r.id for r in cat.find(application="cmp", attributes=attrs)] == [runs[x] for x in want[::-1]], attrs
     # a dataset's own value overrides its run's: found through the dataset only
     run = cat.create_run("over", nprocs=1, root="/r", attributes={"m": 1})
     g = cat.define_group(run, "fields", 3, [DatasetSpec("rho", "<f8", (4,), "C"), DatasetSpec("e", "<f4", (4,), "C")])
@@ -351,7 +351,7 @@ def test_find_and_latest_run_over_30000_runs(catalog_url: str, few_sqlite_parame
     cat = Catalog(catalog_url)
     try:
         ids = _bulk_runs(cat, N_RUNS)
-        found = cat.find(application="bulk")
+        found = cat.find(application="bulk")[::-1]  # newest first: reversed, the oldest first
         assert [r.id for r in found] == ids
         assert found[0].attributes == {"nx": 64, "i": 0}
         assert [(g.name, [(d.name, d.steps, d.nsteps, d.first_step, d.last_step) for d in g.datasets])
@@ -360,7 +360,7 @@ def test_find_and_latest_run_over_30000_runs(catalog_url: str, few_sqlite_parame
         assert all([g.name for g in r.groups] == ["g0", "g1", "g2"] for r in found[1:N_WITH_GROUPS])
         assert all(r.groups == () for r in found[N_WITH_GROUPS:])
         assert found[-1].attributes == {"nx": 32, "i": N_RUNS - 1}
-        assert [r.id for r in cat.find(attributes={"nx": np.int64(32), "i": (">=", N_RUNS - 2)})] == ids[-2:]
+        assert [r.id for r in cat.find(attributes={"nx": np.int64(32), "i": (">=", N_RUNS - 2)})] == ids[-2:][::-1]
         # the newest matching run lies three pages of newer, non-matching runs back
         assert cat.latest_run("bulk", {"nx": 64}).id == ids[N_RUNS - 601]
         assert cat.latest_run("bulk").id == ids[-1]
@@ -368,7 +368,7 @@ def test_find_and_latest_run_over_30000_runs(catalog_url: str, few_sqlite_parame
             cat.latest_run("bulk", {"nx": 1})
         result = _cli("find", "--catalog", catalog_url, "--app", "bulk", "--json", "nx=64")
         assert result.exit_code == 0, result.output[-2000:]
-        runs = json.loads(result.stdout)["runs"]
+        runs = json.loads(result.stdout)["runs"][::-1]  # newest first: reversed, the oldest first
         assert [r["id"] for r in runs] == ids[: N_RUNS - 600]
         assert (runs[0]["datasets"][0]["nsteps"], runs[0]["datasets"][0]["last_step"]) == (2, 5) and runs[0]["attributes"] == {"nx": 64, "i": 0}
     finally:

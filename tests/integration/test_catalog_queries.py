@@ -1,6 +1,6 @@
 """The database-side search against the Python-side filter it replaced, on both engines.
 
-``Catalog.find`` and ``Catalog.latest_run`` evaluate attribute conditions in SQL
+``Catalog.find``, ``Catalog.latest_run`` and ``Catalog.select_run`` evaluate attribute conditions in SQL
 (:mod:`sdm.catalog.queries`). The reference here is the filter SDM used before: every
 run loaded in full, then each dataset's effective attributes (run, overridden by group,
 overridden by dataset) compared in Python with :meth:`Condition.matches`. It is kept,
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from sdm.catalog import Catalog, Condition, DatasetSpec, RunRecord
-from sdm.errors import RunNotFoundError
+from sdm.errors import AmbiguousRunError, RunNotFoundError
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -127,9 +128,23 @@ def _check(cat: Catalog, everything: list[RunRecord], conds: list[Condition], ap
         if expected:
             newest = max(expected, key=lambda r: (r.created_at, r.id))
             assert _shape([cat.latest_run(application, attributes)]) == _shape([newest])
+            assert _shape([cat.select_run(application, attributes, "latest")]) == _shape([newest])
         else:
             with pytest.raises(RunNotFoundError):
                 cat.latest_run(application, attributes)
+    if application is not None:  # select_run: the one match, or the matches listed newest first
+        newest_first = sorted(expected, key=lambda r: (r.created_at, r.id), reverse=True)
+        if len(expected) == 1:
+            assert _shape([cat.select_run(application, conditions=conds)]) == _shape(expected)
+        elif expected:
+            with pytest.raises(AmbiguousRunError) as info:
+                cat.select_run(application, conditions=conds)
+            listed = [int(i) for i in re.findall(r"run (\d+) \(created ", str(info.value))]
+            assert listed == [r.id for r in newest_first[:10]], conds
+            assert str(info.value).startswith(f"{len(expected)} runs of {application!r} match ")
+        else:
+            with pytest.raises(RunNotFoundError):
+                cat.select_run(application, conditions=conds)
     return len(got)
 
 
@@ -137,7 +152,7 @@ def _check(cat: Catalog, everything: list[RunRecord], conds: list[Condition], ap
 @ENGINES
 def test_the_catalog_has_what_the_oracle_needs(filled) -> None:
     cat, ids, everything = filled
-    assert [r.id for r in everything] == ids
+    assert [r.id for r in everything] == ids[::-1]  # newest first
     kinds = {type(v) for r in everything for v in r.attributes.values()}
     assert kinds == {int, float, bool, str}
     assert any(d.attributes for r in everything for g in r.groups for d in g.datasets)

@@ -1,26 +1,43 @@
-"""Passwords in catalog URLs never appear in messages, reprs or the ``sdm`` command's output.
+"""Passwords in catalog URLs never appear in messages, reprs, logs, files or the ``sdm`` command's output.
 
-A real PostgreSQL server with password authentication (scram-sha-256) for one role made
+A real PostgreSQL server with password authentication (scram-sha-256) for roles made
 here: connections with the right password work, with a wrong one they fail; in both
 cases, and for unreachable hosts, nothing SDM shows contains the password: exception
 messages and their full tracebacks, ``Catalog.url``, ``repr(Catalog)``, the engine's repr,
 ``Session.catalog_url`` (one rank in this process and two ranks under mpiexec), and the
 output of ``sdm ls`` / ``sdm find``.
+
+A role whose password holds every character that breaks URL parsers (``@ : / ? # %``,
+spaces, quotes, a backslash, ``& = +``) writes a run through its percent-encoded URL (in
+the user part and in the query): the run's meta-file and every other file SDM wrote,
+``sdm ls/show/find --json``, the session's and catalog's reprs and the log records hold
+neither the password nor any piece of it. A Hypothesis property then drives wrong
+passwords from the printable set, raw and percent-encoded, through ``sdm.open`` and
+``sdm ls`` against the same server.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import traceback
 import uuid
 from pathlib import Path
+from urllib.parse import quote
 
+import numpy as np
 import pytest
+import typer
+from click.testing import CliRunner
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from secret_checks import HARMLESS, LEAKS, PASSWORDS, assert_clean, everything, log_records
 from sqlalchemy.engine import make_url
 
 import sdm
+from sdm._cli.main import app
 from sdm.catalog import Catalog
 from sdm.errors import (
     ApplicationNotFoundError,
@@ -37,11 +54,12 @@ PASSWORD = "Pa55-w0rd-" + uuid.uuid4().hex[:10]
 WRONG = "Wr0ng-" + uuid.uuid4().hex[:10]
 
 
-@pytest.fixture
-def password_url(postgres_server, postgres_url: str) -> str:
-    """URL of a fresh database owned by a new role that must log in with PASSWORD."""
+def _role(postgres_server, postgres_url: str, password: str) -> tuple[str, str, str]:
+    """A new role that must log in with *password* (scram-sha-256), owning the fresh database:
+    ``(role, database, host:port)``."""
     role = "sdm_pw_" + uuid.uuid4().hex[:10]
-    postgres_server.psql(f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}'")
+    assert "$pw$" not in password
+    postgres_server.psql(f"CREATE ROLE {role} LOGIN PASSWORD $pw${password}$pw$")
     db = make_url(postgres_url).database
     postgres_server.psql(f'ALTER DATABASE "{db}" OWNER TO {role}')
     hba = postgres_server.datadir / "pg_hba.conf"
@@ -49,7 +67,14 @@ def password_url(postgres_server, postgres_url: str) -> str:
     hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())  # before 'trust'
     os.chown(hba, stat.st_uid, stat.st_gid)
     postgres_server.psql("SELECT pg_reload_conf()")
-    return f"postgresql://{role}:{PASSWORD}@127.0.0.1:{postgres_server.port}/{db}"
+    return role, str(db), f"127.0.0.1:{postgres_server.port}"
+
+
+@pytest.fixture
+def password_url(postgres_server, postgres_url: str) -> str:
+    """URL of a fresh database owned by a new role that must log in with PASSWORD."""
+    role, db, where = _role(postgres_server, postgres_url, PASSWORD)
+    return f"postgresql://{role}:{PASSWORD}@{where}/{db}"
 
 
 def _with_password(url: str, password: str) -> str:
@@ -131,6 +156,10 @@ def test_password_in_the_query_string_is_masked(password_url: str) -> None:
     with pytest.raises(CatalogUnavailableError) as info:
         Catalog(bad)
     _clean(_everything(info.value))
+
+
+def _command() -> typer.core.TyperGroup:
+    return typer.main.get_command(app)
 
 
 def _sdm(*args: str) -> subprocess.CompletedProcess:
@@ -224,3 +253,111 @@ def test_two_ranks_never_see_the_password(password_url: str, tmp_path: Path) -> 
         assert f"[{rank}] url {_masked(password_url)}" in out.stdout
     assert out.stdout.count("error CatalogUnavailableError: cannot open catalog "
                             f"{_masked(wrong)!r}: ") == 2
+
+
+# ------------------------------------------------------------------ passwords that break URL parsers
+# Every character URL parsers cut at, between pieces that appear nowhere by chance
+HOSTILE = "Zeb7@Quo8:Vix9/Wam6?Yod5#Kel4%40Hup3 Tir2'Sag1\"Nox0\\Ruf8&Pim7=Lak6+Gos5"
+EXAMPLES = int(os.environ.get("SDM_SECRET_EXAMPLES", "40"))
+
+
+def _catalog_rows(url: str) -> str:
+    """Every row of every table of the catalog, as text."""
+    import sqlalchemy as sa
+
+    from sdm.catalog import schema as S
+
+    cat = Catalog(url, create=False)
+    try:
+        with cat.engine.connect() as con:
+            return "\n".join(repr(row) for t in S.metadata.sorted_tables for row in con.execute(sa.select(t)))
+    finally:
+        cat.close()
+
+
+def test_a_password_with_every_breaking_character_writes_a_run_and_is_shown_nowhere(
+        postgres_server, postgres_url: str, tmp_path: Path) -> None:
+    from mpi4py import MPI
+
+    role, db, where = _role(postgres_server, postgres_url, HOSTILE)
+    encoded = quote(HOSTILE, safe="")
+    urls = {"user part": f"postgresql://{role}:{encoded}@{where}/{db}",
+            "query": f"postgresql://{role}@{where}/{db}?sslmode=disable&password={encoded}"}
+    data = tmp_path / "data"
+    shown: list[str] = []
+    T = np.arange(16.0).reshape(4, 4) * 1.5  # one rank: the local array is the whole dataset
+    with log_records() as logged:
+        for how, url in urls.items():
+            with sdm.open("hostile", "w", catalog=url, root=data, comm=MPI.COMM_SELF, attributes={"how": how}) as s:
+                g = s.make_group("fields", ["T"], dtype="f8", shape=(4, 4), level=3)
+                g.write("T", 0, T)
+                s.set_info("units", np.array(["m", "s"]))
+                assert ":***@" in s.catalog_url or "password=***" in s.catalog_url
+                shown += [s.catalog_url, repr(s), repr(vars(s)), repr(s.catalog), repr(vars(s.catalog)),
+                          repr(s.catalog.engine), str(s.catalog.engine.url)]
+                run = s.run_id
+            with sdm.open("hostile", "r", catalog=url, run=run, comm=MPI.COMM_SELF) as r:  # the URL works
+                back = r.group("fields").read("T", 0, verify=True)
+                shown += [r.catalog_url, repr(vars(r))]
+            assert np.array_equal(back, T)
+            for args in (("ls", "--json"), ("ls", "hostile", "--json"), ("show", str(run), "--json"),
+                         ("show", str(run), "--writes"), ("find", f"how={how}", "--json"), ("verify", str(run))):
+                out = _sdm(*args, "--catalog", url)
+                assert out.returncode == 0, (args, out.stderr)
+                shown.append(out.stdout + out.stderr)
+            assert json.loads(_sdm("show", str(run), "--json", "--catalog", url).stdout)["run"]["id"] == run
+            found = json.loads(_sdm("find", f"how={how}", "--json", "--catalog", url).stdout)["runs"]
+            assert [r["id"] for r in found] == [run]
+    shown += logged
+    files = [p for p in data.rglob("*") if p.is_file()]
+    assert any(p.name == ".sdm-meta.jsonl" for p in files)  # the runs' meta-files are among them
+    shown += [p.read_bytes().decode("utf-8", "replace") for p in files]
+    shown.append(_catalog_rows(urls["user part"]))
+    assert_clean("\n".join(shown), HOSTILE)
+
+
+@pytest.fixture
+def hostile_role(postgres_server, postgres_url: str) -> tuple[str, str, str]:
+    return _role(postgres_server, postgres_url, HOSTILE)
+
+
+WRONG_FORMS = {
+    "raw": lambda role, where, db, pw: f"postgresql://{role}:{pw}@{where}/{db}",
+    "encoded": lambda role, where, db, pw: f"postgresql://{role}:{quote(pw, safe='')}@{where}/{db}",
+    "query": lambda role, where, db, pw: f"postgresql://{role}@{where}/{db}?password={quote(pw, safe='')}",
+}
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck), print_blob=False)
+@given(password=PASSWORDS, form=st.sampled_from(sorted(WRONG_FORMS)))
+def test_wrong_passwords_of_any_characters_are_shown_nowhere(hostile_role, password: str, form: str) -> None:
+    """Against the real server: a refused login (or a URL refused before it) through sdm.open and sdm ls."""
+    from mpi4py import MPI
+
+    role, db, where = hostile_role
+
+    def shown(pw: str) -> str:
+        url = WRONG_FORMS[form](role, where, db, pw)
+        with log_records() as logged, pytest.raises(CatalogUnavailableError) as info:
+            sdm.open("app", "r", catalog=url, comm=MPI.COMM_SELF)
+        text = [everything(info.value), *logged]
+        result = CliRunner().invoke(_command(), ["ls", "--catalog", url], env={"SDM_CATALOG": None})
+        assert result.exit_code == 1 and result.stderr.startswith("error: "), result.stderr
+        return "\n".join([*text, result.stdout, result.stderr])
+
+    assert_clean(shown(password), password, shown(HARMLESS))
+
+
+@pytest.mark.parametrize("name", sorted(LEAKS))
+def test_the_forms_that_leaked_are_masked_through_sdm_open(name: str) -> None:
+    """The exception of sdm.open (message, repr, traceback, chain) and the log records hold no piece of them."""
+    from mpi4py import MPI
+
+    url, leaked = LEAKS[name]
+    with log_records() as logged, pytest.raises(CatalogUnavailableError) as info:
+        sdm.open("app", "r", catalog=url, comm=MPI.COMM_SELF)
+    text = "\n".join([everything(info.value), *logged])
+    assert leaked not in text and "TopSecret" not in text, text
+    assert str(info.value).startswith(("catalog URL 'postgresql://alice:***@127.0.0.1:",
+                                       "cannot open catalog 'postgresql://127.0.0.1:1/sdm?pass%77ord=***': "))

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from s3server import Proxy, S3Server
+from secret_checks import assert_clean, everything
 from sdm.errors import InvalidArgumentError, StorageError
 from sdm.storage.backends.objectstore import ObjectStore, parse_url
 
@@ -125,6 +126,32 @@ def test_credentials_never_in_messages(s3_server: S3Server, store: ObjectStore,
     monkeypatch.setenv("AWS_PROFILE", "nobody")
     with pytest.raises(StorageError, match="^no S3 credentials: set AWS_ACCESS_KEY_ID"):
         ObjectStore(store.url, endpoint=s3_server.endpoint)
+
+
+@pytest.mark.parametrize("secret", ["Zeb7@Quo8:Vix9/Wam6?Yod5#Kel4%40Hup3 Tir2'Sag1\"Nox0\\Ruf8&Pim7=Lak6+Gos5",
+                                    "%2F%40%3A", "a b+c"])
+def test_hostile_credentials_never_shown(s3_server: S3Server, store: ObjectStore, monkeypatch: pytest.MonkeyPatch,
+                                         secret: str) -> None:
+    """Keys holding every character that breaks URL parsers: the server refuses them, nothing shows them."""
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", secret[::-1] + "-token")
+    bad = ObjectStore(store.url, endpoint=s3_server.endpoint, retry_time=0)
+    shown = [repr(bad), repr(vars(bad)), repr(bad._credentials)]
+    for call in (lambda: bad.put("x", b"1"), lambda: bad.get("x"), lambda: bad.start_upload("x"),
+                 lambda: bad.list("")):
+        with pytest.raises(StorageError) as info:
+            call()
+        assert re.search(r"failed: HTTP 40[03]", str(info.value)), str(info.value)
+        shown.append(everything(info.value))
+    for where in (f"http://{s3_server.access_key}:{secret}@127.0.0.1:1", f"s3://{s3_server.access_key}:{secret}@b/x"):
+        with pytest.raises(InvalidArgumentError, match="carries credentials") as refused:
+            ObjectStore(where, endpoint=s3_server.endpoint) if where.startswith("s3") else \
+                ObjectStore(store.url, endpoint=where)
+        shown.append(everything(refused.value))
+    text = "\n".join(shown)
+    assert_clean(text, secret)
+    assert_clean(text, secret[::-1] + "-token")
+    assert s3_server.access_key not in "\n".join(shown[-2:])  # not even the key id, written into a URL
 
 
 def test_credentials_from_shared_file(s3_server: S3Server, store: ObjectStore, tmp_path: Path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 import xarray as xr
 
 import sdm
-from sdm.errors import InvalidArgumentError, RunNotFoundError
+from sdm.errors import AmbiguousRunError, InvalidArgumentError, RunNotFoundError
 
 SHAPE = (5, 6)
 X = np.linspace(0.0, 1.0, SHAPE[1])
@@ -73,18 +74,27 @@ def test_the_backend_equals_the_netcdf_export_read_by_xarray(root: Path, tmp_pat
 def test_runs_concatenate_along_run_and_bad_selections_are_refused(root: Path) -> None:
     a, b = write(root, "demo", 6), write(root, "demo", 7)
     with sdm.xarray.open_runs(root, application="heat", where={"case": "demo"}, group="fields") as ds:
-        assert ds["run"].values.tolist() == [a, b] and ds["T"].shape == (2, 3, *SHAPE)
+        assert ds["run"].values.tolist() == [b, a] and ds["T"].shape == (2, 3, *SHAPE)  # newest first, as sdm.find
         np.testing.assert_array_equal(ds["T"].sel(run=b, step=5).values, field("T", 5, "<f8"))
-    with pytest.raises(InvalidArgumentError) as err:
+    with pytest.raises(AmbiguousRunError) as err:  # the rule of sdm.open: several matches are listed, not guessed
         xr.open_dataset(root, engine="sdm", application="heat", where=["case=demo"], group="fields")
-    assert str(err.value) == (f"2 runs match ['case=demo']: {[a, b]}; give run=, narrower conditions, or use "
-                              "sdm.xarray.open_runs to concatenate them along 'run'")
+    assert isinstance(err.value, InvalidArgumentError)
+    assert re.fullmatch(
+        rf"2 runs of 'heat' match case='demo', newest first: run {b} \(created [0-9: -]+ UTC, case='demo', nx=7\); "
+        rf"run {a} \(created [0-9: -]+ UTC, case='demo', nx=6\); pass run=ID to choose one, or run='latest' for "
+        r"the newest, or sdm.xarray.open_runs to concatenate them along 'run'", str(err.value)), str(err.value)
+    for run, want in (("latest", b), (a, a)):
+        with xr.open_dataset(root, engine="sdm", application="heat", where=["case=demo"], run=run,
+                             group="fields") as ds:
+            assert ds.attrs["sdm_run"] == want and ds.attrs["nx"] == (7 if want == b else 6)
+            np.testing.assert_array_equal(ds["T"].sel(step=10).values, field("T", 10, "<f8"))
     with pytest.raises(InvalidArgumentError) as err:
         xr.open_dataset(root, engine="sdm", run=a)
     assert str(err.value) == f"run {a} has groups ['fields', 'other']; choose one with group="
     with pytest.raises(RunNotFoundError) as missing:
         xr.open_dataset(root, engine="sdm", application="heat", where=["case=nope"])
-    assert str(missing.value).startswith("no run of heat matches ['case=nope'] in sqlite:///")
+    assert str(missing.value) == ("no run of 'heat' has case='nope'; `sdm ls` lists the runs and `sdm show RUN` "
+                                  "their attributes")
     with pytest.raises(InvalidArgumentError) as err:
         xr.open_dataset(root / "nothing", engine="sdm", run=a)
     assert str(err.value) == (f"{str(root / 'nothing')!r} is neither a catalog URL, an SQLite catalog file nor a "

@@ -214,7 +214,7 @@ def test_show_unknown_run(filled: dict) -> None:
 def test_find_conditions(filled: dict) -> None:
     r1, r2, r3 = filled["runs"]
     url = filled["url"]
-    assert [r["id"] for r in as_json("find", "--catalog", url)["runs"]] == [r1, r2, r3]
+    assert [r["id"] for r in as_json("find", "--catalog", url)["runs"]] == [r3, r2, r1]  # newest first, as ls
     data = as_json("find", "res>=100", "--steps", "--catalog", url)
     assert [r["id"] for r in data["runs"]] == [r2]
     assert data["conditions"] == ["res>=100"]
@@ -254,11 +254,11 @@ def test_find_by_app_run_and_dates(filled: dict) -> None:
     def ids(*args: str) -> list[int]:
         return [r["id"] for r in as_json("find", *args, "--catalog", url)["runs"]]
 
-    assert ids("--app", "ASTRO3D") == [r1, r2]
+    assert ids("--app", "ASTRO3D") == [r2, r1]
     assert ids("--run", str(r2)) == [r2]
-    assert ids("--since", "2024-02-01") == [r2, r3]
-    assert ids("--until", "2024-02-10") == [r1, r2]  # a bare date includes that whole day
-    assert ids("--until", "2024-02-10T12:00:00") == [r1, r2]
+    assert ids("--since", "2024-02-01") == [r3, r2]
+    assert ids("--until", "2024-02-10") == [r2, r1]  # a bare date includes that whole day
+    assert ids("--until", "2024-02-10T12:00:00") == [r2, r1]
     assert ids("--until", "2024-02-10T11:59:59") == [r1]
     assert ids("--since", "2024-01-11", "--until", "2024-03-01") == [r2]
     assert ids("--since", "2024-02-10T13:00:00+01:00", "--app", "ASTRO3D") == [r2]

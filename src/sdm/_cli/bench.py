@@ -29,8 +29,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import config
+from ..catalog.urls import mask_urls, redact_url
 from ..errors import SDMError
-
 from ..storage.mounts import fs_type
 
 __all__ = ["register", "bench_app", "run_ncio", "run_calibration", "write_ncio", "fs_type"]
@@ -96,7 +96,7 @@ class _Progress:
 
 def _fail(message: str) -> None:
     err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
-    err.print(Text("error: ", style="bold red") + Text(message, style="red"))
+    err.print(Text("error: ", style="bold red") + Text(mask_urls(message), style="red"))
     raise typer.Exit(2)
 
 
@@ -238,9 +238,9 @@ def calibrate_cmd(
     try:
         row = _save(url, directory, model, samples, direct)
     except SDMError as exc:
-        _fail(f"measured, but could not store the calibration in {url}: {exc}")
+        _fail(f"measured, but could not store the calibration in {redact_url(url)}: {exc}")
     if as_json:
-        sys.stdout.write(json.dumps({"id": row, "target": str(directory), "catalog": url, **model.to_json()},
+        sys.stdout.write(json.dumps({"id": row, "target": str(directory), "catalog": redact_url(url), **model.to_json()},
                                     indent=2) + "\n")
         return
     table = Table(title=f"calibration {row} of {directory} ({model.nprocs} ranks, {model.cores} cores)",
@@ -250,7 +250,7 @@ def calibrate_cmd(
     for k, v in model.constants.items():
         table.add_row(k, f"{v:.3g}")
     con.print(table)
-    con.print(f"stored in {url}; sessions with root={directory} use it for method='auto'")
+    con.print(f"stored in {redact_url(url)}; sessions with root={directory} use it for method='auto'")
 
 
 def _calibrate_archive(url: str, catalog: str | None, quick: bool, repeats: int | None, endpoint: str | None,
@@ -262,12 +262,12 @@ def _calibrate_archive(url: str, catalog: str | None, quick: bool, repeats: int 
     con = _console()
     cat_url = _catalog_url(catalog, config.default_root())
     try:
-        with con.status(f"calibrating {url}", spinner="dots") if not as_json else contextlib.nullcontext():
+        with con.status(f"calibrating {redact_url(url)}", spinner="dots") if not as_json else contextlib.nullcontext():
             row, constants, _ = calibrate_archive(url, cat_url, endpoint=endpoint, quick=quick, repeats=repeats)
     except SDMError as exc:
         _fail(str(exc))
     if as_json:
-        sys.stdout.write(json.dumps({"id": row, "target": archive_target(url), "catalog": cat_url,
+        sys.stdout.write(json.dumps({"id": row, "target": archive_target(url), "catalog": redact_url(cat_url),
                                      "constants": constants.to_json()}, indent=2) + "\n")
         return
     table = Table(title=f"calibration {row} of {archive_target(url)}", title_justify="left")
@@ -277,7 +277,7 @@ def _calibrate_archive(url: str, catalog: str | None, quick: bool, repeats: int 
         table.add_row(k, f"{v:.3g} s" if not isinstance(v, list) else
                       ", ".join(f"{int(b)} B: {t:.3g} s" for b, t in v))
     con.print(table)
-    con.print(f"stored in {cat_url}; `sdm predict --tier archive --endpoint {url}` and auto use it")
+    con.print(f"stored in {redact_url(cat_url)}; `sdm predict --tier archive --endpoint {redact_url(url)}` and auto use it")
 
 
 # ------------------------------------------------------------------------- predict
@@ -561,7 +561,7 @@ def _model_for(comm: Any, target: Path, scratch: Path, catalog: str | None, mode
         if rank0 and catalog:
             row = _save(catalog, target, model, samples, direct)
             if con is not None:
-                con.print(f"calibration {row} of {target} stored in {catalog}")
+                con.print(f"calibration {row} of {target} stored in {redact_url(catalog)}")
         return model, {"direct": direct, "samples": [x.as_dict() for x in samples]}
     if mode == "none":
         return CostModel(), {}

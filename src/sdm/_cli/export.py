@@ -6,7 +6,8 @@ from typing import Annotated, Any
 
 import typer
 
-from .main import RUN_ID_MAX, CatalogOpt, JsonOpt, _console, _emit_json, _handles_errors, _size
+from .main import (ChooseAppOpt, CatalogOpt, JsonOpt, RunArg, _console, _emit_json, _handles_errors, _open, _size,
+                   choose_run, run_words)
 from .maintenance import _progress
 
 __all__ = ["register"]
@@ -16,7 +17,8 @@ RootOpt = Annotated[str | None, typer.Option("--root", metavar="DIR", help="Data
 
 
 def _export(
-    run: Annotated[int, typer.Argument(metavar="RUN", help="Run id (see `sdm ls APP`).", min=1, max=RUN_ID_MAX)],
+    which: RunArg = None,
+    application: ChooseAppOpt = None,
     fmt: FormatOpt = "",
     out: Annotated[str, typer.Option("--out", "-o", metavar="PATH", help="The file (a directory for zarr).")] = "",
     group: Annotated[str | None, typer.Option("--group", metavar="G", help="Only this group, flat at the root.")] = None,
@@ -35,6 +37,9 @@ def _export(
 
     if not fmt or not out:
         raise InvalidArgumentError("sdm export needs --format hdf5|netcdf|zarr|exodus and --out PATH")
+    words = run_words(which, application)
+    with _open(catalog) as cat:  # the rule of sdm.open: several matching runs are listed, not guessed
+        run = choose_run(cat, words, application)
     with _progress(f"export run {run}") as bar:
         report = export(run, format=fmt, out=out, catalog=catalog, root=root, group=group, steps=steps,
                         compression=compression, overwrite=overwrite, progress=bar.callback)

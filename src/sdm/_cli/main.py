@@ -347,19 +347,73 @@ def ls(
     con.print(Text(shown + hint, style="dim"))
 
 
+RunArg = Annotated[list[str] | None, typer.Argument(
+    metavar="RUN|latest|KEY=VALUE...",
+    help="A run id (see `sdm ls APP`); or attribute conditions (= != < <= > >=) that exactly one run of --app "
+         "must match, with `latest` for the newest of those that do.", show_default=False)]
+ChooseAppOpt = Annotated[str | None, typer.Option("--app", metavar="APP", help="Choose the run among APP's.")]
+#: What to do when several runs match, said on the command line
+CLI_ADVICE = "name one by its id, or add `latest` for the newest"
+
+
+def run_words(items: Sequence[str] | None, application: str | None) -> tuple[int | str | None, list[Any]]:
+    """RUN|latest|KEY=VALUE... as ``(run, conditions)`` for :func:`choose_run` (checked before the catalog opens).
+
+    Raises
+    ------
+    typer.BadParameter
+        Words that are neither a run id, ``latest`` nor conditions, an id with conditions, or nothing to go by.
+    InvalidArgumentError
+        A condition that does not read.
+    """
+    from ..catalog import parse_condition
+
+    items = list(items or ())
+    ids = [w for w in items if w.isdigit()]
+    latest = [w for w in items if w == "latest"]
+    words = [w for w in items if w not in ids and w not in latest]
+    for w in words:
+        if not any(op in w for op in "=<>"):
+            raise typer.BadParameter(f"{w!r} is neither a run id, `latest` nor a KEY=VALUE condition",
+                                     param_hint="RUN")
+    if len(ids) > 1 or ids and (latest or words) or len(latest) > 1:
+        raise typer.BadParameter("give one run id, or conditions (with `latest` for the newest), not both",
+                                 param_hint="RUN")
+    if not items and application is None:
+        raise typer.BadParameter("give a run id, or --app APP and/or KEY=VALUE conditions", param_hint="RUN")
+    run: int | str | None = None
+    if ids:
+        run = int(ids[0])
+        if not 1 <= run <= RUN_ID_MAX:
+            raise typer.BadParameter(f"a run id is 1 to {RUN_ID_MAX}, got {ids[0]}", param_hint="RUN")
+    elif latest:
+        run = "latest"
+    return run, [parse_condition(w) for w in words]
+
+
+def choose_run(cat: Catalog, words: tuple[int | str | None, list[Any]], application: str | None) -> int:
+    """The id of the one run that :func:`run_words` and --app name: the rule of ``sdm.open``
+    (:meth:`~sdm.catalog.Catalog.select_run`; several matches raise :class:`~sdm.errors.AmbiguousRunError`)."""
+    run, conds = words
+    return cat.select_run(application, run=run, conditions=conds, advice=CLI_ADVICE).id
+
+
 @app.command("show")
 @_handles_errors
 def show(
-    run: Annotated[int, typer.Argument(metavar="RUN", help="Run id (see `sdm ls APP`).", min=1, max=RUN_ID_MAX)],
+    which: RunArg = None,
+    application: ChooseAppOpt = None,
     writes: Annotated[bool, typer.Option("--writes", help="Also list every write.")] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a run: its groups, datasets, infos, files (and writes)."""
+    """Show a run: its groups, datasets, infos, files (and writes). RUN is an id, or conditions one run must match."""
     from ..catalog import irregular as irregular_records
     from .infos import infos_json, infos_table
 
+    words = run_words(which, application)
     with _open(catalog) as cat:
+        run = choose_run(cat, words, application)
         rec = _with_current_state(cat, cat.run(run))
         infos = cat.infos(run, everywhere=True)
         files = cat.files(run)
@@ -519,7 +573,7 @@ def find(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Find runs and datasets by attributes, application and date."""
+    """Find runs and datasets by attributes, application and date (runs newest first, as `sdm ls`)."""
     from ..catalog import parse_condition
 
     conds = [parse_condition(c) for c in conditions or ()]

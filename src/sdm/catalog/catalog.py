@@ -38,8 +38,9 @@ from . import loading as L
 from . import queries as Q
 from . import schema as S
 from .records import DatasetSpec, ExtentRecord, FileRecord, GroupRecord, RunRecord, Truncation, WriteRecord
-from .urls import redact_url, scrub
+from .urls import mask_urls, misparse, redact_url, scrub
 from .loading import utc as _utc
+from . import selection as SEL
 from .values import Condition, conditions_from, decode, encode_all, loaded_numpy
 
 __all__ = ["Catalog", "normalize_url", "redact_url", "DatasetSpec"]
@@ -66,7 +67,9 @@ def normalize_url(url: str) -> str:
     Raises
     ------
     CatalogUnavailableError
-        For any other scheme, and for text that is neither a URL nor a plain path.
+        For any other scheme, for text that is neither a URL nor a plain path, and for a
+        PostgreSQL URL that a connection library would split elsewhere than it reads (a
+        raw ``@`` in the password: the message says to percent-encode it).
     """
     url = catalog_url(url) if isinstance(url, str) else url
     if not isinstance(url, str) or "://" not in url:
@@ -75,9 +78,12 @@ def normalize_url(url: str) -> str:
             "postgresql://user@host:port/dbname"
         )
     scheme, rest = url.split("://", 1)
-    if scheme in {"postgresql", "postgres"}:
+    if scheme in {"postgresql", "postgres", "postgresql+psycopg"}:
+        why = misparse(url)
+        if why is not None:
+            raise CatalogUnavailableError(f"catalog URL {redact_url(url)!r} cannot be used as written: {why}")
         return "postgresql+psycopg://" + rest
-    if scheme in {"postgresql+psycopg", "sqlite"}:
+    if scheme == "sqlite":
         return url
     if not all(ch.isalnum() or ch in "+.-" for ch in scheme):  # 'user:pw@host://...' is no scheme
         raise CatalogUnavailableError(
@@ -147,6 +153,7 @@ class Catalog:
         sa_url = normalize_url(url)
         shown = repr(self.url)
         path = D.sqlite_path(sa_url)
+        error: CatalogError | None = None
         try:
             if path is not None:
                 self._id = self._prepare_sqlite(path, shown, create)
@@ -166,10 +173,12 @@ class Catalog:
         except (SQLAlchemyError, OSError, ValueError) as exc:
             self._dispose()
             if D.is_damage(exc):
-                raise CatalogDamagedError(
-                    f"catalog {shown} is damaged: {scrub(_short(exc), url)}; restore it from a backup"
-                ) from None
-            raise CatalogUnavailableError(f"cannot open catalog {shown}: {scrub(_short(exc), url)}") from None
+                error = CatalogDamagedError(
+                    f"catalog {shown} is damaged: {scrub(_short(exc), url)}; restore it from a backup")
+            else:
+                error = CatalogUnavailableError(f"cannot open catalog {shown}: {scrub(_short(exc), url)}")
+        if error is not None:  # raised outside the handler: the driver's error (its text unscrubbed) is not chained
+            raise error
 
     @staticmethod
     def _prepare_sqlite(path: Path, shown: str, create: bool) -> str | None:
@@ -372,11 +381,13 @@ class Catalog:
             raise RunNotFoundError(f"no run {run_id}{of} in catalog {self.url!r}{owner}")
         return runs[0]
 
-    def latest_run(self, application: str, attributes: dict[str, Any] | None = None) -> RunRecord:
-        """Return the newest run of *application* whose attributes match.
+    def latest_run(self, application: str | None, attributes: dict[str, Any] | None = None, *,
+                   conditions: Iterable[Condition] = ()) -> RunRecord:
+        """Return the newest run of *application* (None: any) whose attributes match.
 
-        The database finds it (newest first, one row); the record is what :meth:`find`
-        returns for that run: with conditions, only the datasets that match them.
+        The database finds it (newest first, a page of candidates at a time); the record is
+        what :meth:`find` returns for that run: with conditions, only the datasets that match
+        them. :meth:`select_run` is what readers use: it refuses to guess among several.
 
         Raises
         ------
@@ -384,26 +395,93 @@ class Catalog:
         InvalidArgumentError
             An attribute key or value is refused (see :mod:`sdm.catalog.values`).
         """
-        conds = self._conditions(attributes, ())
+        conditions = list(conditions)
+        conds = self._conditions(attributes, conditions)
         with self._reading("look up the latest run"), self.engine.connect() as con:
+            for ids, only in self._matching(con, application, conds):
+                if ids:  # ids[0]: the newest that matches
+                    return L.load_runs(con, ids[:1], only=only)[0]
+        raise self._no_match(application, attributes, conditions)
+
+    def select_run(self, application: str | None, attributes: dict[str, Any] | None = None,
+                   run: int | str | None = None, *, conditions: Iterable[Condition] = (),
+                   advice: str = SEL.PYTHON_ADVICE) -> RunRecord:
+        """The one run a reader means (the rule of :mod:`sdm.catalog.selection`).
+
+        Parameters
+        ----------
+        application : str or None
+            The application (None: any).
+        attributes : dict, optional
+            Conditions as for :meth:`find` (``{key: value}`` or ``{key: (op, value)}``).
+        run : int, "latest" or None
+            A run id (that run, of *application* when one is named; the conditions are not
+            consulted), ``"latest"`` (the newest that matches) or None (exactly one must match).
+        conditions : iterable of Condition
+            Extra parsed conditions (what ``sdm show KEY=VALUE`` passes).
+        advice : str
+            How the caller chooses among several, for the message.
+
+        Returns
+        -------
+        RunRecord
+            As :meth:`find` returns it (with conditions, only the datasets that match).
+
+        Raises
+        ------
+        AmbiguousRunError
+            Several runs match and *run* is None: the message lists them, newest first.
+        RunNotFoundError, ApplicationNotFoundError
+        InvalidArgumentError
+            A bad *run* or condition.
+        """
+        choice, conditions = SEL.run_choice(run), list(conditions)
+        if isinstance(choice, int):
+            return self.run(choice, application=application)
+        if choice == SEL.LATEST:
+            return self.latest_run(application, attributes, conditions=conditions)
+        conds = self._conditions(attributes, conditions)
+        with self._reading("select a run"), self.engine.connect() as con:
+            first: list[int] = []
+            only: dict[int, set[int]] = {}
+            total = 0
+            for ids, narrowed in self._matching(con, application, conds):
+                total += len(ids)
+                for rid in ids[: SEL.SHOWN - len(first)]:
+                    first.append(rid)
+                    if narrowed is not None:
+                        only[rid] = narrowed[rid]
+            runs = L.load_runs(con, first, only=None if not conds else only)
+        if not runs:
+            raise self._no_match(application, attributes, conditions)
+        newest_first = sorted(runs, key=lambda r: (r.created_at, r.id), reverse=True)
+        if total == 1:
+            return newest_first[0]
+        raise SEL.ambiguous(application, _selection_text(attributes, conditions), newest_first, total, advice)
+
+    def _matching(self, con: Connection, application: str | None, conds: Sequence[Condition]
+                  ) -> Iterator[tuple[list[int], dict[int, set[int]] | None]]:
+        """The runs that match, newest first, a page of candidates at a time: ``(ids, datasets that match)``."""
+        if application is not None:
             self._app_id(con, application, create=False)
-            q, params = self._id_query(con, application=application, conds=conds)
-            newest_first = q.order_by(None).order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc())
-            found: list[RunRecord] = []
-            offset = 0
-            while not found:  # candidates newest first, a chunk at a time, until one matches
-                page = [int(i) for i in con.execute(newest_first.limit(L.CHUNK).offset(offset), params).scalars()]
-                if not page:
-                    break
-                ids, only = self._narrow(con, page, conds)
-                found = L.load_runs(con, ids[:1], only=only) if ids else []  # ids[0]: the newest that matches
-                offset += L.CHUNK
-        if not found:
-            raise RunNotFoundError(
-                f"no run of {application!r} has attributes {attributes or {}}; "
-                "`sdm ls` lists the runs and `sdm show RUN` their attributes"
-            )
-        return found[0]
+        q, params = self._id_query(con, application=application, conds=conds)
+        newest_first = q.order_by(None).order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc())
+        offset = 0
+        while True:
+            page = [int(i) for i in con.execute(newest_first.limit(L.CHUNK).offset(offset), params).scalars()]
+            if not page:
+                return
+            yield self._narrow(con, page, conds)
+            offset += L.CHUNK
+
+    @staticmethod
+    def _no_match(application: str | None, attributes: Any, conditions: Iterable[Condition]) -> RunNotFoundError:
+        asked = _selection_text(attributes, conditions) or "attributes {}"
+        of = repr(application) if application is not None else "any application"
+        return RunNotFoundError(
+            f"no run of {of} has {asked}; "
+            "`sdm ls` lists the runs and `sdm show RUN` their attributes"
+        )
 
     def find(
         self,
@@ -416,7 +494,7 @@ class Catalog:
         conditions: Iterable[Condition] = (),
         steps: bool = False,
     ) -> list[RunRecord]:
-        """Find runs (oldest first) and, in each, the datasets that match.
+        """Find runs (newest first) and, in each, the datasets that match.
 
         A dataset's attributes are its run's, overridden by its group's, overridden by
         its own; a dataset matches when those satisfy every condition.  Runs with no
@@ -462,7 +540,8 @@ class Catalog:
         with self._reading("find runs"), self.engine.connect() as con:
             q, params = self._id_query(con, application=application, run=run, since=since, until=until, conds=conds)
             ids, only = self._narrow(con, [int(i) for i in con.execute(q, params).scalars()], conds)
-            return L.load_runs(con, ids, only=only, steps=steps)
+            found = L.load_runs(con, ids, only=only, steps=steps)
+        return sorted(found, key=lambda r: (r.created_at, r.id), reverse=True)  # as sdm ls lists them
 
     def list_runs(self, application: str, *, limit: int | None = None, offset: int = 0
                   ) -> tuple[list[RunRecord], dict[int, dict[str, int]], int]:
@@ -1238,6 +1317,14 @@ def _jsonable(obj: Any) -> Any:
     raise TypeError(f"problem_size holds {type(obj).__name__}, which is not JSON")
 
 
+def _selection_text(attributes: Any, conditions: Iterable[Condition]) -> str:
+    """What a selection asked for, as text: ``attributes {...}`` and/or the conditions."""
+    parts = [f"attributes {attributes}"] if attributes else []
+    parts += [repr(c) for c in conditions]
+    return " and ".join(parts)
+
+
 def _short(exc: BaseException) -> str:
+    """The first line of a database error, any URL in it masked."""
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return mask_urls(text[0]) if text else type(exc).__name__

@@ -99,9 +99,25 @@ def _new_engine(sa_url: str) -> Engine:
         sa.event.listen(engine, "connect", _sqlite_connect)
         sa.event.listen(engine, "begin", _sqlite_begin)
     else:
-        engine = sa.create_engine(sa_url, connect_args={"connect_timeout": 10}, pool_pre_ping=True)
+        url, secrets = _without_query_secrets(sa.engine.make_url(sa_url))
+        engine = sa.create_engine(url, connect_args={"connect_timeout": 10, **secrets}, pool_pre_ping=True)
     sa.event.listen(engine, "handle_error", _disk_full_hook)
     return engine
+
+
+def _without_query_secrets(url: sa.engine.URL) -> tuple[sa.engine.URL, dict[str, str]]:
+    """*url* without the password parameters of its query, and those parameters.
+
+    SQLAlchemy masks the URL's own password in an engine's ``repr``, never a
+    ``?password=`` of its query; handed to the driver as connection arguments instead
+    (which take precedence over the URL's, as the query did), they never show.
+    """
+    secrets = {}
+    for key in ("password", "sslpassword"):  # the libpq parameters that hold a secret
+        if key in url.query:
+            value = url.query[key]
+            secrets[key] = value[-1] if isinstance(value, tuple) else value
+    return (url.difference_update_query(list(secrets)) if secrets else url), secrets
 
 
 def reading_engine(sa_url: str) -> Engine:

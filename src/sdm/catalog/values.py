@@ -50,6 +50,7 @@ def loaded_numpy() -> Any:
     return numpy
 
 __all__ = [
+    "conditions_of",
     "encode",
     "encode_all",
     "merge_attributes",
@@ -358,3 +359,25 @@ def conditions_from(attrs: Any) -> list[Condition]:
         else:
             out.append(Condition(key, "=", val))
     return out
+
+
+def conditions_of(where: Any) -> list[Condition]:
+    """Conditions from what a caller wrote: None, ``"key=value"`` text (``"nx>=32"``), a
+    sequence of such texts or :class:`Condition` objects, or a dict as :func:`conditions_from` takes.
+
+    Raises
+    ------
+    InvalidArgumentError
+        Anything else, or a condition that does not read.
+    """
+    if where is None:
+        return []
+    if isinstance(where, Mapping):
+        return conditions_from(where)
+    if isinstance(where, (str, Condition)):
+        where = [where]
+    try:
+        items = list(where)
+    except TypeError:
+        raise InvalidArgumentError(f"conditions must be 'key=value' texts or a dict, got {_short_repr(where)}") from None
+    return [w if isinstance(w, Condition) else parse_condition(w) for w in items]

@@ -334,15 +334,19 @@ def _check_dtypes(fmt: str, plan: list[tuple[GroupRecord, list[_Item], list[int]
                                            "export to hdf5 or zarr")
 
 
-def export(run: int, *, format: str, out: str | os.PathLike[str], catalog: str | None = None,  # noqa: A002
-           root: str | os.PathLike[str] | None = None, group: str | None = None, steps: str | None = None,
-           compression: bool = False, overwrite: bool = False, progress: Progress | None = None) -> ExportReport:
-    """Export run *run* to an HDF5 file, a NetCDF-4 file or a Zarr v3 store (``sdm export``).
+def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[str],  # noqa: A002
+           catalog: str | None = None, root: str | os.PathLike[str] | None = None, group: str | None = None,
+           steps: str | None = None, compression: bool = False, overwrite: bool = False,
+           progress: Progress | None = None, application: str | None = None, where: Any = None) -> ExportReport:
+    """Export one run to an HDF5 file, a NetCDF-4 file or a Zarr v3 store (``sdm export``).
 
     Parameters
     ----------
-    run : int
-        Run id.
+    run : int, "latest" or None
+        The run id; or, with *application* and/or *where*, ``"latest"`` (the newest that
+        matches) or None (exactly one must match: several raise
+        :class:`~sdm.errors.AmbiguousRunError` listing them), as ``sdm.open`` chooses
+        (:mod:`sdm.catalog.selection`).
     format : {"hdf5", "netcdf", "zarr"}
     out : path
         The file (a directory for Zarr) to make; refused if it exists unless *overwrite*.
@@ -360,6 +364,10 @@ def export(run: int, *, format: str, out: str | os.PathLike[str], catalog: str |
         Replace an existing *out*.
     progress : callable, optional
         Called with ``(bytes done, bytes in all)`` after every step written.
+    application : str, optional
+        Select the run among this application's.
+    where : str, sequence of str or dict, optional
+        Attribute conditions the run must match (``"case=demo"``, ``["nx>=32"]``, or a dict).
 
     Returns
     -------
@@ -367,11 +375,15 @@ def export(run: int, *, format: str, out: str | os.PathLike[str], catalog: str |
 
     Raises
     ------
+    AmbiguousRunError
+        Several runs match and *run* is None.
     RunNotFoundError, GroupNotFoundError, InvalidArgumentError, StorageError
         Nothing is left at *out* (nor beside it) after an error.
     """
     from .. import config
     from ..catalog import Catalog
+    from ..catalog.selection import run_choice
+    from ..catalog.values import conditions_of
 
     fmt = _check_format(format)
     parse_steps(steps)
@@ -380,10 +392,15 @@ def export(run: int, *, format: str, out: str | os.PathLike[str], catalog: str |
     target = Path(out).expanduser().absolute()
     if target.exists() and not overwrite:
         raise InvalidArgumentError(f"{target} already exists; pass --overwrite (overwrite=True) to replace it")
+    if run is None and application is None and where is None:
+        raise InvalidArgumentError("export needs a run: its id, or application= and/or where= selecting one")
+    conds = conditions_of(where)
     url = catalog or config.default_catalog_url()
     cat = Catalog(url, create=False)
     try:
-        rec = cat.run(run)
+        rec = cat.select_run(application, run=run, conditions=conds)  # the rule of sdm.open
+        if not isinstance(run_choice(run), int):  # selected: the whole run, every step (not the datasets matched)
+            rec = cat.run(rec.id)
     finally:
         cat.close()
     if fmt == "exodus":  # a finite element model (group `group`, default "mesh") and its results

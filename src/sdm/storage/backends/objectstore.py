@@ -60,10 +60,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ...catalog.urls import mask_urls, redact_url
 from ...errors import InvalidArgumentError, StorageError
 from .base import Backend
 
-__all__ = ["ObjectStore", "ObjectHandle", "Credentials", "parse_url", "resolve_credentials", "resolve_endpoint"]
+__all__ = ["ObjectStore", "ObjectHandle", "Credentials", "parse_url", "resolve_credentials", "resolve_endpoint",
+           "scrub_credentials"]
 
 T = TypeVar("T")
 
@@ -86,19 +88,39 @@ class Credentials:
         return f"Credentials(access_key=..., region={self.region!r})"
 
 
+def scrub_credentials(text: str, credentials: Credentials) -> str:
+    """*text* without the secret key, the access key and the session token (as they are, or
+    percent-encoded as a URL or a signed request would carry them), and any URL's password."""
+    for secret in (credentials.secret_key, credentials.session_token, credentials.access_key):
+        if secret and len(secret) >= 3:  # shorter ones are no secret (and would mask every such letter)
+            for form in {secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote(secret, safe="/~")}:
+                text = text.replace(form, "***")
+    return mask_urls(text)
+
+
 def parse_url(url: str) -> tuple[str, str]:
     """Split ``s3://BUCKET/PREFIX`` into ``(bucket, prefix)`` (prefix without slashes at its ends).
 
     Raises
     ------
     InvalidArgumentError
-        Not an ``s3://`` URL or not a valid bucket name (3-63 of ``a-z 0-9 . -``).
+        Not an ``s3://`` URL, credentials written into it, or not a valid bucket name (3-63 of ``a-z 0-9 . -``).
     """
-    parts = urllib.parse.urlsplit(url)
+    if not isinstance(url, str):
+        raise InvalidArgumentError(f"object store URL {redact_url(url)}: expected s3://BUCKET/PREFIX")
+    shown = redact_url(url, user=False)  # credentials written into the URL are never shown
+    if shown != url:
+        raise InvalidArgumentError(
+            f"object store URL {shown!r} carries credentials; give them in AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (or the shared credentials file) and the URL as s3://BUCKET/PREFIX")
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        raise InvalidArgumentError(f"object store URL {shown!r}: expected s3://BUCKET/PREFIX") from None
     if parts.scheme != "s3" or not parts.netloc or parts.query or parts.fragment:
-        raise InvalidArgumentError(f"object store URL {url!r}: expected s3://BUCKET/PREFIX")
+        raise InvalidArgumentError(f"object store URL {shown!r}: expected s3://BUCKET/PREFIX")
     if not _BUCKET_RE.match(parts.netloc):
-        raise InvalidArgumentError(f"object store URL {url!r}: bucket name {parts.netloc!r} is not 3-63 "
+        raise InvalidArgumentError(f"object store URL {shown!r}: bucket name {parts.netloc!r} is not 3-63 "
                                    "characters of a-z, 0-9, '.' and '-'")
     return parts.netloc, parts.path.strip("/")
 
@@ -124,10 +146,24 @@ def _seconds(name: str, default: float) -> float:
 
 
 def resolve_endpoint(endpoint: str | None = None) -> str | None:
-    """*endpoint*, else ``$SDM_S3_ENDPOINT``, ``$AWS_ENDPOINT_URL_S3``, ``$AWS_ENDPOINT_URL``, else None (AWS)."""
+    """*endpoint*, else ``$SDM_S3_ENDPOINT``, ``$AWS_ENDPOINT_URL_S3``, ``$AWS_ENDPOINT_URL``, else None (AWS).
+
+    Raises
+    ------
+    InvalidArgumentError
+        The endpoint carries credentials (``http://KEY:SECRET@host``): they belong in the
+        AWS variables or the credentials file, where no message or ``repr`` shows them.
+    """
     for value in (endpoint, os.environ.get("SDM_S3_ENDPOINT"), os.environ.get("AWS_ENDPOINT_URL_S3"),
                   os.environ.get("AWS_ENDPOINT_URL")):
         if value:
+            if not isinstance(value, str):
+                raise InvalidArgumentError(f"S3 endpoint must be a URL (str), got {type(value).__name__}")
+            shown = redact_url(value, user=False)
+            if shown != value:
+                raise InvalidArgumentError(
+                    f"S3 endpoint {shown!r} carries credentials; give them in AWS_ACCESS_KEY_ID and "
+                    "AWS_SECRET_ACCESS_KEY (or the shared credentials file) and the endpoint without them")
             return value.rstrip("/")
     return None
 
@@ -287,11 +323,8 @@ class ObjectStore(Backend):
             raise StorageError(self._scrub(message), code)
 
     def _scrub(self, text: str) -> str:
-        for secret in (self._credentials.secret_key, self._credentials.access_key,
-                       self._credentials.session_token):
-            if secret:
-                text = text.replace(secret, "***")
-        return text
+        """*text* without the credentials (as they are, or percent-encoded) and any URL's password."""
+        return scrub_credentials(text, self._credentials)
 
     @staticmethod
     def _check_key(key: str) -> str:
