@@ -27,7 +27,7 @@ from .catalog import DatasetSpec, RunRecord, Truncation, redact_url
 from .catalog.metafile import MetaFile
 from .catalog.selection import run_choice
 from .catalog.values import encode, merge_attributes
-from .engine.operations import Late, Operations, close_wait, collective, describe
+from .engine.operations import Late, Operations, close_wait, collective
 from .errors import (
     CatalogError,
     CollectiveMismatchError,
@@ -96,7 +96,7 @@ class Session:
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self._ops = Operations(self.comm)  # the opening exchange of every collective call (sdm.engine)
-        self._ops.current = describe("sdm.open", (application, mode), {})
+        self._ops.current = ("sdm.open", (application, mode), {})
         self.application = application
         self.mode = mode
         self.method = method
@@ -244,7 +244,7 @@ class Session:
         if ops.broken is not None or ops.torn is not None:
             self._close_locally()
             return
-        ops.current = f"Session.close() after {after}" if after else "Session.close()"
+        ops.current = (f"Session.close() after {after}" if after else "Session.close", (), {})
         ops.depth = 1
         try:
             ops.enter("close", deadline=deadline)

@@ -98,6 +98,8 @@ def _short(value: Any) -> str:
 
 def describe(label: str, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
     """``label(arg, ..., key=value)`` with every argument shortened (see :func:`_short`)."""
+    if not args and not kwargs and label.endswith(")"):  # described already ("Session.close() after ...")
+        return label
     parts = [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
     return mask_urls(f"{label}({', '.join(parts)})")
 
@@ -117,7 +119,8 @@ class Operations:
         self.size = comm.Get_size()
         self.seq = 0  # opening exchanges made so far (the same on every rank while in step)
         self.depth = 0  # >0 while inside an operation (nested calls are part of it)
-        self.current = ""  # what this rank called, for a mismatch's message
+        self.current: tuple[str, Sequence[Any], dict[str, Any]] = ("", (), {})  # what this rank called (label,
+        # arguments), described only for a mismatch's message
         self.broken: str | None = None  # why no collective call can be made any more (the same on every rank)
         self.torn: BaseException | None = None  # a non-SDM exception left an operation on this rank
         self.closed = False  # the session was closed
@@ -198,7 +201,8 @@ class Operations:
         """Every rank: name what each rank called, break the session, raise the same error everywhere."""
         from ..layout.agreement import by_value
 
-        calls = agree(self.comm, None, f"{self.current or op} (call #{self.seq})")
+        label, args, kwargs = self.current
+        calls = agree(self.comm, None, f"{describe(label, args, kwargs) if label else op} (call #{self.seq})")
         who = by_value(calls)
         self.broken = f"ranks entered different SDM operations: {who if len(who) <= 2000 else who[:2000] + ' ...'}"
         raise CollectiveMismatchError(
@@ -264,7 +268,7 @@ def collective(op: str, *, opens: bool = True, label: str | None = None) -> Call
             signature.bind(self, *args, **kwargs)  # a call's own TypeError, before any collective
             ops.usable()
             ops.depth = 1
-            ops.current = describe(name, args, kwargs)
+            ops.current = (name, args, kwargs)
             try:
                 if opens:
                     ops.enter(op)
