@@ -274,28 +274,37 @@ def readonly(root: str, out: str) -> None:
 
 # ----------------------------------------------------------------------------- meta-file
 def metafile(full: str, out: str) -> None:
+    from datetime import datetime, timezone
+
     from sdm.catalog.metafile import BACKUP, META, MetaFile, read_meta
     from sdm.errors import SDMError
+
+    def attributes(n: Any, pad: str) -> dict[str, Any]:  # a run's attributes record, as SDM writes it
+        return {"t": "attributes", "group": None, "datasets": [], "on_group": True,
+                "attributes": {"n": n, "pad": pad}}
 
     run = Path(full, "run")
     run.mkdir()
     meta = MetaFile(run, sync=True)
+    meta.run(application="full", run_id=1, catalog_id="c" * 32, nprocs=1, problem_size=None, attributes=None,
+             created=datetime.now(timezone.utc), root=str(full), directory="run")
     result: dict[str, Any] = {"appended": [0], "error": None}
-    meta.append({"t": "attributes", "n": 0, "pad": "a" * 1000})  # the files' last pages keep room
+    meta.append(attributes(0, "a" * 1000))  # the files' last pages keep room
     result["filled"] = fill(full)
     for n in range(1, 100):
         try:
-            meta.append({"t": "attributes", "n": n, "pad": "b" * 10000})
+            meta.append(attributes(n, "b" * 10000))
         except SDMError as exc:
             result["error"] = _error(exc)
             break
         result["appended"].append(n)
     result["sizes"] = [os.path.getsize(run / name) for name in (META, BACKUP)]
     os.remove(os.path.join(full, "filler"))
-    meta.append({"t": "attributes", "n": "after", "pad": ""})
+    meta.append(attributes("after", ""))
     meta.close()
     log = read_meta(run)
-    result.update(used=log.path.name, notes=log.notes, records=[r["n"] for r in log.records])
+    result.update(used=log.path.name, notes=log.notes,
+                  records=[r["attributes"]["n"] for r in log.records if r["t"] == "attributes"])
     result["backup"] = (run / BACKUP).read_bytes() == (run / META).read_bytes()
     _save(out, "metafile", 0, result)
 

@@ -21,8 +21,8 @@ OPS = ("find_eq", "find_range", "find_two", "open", "ls_inproc", "ls_subproc", "
 
 
 def _ids(match) -> list[int]:
-    """Ids of the runs of application 0 (``astro3d``) whose index satisfies *match*."""
-    return [i + 1 for i in range(0, 1000, 4) if match(i)]
+    """Ids of the runs of application 0 (``astro3d``) whose index satisfies *match*, newest first (as ``find`` lists)."""
+    return [i + 1 for i in range(0, 1000, 4) if match(i)][::-1]
 
 
 @pytest.fixture(scope="module")

@@ -143,7 +143,7 @@ def test_meta_file_append_refused_by_a_full_disk_is_taken_back(tmp_path: Path) -
     assert err is not None and (err["cls"], err["errno"]) == ("StorageError", errno.ENOSPC), err
     assert "cannot append to the meta-file" in err["message"] and "no space left on the file system" in err["message"]
     assert got["appended"] == [0]  # the first big record did not fit in the page's room ...
-    assert got["sizes"][0] == got["sizes"][1] and got["sizes"][0] < 1100  # ... and nothing of it stayed
+    assert got["sizes"][0] == got["sizes"][1] and got["sizes"][0] < 3000  # ... and nothing of it stayed
     assert got["used"] == META and got["notes"] == [], got  # the meta-file itself, whole: no torn line inside
     assert got["records"] == [0, "after"] and got["backup"]
 

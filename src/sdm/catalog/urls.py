@@ -14,6 +14,8 @@ not parse or that a parser splits elsewhere (a password holding ``@``, ``:``, ``
   URL (a password may hold ``@``, so the last one is taken to end it; the host follows
   it) becomes ``***``. The user name before the first ``:`` stays visible when it is
   unambiguous (none of ``@ / ? #``, no space or quote), giving ``user:***@host``;
+  the ``@OFFSET`` of a superfile's member (``s3://bucket/run/x.sdmpack@4096``) is SDM's
+  own syntax, not the end of a user part;
   a user part without ``:`` and without those characters is a plain user name and is
   kept. ``sqlite:///path`` has no user part (a ``@`` in a file name is kept). Text
   without a scheme is masked the same way when what precedes its last ``@`` holds a
@@ -53,6 +55,8 @@ _MASKED = re.compile(r"\*\*\*(?=['\"\s]|$)")
 _PARAM = re.compile(r"(?<=[?&])(?P<key>[^&=?]*)=(?P<value>.*?)(?=&[^&=?]*=|$)", re.S)
 # where a parser may cut a password: the URL's delimiters, spaces and quotes
 _PIECES = re.compile(r"[@:/?#&=\s'\"\\]+")
+# the offset of a superfile's member after its object's name (sdm.storage.tiers): not a user part's end
+_MEMBER = re.compile(r"@\d+(?![^\s'\"),\]>])")
 #: Pieces of a secret at least this long are scrubbed from text on their own.
 PIECE = 4
 
@@ -81,6 +85,8 @@ def _split(url: str) -> tuple[str, str | None]:
     head = m.group(0) if m else ""
     rest = url[len(head):]
     at = rest.rfind("@")
+    while at >= 0 and _MEMBER.match(rest, at) and rest[:at].endswith(".sdmpack"):
+        at = rest.rfind("@", 0, at)  # "<superfile>.sdmpack@<offset>": a member's place, SDM's own syntax
     if at < 0:
         return head, None
     if head.lower().startswith("sqlite") and rest.startswith("/"):  # sqlite:///path: a file name, no user part
