@@ -7,7 +7,9 @@ alone (never to a rank; the ranks get what mpiexec forwards), and measures:
 
 * **the end**: whether the job ended within ``--end-limit`` s (10) of the signal, later, or not
   within ``--hang-limit`` s (30): a **hang**, after which every process of the job is killed;
-  ranks still alive once mpiexec ended are counted as orphans (and killed);
+  ranks still alive once mpiexec ended are counted as orphans (and killed); for a hang, a late
+  end or orphans, where each rank was (the worker's per-rank events: the call the exception
+  interrupted, and whether the session's close that followed ended);
 * **the run's state**: ``runs.state`` in the catalog as the job left it, and the
   ``previous_state`` a reader then sees (``sdm.open(app, "r", run=R)``): ``interrupted`` is
   right (the writers died without closing it);
@@ -60,7 +62,7 @@ def run_trial(p: dict[str, Any], *, nprocs: int, end_limit: float, hang_limit: f
     try:
         url = f"sqlite:///{tmp / 'catalog.db'}"
         cfg = dict(task="crash", dir=str(tmp), root=str(tmp / "data"), catalog=url, level=p["level"], op=p["op"],
-                   max_steps=max_steps, max_rounds=1, overwrite_steps=3, trial=p["trial"])
+                   max_steps=max_steps, max_rounds=1, overwrite_steps=3, trial=p["trial"], events=True)
         job = Job(nprocs, cfg, tmp / "crash.log")
         try:
             rec["started"] = job.wait_for("ready", READY_TIMEOUT)
@@ -107,11 +109,27 @@ def _interrupt(job: Job, delay: float, end_limit: float, hang_limit: float) -> d
     ranks = job.rank_pids()
     alive = sorted(r for r, pid in ranks.items() if _alive(pid))
     if status is None:
-        out.update(end="hang", hung_ranks=alive)
+        out.update(end="hang", hung_ranks=alive, ranks=_events(job, ranks))
     else:
         out.update(end="in time" if waited <= end_limit else "late", end_s=round(waited, 3), exit=status)
         if alive:
             out["orphans"] = alive  # ranks mpiexec left behind (killed by the clean-up)
+        if alive or out["end"] != "in time":
+            out["ranks"] = _events(job, ranks)
+    return out
+
+
+def _events(job: Job, ranks: dict[int, int]) -> dict[int, str]:
+    """Each rank's last event (``raised KeyboardInterrupt in write step 5``: the interrupted call, the
+    session's close then running; ``left ...``/``closed``: that close ended) or ``-`` (the signal has not
+    reached the rank's loop: it is still in its call)."""
+    out = {}
+    for rank in sorted(ranks):
+        try:
+            lines = (job.dir / f"events.{rank}").read_text().splitlines()
+        except OSError:
+            lines = []
+        out[rank] = lines[-1] if lines else "-"
     return out
 
 
@@ -154,7 +172,8 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 COLUMNS = ("trial", "level", "op", "nprocs", "delay", "started", "interrupted", "end", "end_s", "exit", "hung_ranks",
-           "orphans", "catalog_state", "state", "rows", "bad", "lost", "read", "read_bad", "in_flight", "seconds")
+           "orphans", "ranks", "catalog_state", "state", "rows", "bad", "lost", "read", "read_bad", "in_flight",
+           "seconds")
 
 
 def compact(trials: list[dict[str, Any]]) -> dict[str, Any]:

@@ -102,6 +102,22 @@ class Progress:
             os.write(self.fd, (" ".join(str(w) for w in words) + "\n").encode())
 
 
+class Events:
+    """One rank's own record of what an exception interrupted (task ``crash`` with ``"events": true``):
+    ``<dir>/events.<rank>``, one unbuffered line per event; a no-op otherwise."""
+
+    def __init__(self, directory: Path, rank: int, on: bool) -> None:
+        self.fd = os.open(directory / f"events.{rank}", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if on else None
+
+    def say(self, *words: object) -> None:
+        if self.fd is not None:
+            os.write(self.fd, (" ".join(str(w) for w in words) + "\n").encode())
+
+
+#: The call in progress on this rank (``write step 5``), or ``between calls``: what :class:`Events` reports.
+NOW = ["set-up"]
+
+
 def _local(group, name: str, global_array: np.ndarray) -> np.ndarray:
     piece = group.piece(name)
     return np.ascontiguousarray(global_array[np.ix_(*piece.indices)]) if global_array.ndim else global_array
@@ -113,11 +129,13 @@ def _write(group, progress: Progress, call: str, step: int, version: int, names:
     for n in names:
         progress.say("intent", dataset_index(n), step, version, call)
     arrays = {n: _local(group, n, expected(dataset_index(n), step, version)) for n in names}
+    NOW[0] = f"{call} step {step}"
     if call == "write":
         (n,) = names
         group.write(n, step, arrays[n], overwrite=overwrite)
     else:
         group.write_step(step, arrays, overwrite=overwrite)
+    NOW[0] = "between calls"
     for n in names:
         progress.say("done", dataset_index(n), step, version, call)
 
@@ -132,38 +150,54 @@ def _make_group(session, level: int, name: str = GROUP):
     return session.make_group(name, [sdm.Dataset(n, shape=s, dtype=t) for n, t, s in DATASETS], level=level)
 
 
-def crash(cfg: dict, progress: Progress) -> None:
-    """Task ``crash``: the loop that gets killed."""
+def crash(cfg: dict, progress: Progress, rank: int = 0) -> None:
+    """Task ``crash``: the loop that gets killed (or interrupted: with ``"events"``, each rank records
+    ``raised CLASS in CALL`` when an exception reaches its loop, before the session's close runs, and
+    ``left CLASS`` or ``closed`` once that close has ended)."""
     import sdm
 
     names = [d[0] for d in DATASETS]
-    with _open(sdm, cfg, "w", attributes={"trial": int(cfg.get("trial", 0))}) as s:
-        progress.say("run", s.run_id)
-        g = _make_group(s, int(cfg["level"]))
-        op = cfg["op"]
-        if op == "overwrite":
-            for step in range(int(cfg["overwrite_steps"])):
-                _write(g, progress, "write_step", step, 0, names)
-        progress.say("ready")
-        if op == "write":
-            for step in range(int(cfg["max_steps"])):
-                for n in names:
-                    _write(g, progress, "write", step, 0, [n])
-        elif op == "write_step":
-            for step in range(int(cfg["max_steps"])):
-                _write(g, progress, "write_step", step, 0, names)
-        elif op == "overwrite":
-            # rounds alternate write(..., overwrite=True) per dataset and write_step(..., overwrite=True)
-            for version in range(1, int(cfg["max_rounds"]) + 1):
-                for step in range(int(cfg["overwrite_steps"])):
-                    if version % 2:
-                        for n in names:
-                            _write(g, progress, "write", step, version, [n], overwrite=True)
-                    else:
-                        _write(g, progress, "write_step", step, version, names, overwrite=True)
-        else:
-            raise ValueError(f"unknown op {op!r}")
+    events = Events(Path(cfg["dir"]), rank, bool(cfg.get("events")))
+    try:
+        with _open(sdm, cfg, "w", attributes={"trial": int(cfg.get("trial", 0))}) as s:
+            try:
+                _loop(cfg, progress, s, names)
+            except BaseException as exc:
+                events.say("raised", type(exc).__name__, "in", NOW[0])
+                raise
+        events.say("closed")
+    except BaseException as exc:
+        events.say("left", type(exc).__name__)
+        raise
     progress.say("finished")
+
+
+def _loop(cfg: dict, progress: Progress, s, names: list[str]) -> None:
+    progress.say("run", s.run_id)
+    g = _make_group(s, int(cfg["level"]))
+    op = cfg["op"]
+    if op == "overwrite":
+        for step in range(int(cfg["overwrite_steps"])):
+            _write(g, progress, "write_step", step, 0, names)
+    progress.say("ready")
+    if op == "write":
+        for step in range(int(cfg["max_steps"])):
+            for n in names:
+                _write(g, progress, "write", step, 0, [n])
+    elif op == "write_step":
+        for step in range(int(cfg["max_steps"])):
+            _write(g, progress, "write_step", step, 0, names)
+    elif op == "overwrite":
+        # rounds alternate write(..., overwrite=True) per dataset and write_step(..., overwrite=True)
+        for version in range(1, int(cfg["max_rounds"]) + 1):
+            for step in range(int(cfg["overwrite_steps"])):
+                if version % 2:
+                    for n in names:
+                        _write(g, progress, "write", step, version, [n], overwrite=True)
+                else:
+                    _write(g, progress, "write_step", step, version, names, overwrite=True)
+    else:
+        raise ValueError(f"unknown op {op!r}")
 
 
 def continue_run(cfg: dict, progress: Progress) -> None:
@@ -317,7 +351,7 @@ def main(argv: list[str]) -> int:
     progress = Progress(directory, task, rank)
     try:
         if task == "crash":
-            crash(cfg, progress)
+            crash(cfg, progress, rank)
         elif task == "continue":
             continue_run(cfg, progress)
         elif task == "start":
