@@ -39,7 +39,7 @@ def _arrays(path: Path, fmt: str, wanted: dict[tuple[str, str], np.ndarray]) -> 
     elif fmt == "zarr":
         import zarr
 
-        root = zarr.open_group(str(path), mode="r")
+        root: Any = zarr.open_group(str(path), mode="r")
         for g, name in wanted:
             out[(g, name)] = (root[g][name][...], root[g]["step"][...])
     else:

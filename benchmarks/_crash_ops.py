@@ -424,7 +424,8 @@ def trial_truncate(lab: Lab, p: dict[str, Any], where: Path, rec: dict[str, Any]
     rec["result"] = _holds_through(steps, cut)
     if not rec["result"]:
         rec["result_detail"] = f"steps {_ranges(steps)} after truncate({cut}); expected 0..{cut}"
-    rec["left_bytes"] = check.unreferenced_bytes(check.load_rows(url), exact.data_files(where / "data"))
+    held = {r.file.resolve() for r in check.load_rows(url)}
+    rec["files_left"] = sum(1 for f in exact.data_files(where / "data") if f.resolve() not in held)
 
 
 def _ranges(steps: dict[str, list[int]]) -> str:
@@ -532,6 +533,13 @@ def _tier_count(url: str, run: int, tier: str) -> tuple[int, int]:
     return have, len(files)
 
 
+def _orphan_objects(archive: exact.Archive, url: str, prefix: str) -> int:
+    """Objects under the trial's prefix that no ``copies`` row names (uploads a kill cut off; information)."""
+    named = {exact.Archive.split(str(c["location"]))[1] for found in exact.load_copies(url).values() for c in found
+             if c["tier"] == "archive"}
+    return sum(1 for key in archive.keys(BUCKET, prefix + "/") if key not in named)
+
+
 def _migrate_argv(lab: Lab, prefix: str, packed: bool, upload: bool) -> list[str]:
     fx = lab.fixture
     assert lab.server is not None
@@ -576,6 +584,7 @@ def trial_migrate(lab: Lab, p: dict[str, Any], where: Path, rec: dict[str, Any])
         have, files = _tier_count(fx.url, fx.target, "archive")
         rec["at"] = f"{have} of {files} files archived"
         rec["rerun"], rec["rerun_error"] = lab.run_cli(where / "rerun", argv, "migrate")
+        rec["orphan_objects"] = _orphan_objects(lab.archive, fx.url, prefix)
         have, files = _tier_count(fx.url, fx.target, "archive")
         rec["result"] = have == files
         if have != files:
@@ -658,6 +667,9 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
             rows_after=sum(t.get("rows_after", 0) for t in ts), bad_rows_after=sum(len(t.get("bad_after", [])) for t in ts),
             wrong_results=sum(1 for t in ts if t.get("result") is False),
             at=_at(killed),
+            partial_exports_left=sum(t.get("leftovers_after", 0) for t in ts),
+            files_left=sum(t.get("files_left", 0) for t in ts),
+            orphan_objects=sum(t.get("orphan_objects", 0) for t in ts),
         )
 
     def by(key: Callable[[dict[str, Any]], str]) -> dict[str, Any]:
@@ -686,8 +698,8 @@ def _at(killed: list[dict[str, Any]]) -> dict[str, int]:
 
 
 COLUMNS = ("trial", "kind", "variant", "nprocs", "victim", "u", "delay", "started", "killed", "at", "rows", "bad",
-           "rerun", "rows_after", "bad_after", "result", "read", "leftovers", "leftovers_after", "left_bytes",
-           "seconds")
+           "rerun", "rows_after", "bad_after", "result", "read", "leftovers", "leftovers_after", "files_left",
+           "orphan_objects", "seconds")
 
 
 def compact(trials: list[dict[str, Any]]) -> dict[str, Any]:
@@ -739,6 +751,11 @@ def markdown(data: dict[str, Any]) -> str:
         "",
     ]
     lines += table("By kind", s["by_kind"]) + table("By kind and variant", s["by_variant"])
+    lines += ["What the kills left behind after the reruns (information; nothing of it is referenced): "
+              f"{t['partial_exports_left']} temporary exports beside their output (`.OUT.partial-PID`, never removed "
+              f"by the rerun, which writes its own); {t['files_left']} data files of truncated runs that no row refers to "
+              f"(files of erased steps a killed truncate had not yet deleted; `sdm gc` removes them); "
+              f"{t['orphan_objects']} archive objects no copy names (uploads a kill cut off).", ""]
     failures = data["trials"]["failures"]
     if failures:
         lines += ["### Failed trials (first 20)", "", "| trial | what |", "|---|---|"]
