@@ -40,6 +40,7 @@ lost commits and every reopen working, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -66,6 +67,7 @@ import numpy as np  # noqa: E402
 
 import _crash_check as check  # noqa: E402
 import _crash_ops as ops  # noqa: E402
+import _crash_ops_report as ops_report  # noqa: E402
 import _crash_sigint as sigint  # noqa: E402
 import _crash_worker as worker  # noqa: E402
 from _mpijob import Job, mpiexec  # noqa: E402
@@ -380,7 +382,7 @@ def main_ops(args: argparse.Namespace, kinds: tuple[str, ...], meta: dict[str, A
         truncate_steps=args.truncate_steps, cuts=args.cuts)
     if args.max_delay is not None:
         settings.max_delay = args.max_delay
-    options = dict(kinds=list(kinds), trials=trials, seed=args.seed, **ops.settings_dict(settings))
+    options = dict(kinds=list(kinds), trials=trials, seed=args.seed, **dataclasses.asdict(settings))
     print(f"crash harness ({', '.join(kinds)}): {trials} trials, seed {args.seed}, SDM from {meta['sdm_path']} "
           f"({meta['git_commit'][:12]})", flush=True)
     t0 = time.monotonic()
@@ -402,10 +404,10 @@ def main_ops(args: argparse.Namespace, kinds: tuple[str, ...], meta: dict[str, A
         meta["fixture_seconds"] = round(lab.fixture.seconds, 1)
     meta["seconds"] = time.monotonic() - t0
     meta["load_after"] = os.getloadavg()[0]
-    summary = ops.summarize(records)
-    data = dict(meta=meta, options=options, durations=durations, summary=summary, trials=ops.compact(records))
-    _save(args, args.name or "crash_ops", data, ops.markdown(data))
-    return 1 if any(ops.failed_trial(r) for r in records) else 0
+    summary = ops_report.summarize(records)
+    data = dict(meta=meta, options=options, durations=durations, summary=summary, trials=ops_report.compact(records))
+    _save(args, args.name or "crash_ops", data, ops_report.markdown(data))
+    return 1 if any(ops_report.failed_trial(r) for r in records) else 0
 
 
 def main_sigint(args: argparse.Namespace, meta: dict[str, Any]) -> int:
