@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-__all__ = ["Row", "load_rows", "Intents", "check", "recompute_checksum", "overlaps"]
+__all__ = ["Row", "load_rows", "query", "Intents", "check", "recompute_checksum", "overlaps"]
 
 QUERY = """
 SELECT w.id AS id, r.id AS run_id, r.root AS root, f.path AS path, w."offset" AS "offset",
@@ -93,6 +93,15 @@ def _row(m: dict[str, Any]) -> Row:
 
 def load_rows(url: str) -> list[Row]:
     """Every ``writes`` row of the catalog at *url* (``sqlite:///path`` or ``postgresql://...``)."""
+    return [_row(m) for m in query(url, QUERY, table="writes")]
+
+
+def query(url: str, sql: str, *, table: str) -> list[dict[str, Any]]:
+    """The rows of *sql* on the catalog at *url*; none when the catalog or its table *table* does not exist.
+
+    SQLite: on a copy of the database file and its ``-journal``/``-wal`` (an interrupted
+    transaction is rolled back in the copy, the original is left as it is).
+    """
     if url.startswith("sqlite:///"):
         src = Path(url[len("sqlite:///"):])
         if not src.exists():
@@ -107,7 +116,7 @@ def load_rows(url: str) -> list[Row]:
             try:
                 con.row_factory = sqlite3.Row
                 try:
-                    return [_row(dict(r)) for r in con.execute(QUERY)]
+                    return [dict(r) for r in con.execute(sql)]
                 except sqlite3.OperationalError as exc:
                     if "no such table" in str(exc):
                         return []
@@ -122,9 +131,9 @@ def load_rows(url: str) -> list[Row]:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as con:
-            if not sa.inspect(con).has_table("writes"):
+            if not sa.inspect(con).has_table(table):
                 return []
-            return [_row(dict(m)) for m in con.execute(sa.text(QUERY)).mappings()]
+            return [dict(m) for m in con.execute(sa.text(sql)).mappings()]
     finally:
         engine.dispose()
 

@@ -12,7 +12,13 @@ Tasks
                   read-back (``verify=True``) of everything written here, compared with numpy;
     ``start``     mode "w" at a signal (``go`` file) shared by several jobs: a new run, group,
                   one step; prints the run id;
-    ``append``    mode "a" on a given run at the same signal: distinct steps of the same group.
+    ``append``    mode "a" on a given run at the same signal: distinct steps of the same group;
+    ``populate``  the fixture of the maintenance kinds: runs of groups ``g1``, ``g2``, ``g3``
+                  (levels 1-3, datasets ``a`` and ``b``), each written step by step and closed;
+    ``truncate``  mode "w": a new run of group ``g`` at the given level, ``steps`` steps, then
+                  ``session.truncate`` after each of ``cuts`` in turn until killed;
+    ``retruncate`` mode "a" on that run: ``session.truncate(cut)`` again, then a read-back
+                  (``verify=True``) of every step left, compared with numpy.
 
 The data is a pure function of (dataset index, step, version): :func:`expected`.  Every value
 of every array ever written is distinct, so a row's bytes name the (dataset, step, version)
@@ -25,6 +31,9 @@ Progress, written by rank 0 straight to ``<dir>/progress.<task>`` with one ``os.
     ``ready``                    set-up done; the loop that is killed starts now
     ``intent D S V CALL``        about to write version V of dataset D at step S (before the call)
     ``done D S V CALL``          the call returned (so its catalog commit happened)
+    ``cutting K`` / ``cut K``    before / after ``session.truncate(K)`` (tasks ``truncate``, ``retruncate``)
+    ``truncated``                every cut done (task ``truncate``; the session then closes)
+    ``populated R I``            run R (fixture index I) written and closed (task ``populate``)
     ``finished``                 the job ended normally
     ``error CLASS MESSAGE``      an SDM error ended the task (``append``/``start``/``continue``)
 
@@ -68,6 +77,19 @@ def dataset_index(name: str) -> int:
     return [d[0] for d in DATASETS].index(name)
 
 
+#: The groups of a fixture run (task ``populate``): name -> organization level.
+FIXTURE_GROUPS = {"g1": 1, "g2": 2, "g3": 3}
+
+
+def fixture_version(index: int, group: str) -> int:
+    """The version :func:`expected` gives the data of group *group* of fixture run *index*
+    (distinct for every run and group, so a row's bytes name the run and group they belong to)."""
+    version = 3 * index + FIXTURE_GROUPS[group] - 1
+    if not 0 <= version < VERSION_SPAN:
+        raise ValueError(f"fixture run index {index} outside the encodable range")
+    return version
+
+
 class Progress:
     """Rank 0's progress file (unbuffered lines); no-op on other ranks."""
 
@@ -78,6 +100,22 @@ class Progress:
     def say(self, *words: object) -> None:
         if self.fd is not None:
             os.write(self.fd, (" ".join(str(w) for w in words) + "\n").encode())
+
+
+class Events:
+    """One rank's own record of what an exception interrupted (task ``crash`` with ``"events": true``):
+    ``<dir>/events.<rank>``, one unbuffered line per event; a no-op otherwise."""
+
+    def __init__(self, directory: Path, rank: int, on: bool) -> None:
+        self.fd = os.open(directory / f"events.{rank}", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if on else None
+
+    def say(self, *words: object) -> None:
+        if self.fd is not None:
+            os.write(self.fd, (" ".join(str(w) for w in words) + "\n").encode())
+
+
+#: The call in progress on this rank (``write step 5``), or ``between calls``: what :class:`Events` reports.
+NOW = ["set-up"]
 
 
 def _local(group, name: str, global_array: np.ndarray) -> np.ndarray:
@@ -91,11 +129,13 @@ def _write(group, progress: Progress, call: str, step: int, version: int, names:
     for n in names:
         progress.say("intent", dataset_index(n), step, version, call)
     arrays = {n: _local(group, n, expected(dataset_index(n), step, version)) for n in names}
+    NOW[0] = f"{call} step {step}"
     if call == "write":
         (n,) = names
         group.write(n, step, arrays[n], overwrite=overwrite)
     else:
         group.write_step(step, arrays, overwrite=overwrite)
+    NOW[0] = "between calls"
     for n in names:
         progress.say("done", dataset_index(n), step, version, call)
 
@@ -104,44 +144,60 @@ def _open(sdm, cfg: dict, mode: str, **kw):
     return sdm.open(cfg.get("app", APP), mode, root=cfg["root"], catalog=cfg["catalog"], **kw)
 
 
-def _make_group(session, level: int):
+def _make_group(session, level: int, name: str = GROUP):
     import sdm
 
-    return session.make_group(GROUP, [sdm.Dataset(n, shape=s, dtype=t) for n, t, s in DATASETS], level=level)
+    return session.make_group(name, [sdm.Dataset(n, shape=s, dtype=t) for n, t, s in DATASETS], level=level)
 
 
-def crash(cfg: dict, progress: Progress) -> None:
-    """Task ``crash``: the loop that gets killed."""
+def crash(cfg: dict, progress: Progress, rank: int = 0) -> None:
+    """Task ``crash``: the loop that gets killed (or interrupted: with ``"events"``, each rank records
+    ``raised CLASS in CALL`` when an exception reaches its loop, before the session's close runs, and
+    ``left CLASS`` or ``closed`` once that close has ended)."""
     import sdm
 
     names = [d[0] for d in DATASETS]
-    with _open(sdm, cfg, "w", attributes={"trial": int(cfg.get("trial", 0))}) as s:
-        progress.say("run", s.run_id)
-        g = _make_group(s, int(cfg["level"]))
-        op = cfg["op"]
-        if op == "overwrite":
-            for step in range(int(cfg["overwrite_steps"])):
-                _write(g, progress, "write_step", step, 0, names)
-        progress.say("ready")
-        if op == "write":
-            for step in range(int(cfg["max_steps"])):
-                for n in names:
-                    _write(g, progress, "write", step, 0, [n])
-        elif op == "write_step":
-            for step in range(int(cfg["max_steps"])):
-                _write(g, progress, "write_step", step, 0, names)
-        elif op == "overwrite":
-            # rounds alternate write(..., overwrite=True) per dataset and write_step(..., overwrite=True)
-            for version in range(1, int(cfg["max_rounds"]) + 1):
-                for step in range(int(cfg["overwrite_steps"])):
-                    if version % 2:
-                        for n in names:
-                            _write(g, progress, "write", step, version, [n], overwrite=True)
-                    else:
-                        _write(g, progress, "write_step", step, version, names, overwrite=True)
-        else:
-            raise ValueError(f"unknown op {op!r}")
+    events = Events(Path(cfg["dir"]), rank, bool(cfg.get("events")))
+    try:
+        with _open(sdm, cfg, "w", attributes={"trial": int(cfg.get("trial", 0))}) as s:
+            try:
+                _loop(cfg, progress, s, names)
+            except BaseException as exc:
+                events.say("raised", type(exc).__name__, "in", NOW[0])
+                raise
+        events.say("closed")
+    except BaseException as exc:
+        events.say("left", type(exc).__name__)
+        raise
     progress.say("finished")
+
+
+def _loop(cfg: dict, progress: Progress, s, names: list[str]) -> None:
+    progress.say("run", s.run_id)
+    g = _make_group(s, int(cfg["level"]))
+    op = cfg["op"]
+    if op == "overwrite":
+        for step in range(int(cfg["overwrite_steps"])):
+            _write(g, progress, "write_step", step, 0, names)
+    progress.say("ready")
+    if op == "write":
+        for step in range(int(cfg["max_steps"])):
+            for n in names:
+                _write(g, progress, "write", step, 0, [n])
+    elif op == "write_step":
+        for step in range(int(cfg["max_steps"])):
+            _write(g, progress, "write_step", step, 0, names)
+    elif op == "overwrite":
+        # rounds alternate write(..., overwrite=True) per dataset and write_step(..., overwrite=True)
+        for version in range(1, int(cfg["max_rounds"]) + 1):
+            for step in range(int(cfg["overwrite_steps"])):
+                if version % 2:
+                    for n in names:
+                        _write(g, progress, "write", step, version, [n], overwrite=True)
+                else:
+                    _write(g, progress, "write_step", step, version, names, overwrite=True)
+    else:
+        raise ValueError(f"unknown op {op!r}")
 
 
 def continue_run(cfg: dict, progress: Progress) -> None:
@@ -172,6 +228,65 @@ def continue_run(cfg: dict, progress: Progress) -> None:
             want = _local(g, n, expected(dataset_index(n), step, v))
             if not np.array_equal(got, want):
                 raise AssertionError(f"read back {n} step {step} version {v}: different values")
+    progress.say("finished")
+
+
+def populate(cfg: dict, progress: Progress) -> None:
+    """Task ``populate``: ``len(cfg["runs"])`` closed runs, run *i* with ``cfg["runs"][i]`` steps of every
+    fixture group (:data:`FIXTURE_GROUPS`), the data :func:`expected` at :func:`fixture_version`."""
+    import sdm
+
+    for index, steps in enumerate(cfg["runs"]):
+        with _open(sdm, cfg, "w", attributes={"index": index}) as s:
+            groups = {name: _make_group(s, level, name) for name, level in FIXTURE_GROUPS.items()}
+            for step in range(int(steps)):
+                for name, g in groups.items():
+                    version = fixture_version(index, name)
+                    g.write_step(step, {n: _local(g, n, expected(dataset_index(n), step, version))
+                                        for n, _, _ in DATASETS})
+            run_id = s.run_id
+        progress.say("populated", run_id, index)
+    progress.say("finished")
+
+
+def truncate(cfg: dict, progress: Progress) -> None:
+    """Task ``truncate``: ``cfg["steps"]`` steps of group ``g``, then ``session.truncate`` after each of
+    ``cfg["cuts"]`` (decreasing) until killed."""
+    import sdm
+
+    names = [d[0] for d in DATASETS]
+    with _open(sdm, cfg, "w", attributes={"trial": int(cfg.get("trial", 0))}) as s:
+        progress.say("run", s.run_id)
+        g = _make_group(s, int(cfg["level"]))
+        for step in range(int(cfg["steps"])):
+            _write(g, progress, "write_step", step, 0, names)
+        progress.say("ready")
+        for cut in cfg["cuts"]:
+            progress.say("cutting", int(cut))
+            s.truncate(int(cut))
+            progress.say("cut", int(cut))
+        progress.say("truncated")
+    progress.say("finished")
+
+
+def retruncate(cfg: dict, progress: Progress) -> None:
+    """Task ``retruncate``: the interrupted ``session.truncate(cfg["cut"])`` once more on the killed run, then
+    every step left read back with ``verify=True`` and compared with numpy."""
+    import sdm
+
+    cut = int(cfg["cut"])
+    with _open(sdm, cfg, "a", run=int(cfg["run"])) as s:
+        progress.say("run", s.run_id)
+        progress.say("ready")
+        progress.say("cutting", cut)
+        s.truncate(cut)
+        progress.say("cut", cut)
+        g = s.group(GROUP)
+        for n, _, _ in DATASETS:
+            for step in g.steps(n):
+                got = g.read(n, step, verify=True)
+                if not np.array_equal(got, _local(g, n, expected(dataset_index(n), step, 0))):
+                    raise AssertionError(f"read back {n} step {step} after the truncation: different values")
     progress.say("finished")
 
 
@@ -236,13 +351,19 @@ def main(argv: list[str]) -> int:
     progress = Progress(directory, task, rank)
     try:
         if task == "crash":
-            crash(cfg, progress)
+            crash(cfg, progress, rank)
         elif task == "continue":
             continue_run(cfg, progress)
         elif task == "start":
             start(cfg, progress, comm)
         elif task == "append":
             append(cfg, progress, comm)
+        elif task == "populate":
+            populate(cfg, progress)
+        elif task == "truncate":
+            truncate(cfg, progress)
+        elif task == "retruncate":
+            retruncate(cfg, progress)
         else:
             raise ValueError(f"unknown task {task!r}")
     except Exception as exc:  # reported, and the exit status says it failed

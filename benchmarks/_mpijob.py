@@ -141,9 +141,19 @@ class Job:
         The worker's configuration; ``cfg["dir"]`` is where it reports pids and progress.
     log : Path
         File receiving the job's stdout and stderr.
+    worker : Path
+        The Python script each rank runs.
+    mpi : bool
+        False: one plain ``python <worker> <json>`` process, no mpiexec (a serial command,
+        killed and cleaned up the same way; *nprocs* must be 1).
+    env : dict, optional
+        Variables added to the worker's environment (:func:`worker_env`).
     """
 
-    def __init__(self, nprocs: int, cfg: dict[str, Any], log: Path, worker: Path = WORKER) -> None:
+    def __init__(self, nprocs: int, cfg: dict[str, Any], log: Path, worker: Path = WORKER, *, mpi: bool = True,
+                 env: dict[str, str] | None = None) -> None:
+        if not mpi and nprocs != 1:
+            raise ValueError(f"a job without mpiexec has one process, not {nprocs}")
         self.nprocs = nprocs
         self.cfg = cfg
         self.task = cfg["task"]
@@ -152,9 +162,11 @@ class Job:
         self.marker = str(worker)
         self._hydra_before = _hydra_files()
         self._shm_before = _shm_files()
-        cmd = [mpiexec(), "-n", str(nprocs), sys.executable, str(worker), json.dumps(cfg)]
+        cmd = [sys.executable, str(worker), json.dumps(cfg)]
+        if mpi:
+            cmd = [mpiexec(), "-n", str(nprocs), *cmd]
         self._out = open(log, "ab")
-        env = worker_env()
+        env = {**worker_env(), **(env or {})}
         env["TMPDIR"] = str(self.dir)  # Hydra's topology file too: a killed mpiexec cannot remove it itself
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._out, stderr=subprocess.STDOUT,
                                      env=env, start_new_session=True, cwd=self.dir)
@@ -226,6 +238,14 @@ class Job:
         if self._ours(pid):
             os.kill(pid, signal.SIGKILL)
         return pid
+
+    def interrupt(self) -> bool:
+        """Send SIGINT to mpiexec alone (what Ctrl-C in its terminal does to it; the ranks get what
+        mpiexec forwards); False when mpiexec had already ended."""
+        if self.proc.poll() is not None:
+            return False
+        os.kill(self.proc.pid, signal.SIGINT)
+        return True
 
     def kill_all(self) -> None:
         """SIGKILL the whole job at once: every rank, the proxy and mpiexec's process group."""

@@ -40,6 +40,7 @@ lost commits and every reopen working, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -65,6 +66,9 @@ if (REPO / "src" / "sdm").is_dir() and str(REPO / "src") not in sys.path:
 import numpy as np  # noqa: E402
 
 import _crash_check as check  # noqa: E402
+import _crash_ops as ops  # noqa: E402
+import _crash_ops_report as ops_report  # noqa: E402
+import _crash_sigint as sigint  # noqa: E402
 import _crash_worker as worker  # noqa: E402
 from _mpijob import Job, mpiexec  # noqa: E402
 
@@ -349,21 +353,141 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def parse_kinds(text: str) -> tuple[str, ...]:
+    """``write``, ``sigint``, or a comma-separated subset of the maintenance kinds (``ops``: all of them)."""
+    names = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+    if names in (("write",), ("sigint",)):
+        return names
+    if names == ("ops",):
+        return ops.KINDS
+    unknown = [k for k in names if k not in ops.KINDS]
+    if not names or unknown:
+        raise ValueError(f"--kinds takes write, sigint, ops or a comma-separated subset of {', '.join(ops.KINDS)}; "
+                         f"got {text!r}")
+    return names
+
+
+def _save(args: argparse.Namespace, name: str, data: dict[str, Any], md: str) -> None:
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{name}.json").write_text(json.dumps(data, separators=(",", ":"), default=str))  # compact
+    (args.out / f"{name}.md").write_text(md)
+    print(md)
+
+
+def main_ops(args: argparse.Namespace, kinds: tuple[str, ...], meta: dict[str, Any]) -> int:
+    """The maintenance kinds (``_crash_ops.py``): kill -9 during truncate, rebuild, export, migrate, purge."""
+    trials = args.trials if args.trials is not None else (2 * len(kinds) if args.quick else 200)
+    settings = ops.Settings.quick() if args.quick else ops.Settings(
+        runs=args.fixture_runs, steps=args.fixture_steps, other_steps=args.other_steps,
+        truncate_steps=args.truncate_steps, cuts=args.cuts)
+    if args.max_delay is not None:
+        settings.max_delay = args.max_delay
+    options = dict(kinds=list(kinds), trials=trials, seed=args.seed, **dataclasses.asdict(settings))
+    print(f"crash harness ({', '.join(kinds)}): {trials} trials, seed {args.seed}, SDM from {meta['sdm_path']} "
+          f"({meta['git_commit'][:12]})", flush=True)
+    t0 = time.monotonic()
+    records = []
+    with ops.Lab(kinds, settings) as lab:
+        if lab.fixture.index:
+            print(f"fixture: {len(lab.fixture.index)} runs written in {lab.fixture.seconds:.1f} s", flush=True)
+        for p in ops.plan(trials, args.seed, kinds):
+            r = ops.run_trial(lab, p)
+            records.append(r)
+            print(f"trial {p['trial']:3d}: {p['kind']:8s} {p['variant']:17s} delay {r.get('delay', 0):6.3f}s "
+                  f"{'killed' if r.get('killed') else 'NOT KILLED' if r.get('started') else 'NOT STARTED'}"
+                  f" at {r.get('at', '-')!s:32s} rows {r.get('rows', 0):4d} bad {len(r.get('bad', []))}"
+                  f"  rerun {'ok' if r.get('rerun') else 'FAILED' if r.get('rerun') is False else '-'}"
+                  f" bad after {len(r.get('bad_after', []))} result "
+                  f"{'ok' if r.get('result') else 'WRONG' if r.get('result') is False else '-'}"
+                  + (f"  HARNESS ERROR {r['harness_error']}" if r.get("harness_error") else ""), flush=True)
+        durations = dict(lab.durations)
+        meta["fixture_seconds"] = round(lab.fixture.seconds, 1)
+    meta["seconds"] = time.monotonic() - t0
+    meta["load_after"] = os.getloadavg()[0]
+    summary = ops_report.summarize(records)
+    data = dict(meta=meta, options=options, durations=durations, summary=summary, trials=ops_report.compact(records))
+    _save(args, args.name or "crash_ops", data, ops_report.markdown(data))
+    return 1 if any(ops_report.failed_trial(r) for r in records) else 0
+
+
+def main_sigint(args: argparse.Namespace, meta: dict[str, Any]) -> int:
+    """SIGINT to mpiexec during a write loop (``_crash_sigint.py``)."""
+    trials = args.trials if args.trials is not None else (3 if args.quick else 100)
+    options = dict(trials=trials, seed=args.seed, nprocs=args.nprocs, max_delay=args.max_delay,
+                   end_limit=args.end_limit, hang_limit=args.hang_limit, max_steps=args.max_steps)
+    print(f"crash harness (SIGINT to mpiexec): {trials} trials of {args.nprocs} ranks, seed {args.seed}, SDM from "
+          f"{meta['sdm_path']} ({meta['git_commit'][:12]})", flush=True)
+    t0 = time.monotonic()
+    records = []
+    for p in sigint.plan(trials, args.seed, args.max_delay):
+        r = sigint.run_trial(p, nprocs=args.nprocs, end_limit=args.end_limit, hang_limit=args.hang_limit,
+                             max_steps=args.max_steps)
+        records.append(r)
+        end = r.get("end") or ("ended before the signal" if r.get("interrupted") is False else "not started")
+        print(f"trial {p['trial']:3d}: level {p['level']} {p['op']:10s} delay {p['delay']:.3f}s  {end}"
+              f"{' after %.2f s' % r['end_s'] if r.get('end_s') is not None else ''}"
+              f"{' (ranks still waiting: %s)' % r['hung_ranks'] if r.get('hung_ranks') else ''}"
+              f"  state {r.get('catalog_state')}/{r.get('state')}  rows {r.get('rows', 0):4d} "
+              f"bad {len(r.get('bad', []))} lost {len(r.get('lost', []))} read {r.get('read', 0)} "
+              f"bad {r.get('read_bad', 0)}", flush=True)
+    meta["seconds"] = time.monotonic() - t0
+    meta["load_after"] = os.getloadavg()[0]
+    data = dict(meta=meta, options=options, summary=sigint.summarize(records), trials=sigint.compact(records))
+    _save(args, args.name or "crash_sigint", data, sigint.markdown(data))
+    return 1 if any(sigint.failed_trial(r) for r in records) else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trials", type=int, default=None, help="number of trials (default 200; 10 with --quick)")
+    ap.add_argument("--kinds", default="write",
+                    help="write (kill -9 during writes, the default), sigint (SIGINT to mpiexec during writes), or "
+                         "a comma-separated subset of truncate,rebuild,export,migrate,purge (ops: all five)")
+    ap.add_argument("--trials", type=int, default=None,
+                    help="number of trials (default 200, sigint 100; --quick: 10, two per maintenance kind, 3)")
     ap.add_argument("--seed", type=int, default=1, help="seed of the per-trial draws (default 1)")
-    ap.add_argument("--quick", action="store_true", help="10 trials covering every level, call and kill kind")
-    ap.add_argument("--max-delay", type=float, default=1.0, help="kill delay after 'ready' is uniform in [0, this] s")
+    ap.add_argument("--quick", action="store_true",
+                    help="few trials covering every level, call and kill kind (maintenance kinds: small sizes)")
+    ap.add_argument("--max-delay", type=float, default=None,
+                    help="the kill (signal) delay after 'ready' is uniform in [0, this] s (write, sigint: default 1; "
+                         "maintenance kinds: default the command's measured duration, 0.3 with --quick)")
     ap.add_argument("--max-steps", type=int, default=1000, help="steps of the write loops (< 1024)")
     ap.add_argument("--max-rounds", type=int, default=250, help="rounds of the overwrite loop (< 254)")
-    ap.add_argument("--out", type=Path, default=HERE / "results", help="results directory (crash.json, crash.md)")
-    ap.add_argument("--name", default="crash", help="base name of the result files")
+    ap.add_argument("--fixture-runs", type=int, default=12, help="maintenance kinds: runs of the fixture (rebuild)")
+    ap.add_argument("--fixture-steps", type=int, default=100,
+                    help="maintenance kinds: steps of fixture run 0 (export, migrate, purge)")
+    ap.add_argument("--other-steps", type=int, default=30, help="maintenance kinds: steps of the other fixture runs")
+    ap.add_argument("--truncate-steps", type=int, default=240, help="truncate: steps written before the cuts")
+    ap.add_argument("--cuts", type=int, default=4, help="truncate: truncations per job")
+    ap.add_argument("--nprocs", type=int, default=4, help="sigint: ranks of the write loop")
+    ap.add_argument("--end-limit", type=float, default=10.0, help="sigint: a job must end within this many s")
+    ap.add_argument("--hang-limit", type=float, default=30.0, help="sigint: a job still running after this is a hang")
+    ap.add_argument("--out", type=Path, default=HERE / "results", help="results directory")
+    ap.add_argument("--name", default=None,
+                    help="base name of the result files (crash, crash_ops or crash_sigint after the kinds)")
     args = ap.parse_args(argv)
-    trials = args.trials if args.trials is not None else (10 if args.quick else 200)
+    try:
+        kinds = parse_kinds(args.kinds)
+    except ValueError as exc:
+        ap.error(str(exc))
     if not (0 < args.max_steps < worker.STEP_SPAN - 3 and 0 < args.max_rounds < worker.VERSION_SPAN - 3):
         ap.error("--max-steps must be in 1..1020 and --max-rounds in 1..252")
+    if not (args.fixture_runs >= 1 and args.fixture_steps >= 1 and args.other_steps >= 1 and args.cuts >= 1
+            and args.truncate_steps > args.cuts and args.truncate_steps < worker.STEP_SPAN and args.nprocs >= 2
+            and 0 < args.end_limit <= args.hang_limit and 3 * args.fixture_runs <= worker.VERSION_SPAN
+            and max(args.fixture_steps, args.other_steps) < worker.STEP_SPAN):
+        ap.error("sizes: --fixture-runs 1..85, --fixture-steps, --other-steps 1..1023, --cuts >= 1, "
+                 "--truncate-steps > --cuts and < 1024, --nprocs >= 2, 0 < --end-limit <= --hang-limit")
+    if args.max_delay is not None and args.max_delay < 0:
+        ap.error("--max-delay must be >= 0")
     meta = host_facts()
+    if kinds in (("write",), ("sigint",)) and args.max_delay is None:
+        args.max_delay = 1.0
+    if kinds == ("sigint",):
+        return main_sigint(args, meta)
+    if kinds != ("write",):
+        return main_ops(args, kinds, meta)
+    args.name = args.name or "crash"
+    trials = args.trials if args.trials is not None else (10 if args.quick else 200)
     options = dict(trials=trials, seed=args.seed, max_delay=args.max_delay, max_steps=args.max_steps,
                    max_rounds=args.max_rounds)
     print(f"crash harness: {trials} trials, seed {args.seed}, SDM from {meta['sdm_path']} ({meta['git_commit'][:12]})",
@@ -382,11 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta["seconds"] = time.monotonic() - t0
     meta["load_after"] = os.getloadavg()[0]
     data = dict(meta=meta, options=options, summary=summarize(records), trials=records)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(data, separators=(",", ":"), default=str))  # compact
-    md = markdown(data)
-    (args.out / f"{args.name}.md").write_text(md)
-    print(md)
+    _save(args, args.name, data, markdown(data))
     return 1 if failed(data["summary"]) else 0
 
 

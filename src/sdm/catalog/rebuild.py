@@ -221,7 +221,8 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
             budget -= checked.nbytes
     cat = Catalog(catalog_url, create=True)
     try:
-        was_empty = _count_runs(cat) == 0
+        held = _runs_held(cat)
+        rebuilt: set[tuple[int, str]] = set()
         catalog_ids: set[str] = set()
         done = 0
         for d in dirs:
@@ -229,6 +230,7 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
             report.notes.extend(log.notes)
             run = _replay(log)
             catalog_ids.add(str(run.info["catalog"]))
+            rebuilt.add((int(run.info["run"]), str(run.info["dir"])))
             data_root = _data_root(d, run.info["dir"])
             if _insert(cat, run, data_root):
                 report.added.append(int(run.info["run"]))
@@ -244,8 +246,9 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
             if con.dialect.name == "postgresql":  # explicit ids leave the sequence behind
                 con.execute(sa.text("SELECT setval(pg_get_serial_sequence('runs', 'id'), "
                                     "GREATEST((SELECT MAX(id) FROM runs), 1))"))
-            if was_empty and len(catalog_ids) == 1 and report.added:
-                # the rebuilt catalog takes the identity the run directories name, so they can be appended to
+            if len(catalog_ids) == 1 and rebuilt and held <= rebuilt:
+                # a catalog holding no run but these (a new one, or one an interrupted rebuild began) takes the
+                # identity the run directories name, so they can be appended to
                 con.execute(S.catalog_info.update().where(S.catalog_info.c.key == "uuid")
                             .values(value=catalog_ids.pop()))
     finally:
@@ -317,9 +320,10 @@ def _size(run_dir: Path) -> int:
         return 0
 
 
-def _count_runs(cat: Catalog) -> int:
+def _runs_held(cat: Catalog) -> set[tuple[int, str]]:
+    """(id, directory) of every run the catalog holds."""
     with cat.engine.connect() as con:
-        return int(con.execute(sa.select(sa.func.count()).select_from(S.runs)).scalar_one())
+        return {(int(i), str(d)) for i, d in con.execute(sa.select(S.runs.c.id, S.runs.c.dir))}
 
 
 def _data_root(run_dir: Path, rel_dir: str) -> Path:
