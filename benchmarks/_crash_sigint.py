@@ -7,7 +7,7 @@ alone (never to a rank; the ranks get what mpiexec forwards), and measures:
 
 * **the end**: whether the job ended within ``--end-limit`` s (10) of the signal, later, or not
   within ``--hang-limit`` s (30): a **hang**, after which every process of the job is killed;
-  ranks still alive once mpiexec ended are counted as orphans (and killed); for a hang, a late
+  ranks still alive ``--end-limit`` seconds after mpiexec ended are counted as orphans (and killed); for a hang, a late
   end or orphans, where each rank was (the worker's per-rank events: the call the exception
   interrupted, and whether the session's close that followed ended);
 * **the run's state**: ``runs.state`` in the catalog as the job left it, and the
@@ -108,6 +108,12 @@ def _interrupt(job: Job, delay: float, end_limit: float, hang_limit: float) -> d
     waited = time.monotonic() - t0
     ranks = job.rank_pids()
     alive = sorted(r for r, pid in ranks.items() if _alive(pid))
+    if status is not None and alive:  # ranks still ending (MPI_Abort's kill takes a moment): give them end_limit
+        deadline = time.monotonic() + end_limit
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.01)
+            alive = [r for r in alive if _alive(ranks[r])]
+        out["ranks_ended_s"] = round(time.monotonic() - t0, 3)
     if status is None:
         out.update(end="hang", hung_ranks=alive, ranks=_events(job, ranks))
     else:
@@ -171,8 +177,8 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(total=totals(trials), by_level_op=by(lambda t: f"level {t['level']} {t['op']}"))
 
 
-COLUMNS = ("trial", "level", "op", "nprocs", "delay", "started", "interrupted", "end", "end_s", "exit", "hung_ranks",
-           "orphans", "ranks", "catalog_state", "state", "rows", "bad", "lost", "read", "read_bad", "in_flight",
+COLUMNS = ("trial", "level", "op", "nprocs", "delay", "started", "interrupted", "end", "end_s", "ranks_ended_s", "exit",
+           "hung_ranks", "orphans", "ranks", "catalog_state", "state", "rows", "bad", "lost", "read", "read_bad", "in_flight",
            "seconds")
 
 
