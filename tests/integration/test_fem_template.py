@@ -69,7 +69,7 @@ def test_the_template_run_exports_to_exodus_and_imports_back(tmp_path):
     mesh = meshio.read(out)  # an independent reader
     np.testing.assert_allclose(mesh.points, whole.nodes.coords)
     assert sum(len(c.data) for c in mesh.cells) == sum(len(b.element_ids) for b in whole.blocks)
-    again = sdm.import_file(out, format="exodus", application="reimported", catalog=url)
+    again = sdm.import_file(out, format="exodus", application="reimported", catalog=url, root=tmp_path)
     with sdm.open("reimported", "r", catalog=url, run=again.run) as s:
         back = read_mesh(s, share="whole")
         np.testing.assert_array_equal(back.nodes.coords, whole.nodes.coords)
