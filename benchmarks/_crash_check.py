@@ -289,3 +289,43 @@ def check(rows: list[Row], intents: Intents, expected: Callable[[str, int, int],
             lost.append(dict(dataset=key[0], step=key[1], version=v, reason=f"row holds older version {matched[key]}"))
     return dict(rows=len(rows), bad=bad, lost=lost, overlap=sorted(overlaps(rows)), checksums_checked=checked,
                 checksums_unchecked=unchecked, versions=sum(1 for v in matched.values() if v))
+
+
+def flat_table(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Trial records as one table (``columns``, ``rows``): nested dicts flattened to ``a.b`` columns.
+
+    A result file of 200 trials stores each key once instead of 200 times; :func:`records_of`
+    gives the records back (a member a record lacked comes back absent).
+    """
+    def flat(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in record.items():
+            if isinstance(value, dict) and value:
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    flats = [flat(r) for r in records]
+    columns = list(dict.fromkeys(k for f in flats for k in f))
+    return dict(columns=columns, rows=[[f.get(c, _ABSENT) for c in columns] for f in flats], absent=_ABSENT)
+
+
+_ABSENT = "-absent-"  # a member a record does not have (None is a value)
+
+
+def records_of(table: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records of a :func:`flat_table`, nested again."""
+    out = []
+    for row in table["rows"]:
+        record: dict[str, Any] = {}
+        for column, value in zip(table["columns"], row):
+            if value == table["absent"]:
+                continue
+            *parents, last = column.split(".")
+            where = record
+            for p in parents:
+                where = where.setdefault(p, {})
+            where[last] = value
+        out.append(record)
+    return out

@@ -506,7 +506,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta["seconds"] = time.monotonic() - t0
     meta["load_after"] = os.getloadavg()[0]
     data = dict(meta=meta, options=options, summary=summarize(records), trials=records)
-    _save(args, args.name, data, markdown(data))
+    md = markdown(data)
+    _save(args, args.name, {**data, "trials": check.flat_table(records)}, md)  # records: check.records_of
     return 1 if failed(data["summary"]) else 0
 
 
