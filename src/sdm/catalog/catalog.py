@@ -918,11 +918,11 @@ class Catalog:
             The offset of each request, or ``None`` for a whole-file path already taken.
         """
         f = S.files
-        out: list[int | None] = []
+        out: list[int | None] = [None] * len(requests)
         now = _now()
+        shared: dict[int, list[tuple[int, int, int]]] = {}  # file id -> (request, nbytes, alignment), in order
         with self._tx() as con:
-            for path, level, nbytes, whole_file, *rest in requests:
-                align = int(rest[0]) if rest else 1
+            for i, (path, level, nbytes, whole_file, *rest) in enumerate(requests):
                 key = (int(run_id), path)
                 file_id = self._file_ids.get(key)
                 if file_id is None or whole_file:
@@ -930,18 +930,25 @@ class Catalog:
                            "alloc_end": int(nbytes) if whole_file else 0}
                     made = con.execute(_insert_new(con, f, row).returning(f.c.id)).scalar()
                     if whole_file:  # the file is this write's alone, or taken
-                        out.append(None if made is None else 0)
+                        out[i] = None if made is None else 0
                         if made is not None:
                             self._file_ids[key] = int(made)
                         continue
                     file_id = made if made is not None else con.execute(_FILE_ID, {"run_id": run_id, "path": path}).scalar_one()
-                start = f.c.alloc_end if align == 1 else (f.c.alloc_end + (align - 1)) // align * align
-                end = con.execute(
-                    f.update().where(f.c.id == file_id).values(alloc_end=start + int(nbytes))
-                    .returning(f.c.alloc_end)
-                ).scalar_one()
-                out.append(int(end) - int(nbytes))
-                self._file_ids[key] = int(file_id)
+                    self._file_ids[key] = int(file_id)
+                shared.setdefault(int(file_id), []).append((i, int(nbytes), int(rest[0]) if rest else 1))
+            for file_id, wanted in shared.items():  # one statement per file (two with alignments)
+                if all(align == 1 for _, _, align in wanted):
+                    total = sum(n for _, n, _ in wanted)
+                    at = int(con.execute(_GROW, {"fid": file_id, "grow": total}).scalar_one()) - total
+                    for i, n, _ in wanted:
+                        out[i], at = at, at + n
+                    continue
+                at = int(con.execute(_GROW, {"fid": file_id, "grow": 0}).scalar_one())  # the row locked
+                for i, n, align in wanted:
+                    start = (at + align - 1) // align * align
+                    out[i], at = start, start + n
+                con.execute(_SET_END, {"fid": file_id, "end": at})
         return out
 
     def record_write(self, *, run_id: int, **write: Any) -> None:
@@ -968,6 +975,8 @@ class Catalog:
         """
         now = _now()
         new_ids: dict[tuple[int, str], int] = {}
+        plain: list[dict[str, Any]] = []  # new steps: one multi-row insert and one executemany update
+        steps: list[dict[str, Any]] = []
         try:
             with self._tx() as con:
                 for w in writes:
@@ -1006,6 +1015,10 @@ class Catalog:
                                 f"step {w['step']} of dataset id {w['dataset_id']} was overwritten or removed by "
                                 "another job while this write ran; nothing was recorded (read it again and retry)"
                             )
+                    elif not w.get("extents") and not w.get("copy"):  # a plain new step: batched below
+                        plain.append(params)
+                        steps.append({"s_dataset": w["dataset_id"], "s_step": int(w["step"]), "s_nbytes": int(w["nbytes"])})
+                        continue
                     else:
                         con.execute(S.writes.insert(), params)
                         con.execute(_NEW_STEP, {"s_dataset": w["dataset_id"], "s_step": int(w["step"]),
@@ -1016,6 +1029,9 @@ class Catalog:
                         from .tiers import upsert_copy
 
                         upsert_copy(con, file_id, **{**w["copy"], "state": "verified"})
+                if plain:
+                    con.execute(S.writes.insert(), plain)
+                    con.execute(_NEW_STEP, steps)
         except SAIntegrityError as exc:
             text = str(exc.orig)
             if "uq_writes_dataset_step" in text or "writes.dataset_id, writes.step" in text:
@@ -1222,6 +1238,11 @@ class Catalog:
 _FILE_ID = sa.select(S.files.c.id).where(
     S.files.c.run_id == sa.bindparam("run_id"), S.files.c.path == sa.bindparam("path")
 )
+#: Raise a file's high-water mark by ``grow`` bytes, returning the new mark (locks the row).
+_GROW = S.files.update().where(S.files.c.id == sa.bindparam("fid")).values(
+    alloc_end=S.files.c.alloc_end + sa.bindparam("grow", type_=sa.BigInteger)).returning(S.files.c.alloc_end)
+_SET_END = S.files.update().where(S.files.c.id == sa.bindparam("fid")).values(
+    alloc_end=sa.bindparam("end", type_=sa.BigInteger))
 _STEP = sa.bindparam("s_step", type_=sa.BigInteger)
 #: A new step in the dataset's summary (an overwrite leaves it: a step of a dataset always has its size).
 _NEW_STEP = S.datasets.update().where(S.datasets.c.id == sa.bindparam("s_dataset")).values(
