@@ -54,6 +54,7 @@ from .errors import (
     StorageError,
 )
 from .io import Transfer, get_method
+from .io.combined import COMBINABLE, Part, combined_types, move_combined
 from .io import remote as _remote
 from .layout import Block, Distribution, MapArray, Piece
 from .layout.agreement import agree_view
@@ -206,6 +207,7 @@ class Group:
         self._nbytes: dict[str, int] = {d.name: d.nbytes for d in record.datasets}
         self._views: dict[str, ResolvedView] = {}
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
+        self._relatives: dict[tuple[str, int, int], str] = {}  # (dataset, step, version) -> relative path
         self._epoch = 0  # data_view calls so far (part of the views' layout keys)
         self._threads: bool | None = None  # checksum shares beside the I/O (see _ShareJob)
         self._stats_seen: dict[tuple[int, ...], list] = {}  # every rank's layout statistics, by their hashes
@@ -577,11 +579,15 @@ class Group:
         layouts, notes = (_subfiled.layouts(self, names) if self.record.subfiles is not None
                           else ([None] * len(names), [""] * len(names)))
         places = self._reserve_everywhere(names, int(step), plan, [self._nbytes[n] for n in names], layouts)
-        accesses = [self._access(n, True, statsets, i) for i, n in enumerate(names)]
         archived = self.record.archive is not None
+        shared = self._shared_files(places, layouts, method) if not archived else {}
+        # the planner's view of each access (not needed for a dataset written in a combined call)
+        accesses = [None if i in shared else self._access(n, True, statsets, i) for i, n in enumerate(names)]
         decisions = [_ARCHIVE_WRITE if archived else _Decision(get_method("servers"), lay.reason) if lay is not None
+                     else _combined_decision(len(shared[i]), method or s.method) if i in shared
                      else _noted(s.planner.choose(method or s.method, a), note)
-                     for a, lay, note in zip(accesses, layouts, notes)]
+                     for i, (a, lay, note) in enumerate(zip(accesses, layouts, notes))]
+        combined = {id(members): members for members in shared.values()}  # one call per file, alike everywhere
         n = len(names)
         extent_digests: list[list[int]] = [[0] * len(lay.extents) if lay is not None else [] for lay in layouts]
         threads = s.checksum and self._spare_cores()
@@ -591,7 +597,18 @@ class Group:
         deferred: dict[Path, None] = {}  # open files synced once, after every transfer
         subfiles: dict[Path, None] = {}  # the subfiles this rank wrote (each its own: synced here alone)
         digests: list[str] = [""] * n  # archive-tier objects: their digests (rank 0)
+        for members in combined.values():  # every rank holds the same groups, in the same order
+            both, f = capture(self._write_combined, members, prepared, places, [self._nbytes[x] for x in names],
+                               decisions[members[0]].method.name, threads, rank=s.rank)
+            if both is not None:
+                for i, took, mine in zip(members, both[0], both[1]):
+                    seconds[i], partials[i] = took, mine
+            deferred[self._absolute(places[members[0]][0])] = None
+            failure = failure or f
+        done = {i for members in combined.values() for i in members}
         for i, ((view, arr), decision, (rel, offset, _, _), name) in enumerate(zip(prepared, decisions, places, names)):  # type: ignore[arg-type]
+            if i in done:
+                continue
             backend: Any = self._store() if archived else s.files
             path: Any = rel if archived else self._absolute(rel)
             sync_now = s.sync and not appends(self.level)
@@ -644,12 +661,78 @@ class Group:
                 at += len(lay.extents)
                 checksums[i] = integrity.extents_checksum(extent_digests[i]) if s.checksum else ""
         if not archived:
-            for a, decision, secs, lay in zip(accesses, decisions, slowest, layouts):  # the same on every rank
-                if lay is None:
+            for i, (a, decision, secs, lay) in enumerate(zip(accesses, decisions, slowest, layouts)):  # alike everywhere
+                if lay is None and a is not None:
                     s.planner.observe(a, decision.method.name, float(secs))
         self._commit_dump(names, int(step), places, checksums, decisions, [float(x) for x in slowest], overwrite,
                           [self._nbytes[n] for n in names], digests if archived else None,
                           subfiled=(layouts, extent_digests))
+
+    def _shared_files(self, places: Sequence[tuple[str, int, int, int | None]], layouts: Sequence[Any],
+                      method: str | None) -> dict[int, list[int]]:
+        """The datasets of a dump that share a file with another one: ``{index: members of its file}``.
+
+        Only at levels 2 and 3 (a level-1 file holds one dataset), for fast-tier datasets
+        that are not subfiled, and when the call leaves the method to SDM (``auto``) or
+        names one that moves bytes through a file view (``collective``, ``datatype``):
+        those are written by one combined call per file (:mod:`sdm.io.combined`).  The
+        same on every rank (from agreed values only).
+        """
+        chosen = method or self.session.method
+        if not appends(self.level) or (chosen != "auto" and chosen not in COMBINABLE):
+            return {}
+        files: dict[str, list[int]] = {}
+        for i, (place, lay) in enumerate(zip(places, layouts)):
+            if lay is None:
+                files.setdefault(place[0], []).append(i)
+        out: dict[int, list[int]] = {}
+        for members in files.values():
+            if len(members) > 1:
+                out.update((i, members) for i in members)
+        return out
+
+    def _write_combined(self, members: Sequence[int], prepared: Sequence[tuple[ResolvedView, np.ndarray]],
+                        places: Sequence[tuple[str, int, int, int | None]], sizes: Sequence[int], method: str,
+                        threads: bool) -> tuple[list[float], list[int]]:
+        """This rank's part of one combined write: the datasets *members* of one file in one view and one call.
+
+        Returns each dataset's seconds (the call's, shared out by size) and checksum share.
+        The collective calls are made on every rank even when building the types failed
+        here (the failure is raised afterwards, for the closing exchange).
+        """
+        s = self.session
+        path = self._absolute(places[members[0]][0])
+        jobs = [_ShareJob(prepared[i][0], prepared[i][1], prepared[i][0].order, threads) if s.checksum else None
+                for i in members]
+        made: list[MPI.Datatype] = []
+        error: SDMError | None = None
+        t0 = time.perf_counter()
+        fh = s.files.open(path, cache=True)
+        try:
+            parts = []
+            for i in members:
+                view, arr = prepared[i]
+                mem, extra = view.memory(arr)
+                made.extend(extra)
+                parts.append(Part(places[i][1], sizes[i], view.ftype, mem, view.layout))
+            types = combined_types(parts)
+            try:
+                move_combined(fh, method, types, writing=True, hints=s.hints, views=s.files.views(path))
+            except MPI.Exception as exc:
+                error = storage_error(exc, f"MPI-IO write of {path} failed", path)
+            finally:
+                types.free()
+        finally:
+            for t in made:
+                if t != MPI.DATATYPE_NULL:
+                    t.Free()
+            s.files.release(path, fh)
+        if error is not None:
+            raise error
+        secs = time.perf_counter() - t0
+        total = sum(sizes[i] for i in members) or 1
+        return ([secs * sizes[i] / total for i in members],
+                [job.result() if job is not None else 0 for job in jobs])
 
     def _check_write_method(self, method: str | None) -> None:
         """Refuse a write method the group's tier cannot write with (the name validated too).
@@ -820,8 +903,14 @@ class Group:
 
     def _relative(self, name: str, step: int, version: int) -> str:
         """The data file (relative to the root) of one version of a step of *name* (every rank alike)."""
-        return str(relative_path(self.session.run_dir, self.level, self.name, name, step, version,
-                                 self.record.steps_per_file))
+        key = (name, step, version)
+        rel = self._relatives.get(key)
+        if rel is None:
+            if len(self._relatives) >= 4096:
+                self._relatives.clear()
+            rel = self._relatives[key] = str(relative_path(self.session.run_dir, self.level, self.name, name, step,
+                                                           version, self.record.steps_per_file))
+        return rel
 
     def _absolute(self, rel: str, record: str = "") -> Path:
         """Absolute path of a catalog-relative path, checked once to lie inside the run's directory
@@ -896,6 +985,7 @@ class Group:
         if subfiled and layouts is not None:  # every extent's space, in one transaction
             _subfiled.reserve(self, [reserved[i][0] for i in subfiled], [layouts[i] for i in subfiled])
         out = []
+        ends: dict[str, int] = {}  # each file's end after this dump: extended once
         for name, (rel, offset), version, old, nbytes, lay in zip(names, reserved, versions, replaced, sizes,
                                                                   layouts or [None] * len(names)):
             if self.record.archive is not None:  # an object, made whole by the write (unwritten bytes: zeros)
@@ -907,12 +997,15 @@ class Group:
                     _subfiled.copy_previous(self, prev, rel, lay, self._read_bytes)
                 out.append((rel, offset, version, old))
                 continue
-            extend_file(self._absolute(rel), offset + nbytes)
+            ends[rel] = max(ends.get(rel, 0), offset + nbytes)
             if old is not None and name not in self._ranked and _has_gaps(self._view(name).dist):
+                extend_file(self._absolute(rel), offset + nbytes)
                 # rows the gappy map does not write keep their earlier values, as they would in place
                 prev = s.catalog_call("lookup_write", self.dataset(name).id, step)
                 copy_range(self._absolute(prev.path), prev.offset, self._absolute(rel), offset, nbytes)
             out.append((rel, offset, version, old))
+        for rel, end in ends.items():
+            extend_file(self._absolute(rel), end)
         return out
 
     def _access(self, name: str, writing: bool, statsets: list, index: int = 0, kind: str | None = None) -> Access:
@@ -1281,6 +1374,16 @@ class Group:
 
     def __repr__(self) -> str:
         return f"<sdm.Group {self.name!r} level={self.level} datasets={self.datasets}>"
+
+
+def _combined_decision(count: int, method: str) -> _Decision:
+    """The decision for a dataset written with *count* - 1 others of its file in one call (*method*:
+    the one asked for, or ``auto``: ``collective``)."""
+    if method in COMBINABLE:
+        return _Decision(get_method(method), f"method {method!r} asked for; {count} datasets of the dump in one file: "
+                         "one file view and one call for all of them (sdm.io.combined)")
+    return _Decision(get_method("collective"), f"{count} datasets of the dump in one file: one file view and one "
+                     "collective call for all of them (sdm.io.combined)")
 
 
 def _noted(decision: _Decision, note: str) -> _Decision:
