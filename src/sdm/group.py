@@ -39,6 +39,7 @@ from .catalog import DatasetRecord, DatasetSpec, GroupRecord
 from .catalog.values import merge_attributes
 from .dtypes import check_dtype, dtype_text, from_text
 from .engine.operations import EXTRA, collective
+from .engine.space import SpacePool
 from .errors import (
     CollectiveMismatchError,
     DatasetNotFoundError,
@@ -208,6 +209,7 @@ class Group:
         self._views: dict[str, ResolvedView] = {}
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
         self._relatives: dict[tuple[str, int, int], str] = {}  # (dataset, step, version) -> relative path
+        self._pool = SpacePool(self._reserve_chunks)  # rank 0: file space reserved ahead (levels 2 and 3)
         self._epoch = 0  # data_view calls so far (part of the views' layout keys)
         self._threads: bool | None = None  # checksum shares beside the I/O (see _ShareJob)
         self._stats_seen: dict[tuple[int, ...], list] = {}  # every rank's layout statistics, by their hashes
@@ -301,6 +303,7 @@ class Group:
     def _truncated(self, after_step: int) -> None:
         """Every rank, after ``Session.truncate`` committed: forget the erased steps."""
         self.record = replace(self.record, truncated_after=after_step)
+        self._pool.clear()  # the truncation lowered the files' marks: the space reserved ahead is not ours
         for steps in self._steps.values():
             steps.difference_update([s for s in steps if s > after_step])
 
@@ -965,6 +968,11 @@ class Group:
         for i, lay in enumerate(layouts or ()):
             if lay is not None:  # subfiled: its extents' space is reserved below, in the subfiles
                 places[i] = (self._relative(names[i], step, versions[i]), 0)
+        if appends(self.level) and self.record.archive is None:  # from the space reserved ahead
+            todo = [i for i, p in enumerate(places) if p is None]
+            rels = [self._relative(names[i], step, versions[i]) for i in todo]
+            for i, rel, offset in zip(todo, rels, self._pool.take([(rel, sizes[i]) for rel, i in zip(rels, todo)])):
+                places[i] = (rel, offset)
         for _ in range(_RESERVE_TRIES):
             todo = [i for i, p in enumerate(places) if p is None]
             if not todo:
@@ -1007,6 +1015,12 @@ class Group:
         for rel, end in ends.items():
             extend_file(self._absolute(rel), end)
         return out
+
+    def _reserve_chunks(self, wanted: Sequence[tuple[str, int]]) -> list[int]:
+        """Rank 0: one catalog transaction reserving *wanted* ``(path, nbytes)`` chunks (:class:`SpacePool`)."""
+        s = self.session
+        got = s.catalog_call("reserve", s.run_id, [(rel, self.level, nbytes, False) for rel, nbytes in wanted])
+        return [int(x) for x in got]
 
     def _access(self, name: str, writing: bool, statsets: list, index: int = 0, kind: str | None = None) -> Access:
         """The planner's view of access *index* of a call, built from every rank's layout statistics

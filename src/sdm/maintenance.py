@@ -81,6 +81,9 @@ class VerifyReport:
     outside: list[RowProblem] = field(default_factory=list)
     #: Entries of the run's directory SDM never makes (symbolic links): never read, changed or reclaimed.
     foreign: list[str] = field(default_factory=list)
+    #: Space reserved past a file's end and never written (:mod:`sdm.engine.space`: reserved ahead by a
+    #: session that crashed, or not given back): no bytes on disk, only the file's high-water mark.
+    reserved: list[Unreferenced] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -93,6 +96,11 @@ class VerifyReport:
         """Bytes of the run that no committed row refers to."""
         return sum(u.nbytes for u in self.unreferenced)
 
+    @property
+    def reserved_bytes(self) -> int:
+        """Bytes reserved past the files' ends and never written."""
+        return sum(u.nbytes for u in self.reserved)
+
 
 @dataclass
 class GcReport:
@@ -104,6 +112,7 @@ class GcReport:
     tails_cut: int = 0
     bytes_reclaimed: int = 0
     not_reclaimed: list[str] = field(default_factory=list)
+    reserved_given_back: int = 0  #: bytes reserved past the files' ends given back (their marks lowered)
 
 
 def current_state(catalog: Catalog, rec: RunRecord) -> str:
@@ -242,7 +251,24 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
             progress(done, total)
     report.unreferenced = _unreferenced(root, rel_dir, referenced, [f.path for f in catalog.files(rec.id)],
                                         report.foreign)
+    report.reserved = _reserved(root, rel_dir, referenced, catalog.reserved_ends(rec.id))
     return report
+
+
+def _reserved(root: Path, rel_dir: str, referenced: dict[str, list[tuple[int, int]]],
+              marks: dict[str, int]) -> list[Unreferenced]:
+    """Space reserved past the end of each level-2/3 file and past its last committed byte (*marks*: the
+    files' high-water marks)."""
+    out = []
+    for rel, mark in sorted(marks.items()):
+        try:
+            size = (root / rel).stat().st_size if escapes(root, rel_dir, rel) is None else 0
+        except OSError:
+            size = 0
+        end = max([size] + [b for _, b in referenced.get(rel, [])])
+        if mark > end:
+            out.append(Unreferenced(rel, end, mark - end, False))
+    return out
 
 
 def _outside(root: Path, rel_dir: str, run_id: int, group: str, dataset: str, w: "WriteRecord",
@@ -377,6 +403,9 @@ def gc_run(catalog: Catalog, run_id: int, *, progress: Progress | None = None) -
                 + (f" (and {len(checked.outside) - 3} more; `sdm verify {rec.id}` lists them)"
                    if len(checked.outside) > 3 else ""))
         found = checked.unreferenced
+        for u in checked.reserved:  # no bytes on disk: the file's mark comes down to its last byte
+            catalog.lower_alloc_end(rec.id, u.path, u.offset)
+            report.reserved_given_back += u.nbytes
         report.not_reclaimed += [f"{entry}: left as it is" for entry in checked.foreign]
         total = sum(u.nbytes for u in found)
         done = 0

@@ -353,7 +353,9 @@ class Session:
         trailers = None
         try:
             if self.catalog is not None:
-                _, trailers = capture(self._write_trailers, rank=0)
+                _, trailers = capture(self._give_back_space, rank=0)  # before the trailers, which go at the ends
+                if trailers is None:
+                    _, trailers = capture(self._write_trailers, rank=0)
                 if interrupted:  # no close record: the run stays interrupted, also for a rebuild
                     self._release_run()
                     self.catalog.mark_interrupted(self.run_id)
@@ -365,6 +367,14 @@ class Session:
             raise failure.exception(1)
         if trailers is not None:
             raise trailers.exception(1)
+
+    def _give_back_space(self) -> None:
+        """Rank 0 at close: the file space its groups reserved ahead and did not use, given back to the files
+        whose high-water mark is still where this session left it (otherwise ``sdm gc`` does it)."""
+        assert self.catalog is not None
+        unused = [u for g in self._groups.values() for u in g._pool.unused()]
+        if unused:
+            self.catalog.give_back(self.run_id, unused)
 
     def _write_trailers(self) -> None:
         """Rank 0 at close: a trailer at the end of every level-2/3 file this session wrote (committed rows only)."""

@@ -112,6 +112,7 @@ def _verify(
                 "problems": [vars(p) for p in r.problems],
                 "unreferenced": [vars(u) for u in r.unreferenced], "unreferenced_bytes": r.unreferenced_bytes,
                 "archived_rows": r.archived_rows, "foreign": r.foreign,
+                "reserved": [vars(u) for u in r.reserved], "reserved_bytes": r.reserved_bytes,
             } for r in reports]
         _emit_json(out)
     else:
@@ -125,6 +126,8 @@ def _verify(
                 f"{len(r.unreferenced)} places" + (f" (`sdm gc {r.run_id}` reclaims them)" if r.unreferenced else "")
                 + (f"; {r.archived_rows} rows on the archive tier only (`sdm stage {r.run_id}` brings them back)"
                    if r.archived_rows else "")
+                + (f"; {_size(r.reserved_bytes)} reserved past the ends of {len(r.reserved)} files and never written "
+                   f"(`sdm gc {r.run_id}` gives it back)" if r.reserved else "")
             )
             if r.problems:
                 table = _table("damaged rows", "group", "dataset", "step", "file", "problem")
@@ -157,6 +160,7 @@ def _gc(runs: Annotated[list[int], typer.Argument(metavar="RUN...", help="Run id
         _console().print(
             f"run {r.run_id}: reclaimed {_size(r.bytes_reclaimed)} ({r.files_removed} files removed, "
             f"{r.ranges_punched} ranges freed, {r.tails_cut} tails cut)"
+            + (f"; gave back {_size(r.reserved_given_back)} reserved and never written" if r.reserved_given_back else "")
         )
         for line in r.not_reclaimed:
             _console().print(f"  not reclaimed: {line}")

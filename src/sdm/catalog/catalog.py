@@ -951,6 +951,30 @@ class Catalog:
                 con.execute(_SET_END, {"fid": file_id, "end": at})
         return out
 
+    def give_back(self, run_id: int, unused: Sequence[tuple[str, int, int]]) -> int:
+        """Give back space reserved ahead and not used: ``(path, start, end)`` lowers the file's mark from
+        *end* to *start*, only where it is still *end* (nobody reserved after it); one transaction.
+
+        Returns
+        -------
+        int
+            The files whose mark was lowered.
+        """
+        f = S.files
+        lowered = 0
+        with self._tx() as con:
+            for path, start, end in unused:
+                lowered += con.execute(f.update().where(f.c.run_id == int(run_id), f.c.path == path,
+                                                        f.c.alloc_end == int(end)).values(alloc_end=int(start))).rowcount
+        return lowered
+
+    def reserved_ends(self, run_id: int) -> dict[str, int]:
+        """Each level-2/3 data file's high-water mark (``files.alloc_end``): where its reserved space ends."""
+        f = S.files
+        with self.engine.connect() as con:
+            return {str(p): int(e) for p, e in con.execute(
+                sa.select(f.c.path, f.c.alloc_end).where(f.c.run_id == run_id, f.c.level != 1))}
+
     def record_write(self, *, run_id: int, **write: Any) -> None:
         """Commit one write; see :meth:`record_writes` for the fields."""
         self.record_writes(run_id, [write])
