@@ -169,7 +169,7 @@ class DatasetArray:
         backend, key = place
         nbytes = int(np.prod(rec.shape, dtype=np.int64)) * dtype.itemsize
         mapped = backend.mapped(key, offset + nbytes)
-        whole = np.ndarray(tuple(rec.shape), dtype=dtype, buffer=mapped, offset=offset, order=rec.order)
+        whole = np.ndarray(tuple(rec.shape), dtype=dtype, buffer=mapped, offset=offset, order="F" if rec.order == "F" else "C")
         out[...] = whole[tuple(slice(a, b, c) for a, b, c in space.ranges)]
 
     def _read_plain(self, positions: np.ndarray, segments: Any, out: np.ndarray, files: list, file_of: np.ndarray,
