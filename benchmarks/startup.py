@@ -4,6 +4,7 @@ Run from the repository (no mpiexec: it starts the MPI jobs itself)::
 
     python benchmarks/startup.py                              # this checkout vs commit b8decca, 4 ranks
     python benchmarks/startup.py --baseline HEAD~3 --repeats 7 --dirs /dev/shm,/scratch/me
+    python benchmarks/startup.py --only-box --box-repeats 9    # the serial box read alone (other sections kept)
 
 Contenders are source trees: *this* (``src/`` next to this file) and *baseline* (the
 ``src/`` of a git commit, extracted with ``git archive`` into a temporary directory and
@@ -21,6 +22,12 @@ session open           ``mpiexec -n NP``: each job opens sessions in mode ``"w"`
                        and times ``sdm.open`` from a barrier to its return on the slowest rank;
                        ``import sdm`` plus the job's *first* open (fresh catalog, lazy imports
                        included), from a barrier before the import, is reported apart
+serial box read        one process (pattern (e) of ``peers.py``, at ``--box-n``): a fresh interpreter
+                       imports SDM's modules as ``peers.py`` does (or ``h5py``), then times opening the run
+                       read-only (``run="latest"`` by attributes; ``h5py.File(..., "r")``), reading
+                       the central box of half the edge at the last step of ``a0`` (``group["a"]
+                       ["a0"][box]``, group lookup included; ``f["a0"][box]``) and closing; this
+                       checkout's SDM against h5py, interleaved, the result checked against numpy
 =====================  ===========================================================================
 
 Writes ``benchmarks/results/startup.{json,md}`` with medians and min-max.
@@ -72,6 +79,91 @@ def worker(root: Path, count: int) -> None:
             times[mode].append(timed(root / f"fresh-{i}" if mode == "fresh" else root / "first"))
     if comm.Get_rank() == 0:
         print("RESULT " + json.dumps({"first": first, **times}), flush=True)
+
+
+# ------------------------------------------------------------- the serial box read
+BOX_STEPS, BOX_VARS = 2, 4
+
+
+def _box(n: int) -> tuple[Any, ...]:
+    """Pattern (e)'s box: half the edge in every dimension, centred, at the last step."""
+    return (BOX_STEPS - 1, *(slice(n // 4, n // 4 + n // 2),) * 3)
+
+
+def _box_values(n: int, step: int, var: int) -> Any:
+    import numpy as np
+
+    return np.arange(n ** 3, dtype="<f8").reshape(n, n, n) * (var + 1) + step
+
+
+def box_setup(where: Path, n: int) -> None:
+    """Write pattern a's run (one process) with SDM and the same ``a0`` with h5py, under *where*."""
+    import h5py
+    from mpi4py import MPI
+
+    import sdm
+
+    names = [f"a{v}" for v in range(BOX_VARS)]
+    with sdm.open("peers", "w", comm=MPI.COMM_SELF, root=str(where), catalog=f"sqlite:///{where}/catalog.db",
+                  attributes={"pattern": "a"}) as s:
+        g = s.make_group("a", names, dtype="<f8", shape=(n, n, n), level=3)
+        for step in range(BOX_STEPS):
+            g.write_step(step, {name: _box_values(n, step, v) for v, name in enumerate(names)})
+    with h5py.File(where / "out.h5", "w") as f:
+        d = f.create_dataset("a0", (BOX_STEPS, n, n, n), dtype="<f8")
+        for step in range(BOX_STEPS):
+            d[step] = _box_values(n, step, 0)
+
+
+def box_worker(contender: str, where: Path, n: int) -> None:
+    """One fresh process: the imports, then open / read the box / close timed; prints one JSON line."""
+    import importlib
+
+    import numpy as np
+
+    if contender == "sdm":
+        from mpi4py import MPI
+
+        import sdm
+
+        import pkgutil
+
+        # every module a session may use, before the clock, as peers.py does (optional front ends aside)
+        skip = ("sdm._cli", "sdm.xarray", "sdm.exporting", "sdm.plot", "sdm.fem", "sdm.bench", "sdm.examples",
+                "sdm.__main__", "sdm.catalog.migrations")
+        for mod in pkgutil.walk_packages(sdm.__path__, "sdm."):
+            if not mod.name.startswith(skip):
+                importlib.import_module(mod.name)
+    else:
+        import h5py
+    box = _box(n)
+    t0 = time.perf_counter()
+    if contender == "sdm":
+        s = sdm.open("peers", "r", comm=MPI.COMM_SELF, catalog=f"sqlite:///{where}/catalog.db",
+                     attributes={"pattern": "a"}, run="latest")
+        t1 = time.perf_counter()
+        got = s.group("a")["a0"][box]
+        t2 = time.perf_counter()
+        s.close()
+    else:
+        f = h5py.File(where / "out.h5", "r")
+        t1 = time.perf_counter()
+        got = f["a0"][box]
+        t2 = time.perf_counter()
+        f.close()
+    t3 = time.perf_counter()
+    bad = int(np.count_nonzero(got != _box_values(n, BOX_STEPS - 1, 0)[box[1:]]))
+    print("RESULT " + json.dumps({"open": t1 - t0, "read": t2 - t1, "close": t3 - t2, "total": t3 - t0,
+                                  "mismatches": bad}), flush=True)
+
+
+def _box_job(src: Path, contender: str, where: Path, n: int) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--box-worker", contender, str(where),
+                          "--box-n", str(n)], capture_output=True, text=True, env=_env(src), check=True, timeout=300)
+    found = json.loads(next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
+    if found["mismatches"]:
+        raise SystemExit(f"serial box read of {contender}: {found['mismatches']} wrong values")
+    return found
 
 
 # ------------------------------------------------------------------- the driver
@@ -144,6 +236,21 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
         "run directory, communicator, argument agreement); *fresh*: a new data root and SQLite catalog each time; "
         "*existing*: the catalog of an earlier open; *import sdm + first session open*: from a barrier before `import sdm` "
         "to the return of the job's first open (fresh catalog), every import included. Contenders alternate in every repeat, each in new processes.", ""]
+    box = results.get("serial_box")
+    if box:
+        b = meta["box"]
+        lines += [f"## Serial box read (pattern e): one process, {b['box']} of {b['n']}^3 f8, {b['place']}", "",
+                  f"Medians (min-max) in ms of {b['repeats']} interleaved fresh processes each; imports made before "
+                  "the clock (SDM's modules as in `peers.py`, `h5py`). SDM: `sdm.open(..., 'r', run='latest', "
+                  "attributes=...)`, `s.group('a')['a0'][box]` (the group's lookup included), `close`; h5py: "
+                  "`h5py.File(path, 'r')`, `f['a0'][box]`, `close`. Ratio: h5py time over SDM time (goal: at least 0.5)."
+                  + (f" Measured at {b['git_commit']}, {b['date']}, load {b['load_before']:.2f} before / "
+                     f"{b['load_after']:.2f} after." if "git_commit" in b else ""),
+                  "", "| part | SDM | h5py | h5py / SDM |", "|---|---|---|---|"]
+        for part in ("open", "read", "close", "total"):
+            a, h = box[part]["sdm"], box[part]["h5py"]
+            lines.append(f"| {part} | {_ms(a)} | {_ms(h)} | {h['median'] / a['median']:.2f} |")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -157,10 +264,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dirs", default=f"/dev/shm,{tempfile.gettempdir()}",
                    help="comma-separated directories for the data roots (default /dev/shm and the temp dir)")
     p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--box-n", type=int, default=192, help="edge of the serial box read's arrays (192: pattern e)")
+    p.add_argument("--box-repeats", type=int, default=15, help="interleaved repeats of the serial box read (15)")
+    p.add_argument("--only-box", action="store_true", help="measure the serial box read alone")
     p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--box-worker", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--box-setup", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker is not None:
         worker(args.worker, args.count)
+        return 0
+    if args.box_setup is not None:
+        box_setup(args.box_setup, args.box_n)
+        return 0
+    if args.box_worker is not None:
+        box_worker(args.box_worker[0], Path(args.box_worker[1]), args.box_n)
         return 0
     sys.path.insert(0, str(THIS_SRC))
     sys.path.insert(0, str(HERE))
@@ -188,7 +306,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             samples.setdefault(key, {}).setdefault(name, []).append(value)
 
         names = list(contenders)
-        for r in range(args.repeats):
+        box_where = Path(tempfile.mkdtemp(prefix="sdm-startup-box-", dir=dirs[0]))
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--box-setup", str(box_where), "--box-n",
+                        str(args.box_n)], env=_env(THIS_SRC), check=True, timeout=600)
+        box_place = f"{dirs[0]} ({fs_type(dirs[0]) or 'unknown'})"
+        box: dict[str, dict[str, list[float]]] = {}
+        try:
+            for r in range(args.box_repeats):
+                for c in ("sdm", "h5py") if r % 2 == 0 else ("h5py", "sdm"):
+                    for part, value in _box_job(THIS_SRC, c, box_where, args.box_n).items():
+                        if part != "mismatches":
+                            box.setdefault(part, {}).setdefault(c, []).append(value)
+        finally:
+            shutil.rmtree(box_where, ignore_errors=True)
+        for r in range(0 if args.only_box else args.repeats):
             order = names[r % 2:] + names[:r % 2]
             for name in order:
                 t, loads[name] = _importtime(contenders[name], "sdm")
@@ -213,7 +344,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "mpi": MPI.Get_library_version().splitlines()[0].strip(),
                 "python": sys.version.split()[0], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "dirs": {str(d): fs_type(d) for d in dirs}}
-        results = {"contenders": labels, "table": table, "import_loads": loads}
+        meta["box"] = {"n": args.box_n, "repeats": args.box_repeats, "place": box_place,
+                       "box": f"a0[{BOX_STEPS - 1}, {args.box_n // 4}:{args.box_n // 4 + args.box_n // 2}] x 3"}
+        box_table = {part: {c: _stats(v) for c, v in per.items()} for part, per in box.items()}
+        results = {"contenders": labels, "table": table, "import_loads": loads, "serial_box": box_table,
+                   "serial_box_samples": box}
+        earlier = args.out / "startup.json"
+        if args.only_box and earlier.exists():  # the other sections as the last full run measured them
+            old = json.loads(earlier.read_text())
+            meta = {**old["meta"], "box": {**meta["box"], "git_commit": meta.get("git_commit"),
+                                           "load_before": load_before, "load_after": os.getloadavg()[0],
+                                           "date": meta["date"]}}
+            results = {**{k: old[k] for k in ("contenders", "table", "import_loads")}, "serial_box": box_table,
+                       "serial_box_samples": box}
+            samples = old.get("samples", {})
         text = markdown(results, meta)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "startup.json").write_text(json.dumps({"meta": meta, **results, "samples": samples}, indent=1))

@@ -11,8 +11,9 @@ indexed:
   looked up once (one catalog query per dataset, kept by the array: a snapshot of the
   steps written when it was made); a box whose bytes are few contiguous runs in the file
   is read with one ``pread`` (or ranged GET on the archive tier) per run straight into
-  the result; another box of a step goes through :meth:`sdm.Group.read` with ``box=``
-  (an MPI-IO file view);
+  the result; another box of a step is one strided numpy copy out of a memory map of its
+  file on the fast tier, or goes through :meth:`sdm.Group.read` with ``box=`` (an MPI-IO
+  file view) on the archive tier;
 * with several ranks, indexing is collective (every rank indexes, each its own box):
   one :meth:`sdm.Group.read` with ``box=`` per step.
 
@@ -148,14 +149,28 @@ class DatasetArray:
         rec = self.record
         segments = runs(Hyperslab(space).piece(rec.shape, 1, 0), rec.order, out.dtype.itemsize,
                         list(out.strides[1:]))
-        if segments.count > DIRECT_RUNS:
-            for i, step in enumerate(self._steps[positions].tolist()):
-                self._read_view(int(step), space, out[i])
-            return
         files, file_of, offset_of = self._table()
-        for i in np.flatnonzero(file_of[positions] < 0).tolist():  # subfiled steps: Group.read knows their extents
+        chosen = file_of[positions]
+        if segments.count > DIRECT_RUNS:  # many runs: a strided copy from the memory map of a local file
+            for i, index in enumerate(chosen.tolist()):
+                if index >= 0 and files[index][0].name == "mpiio":
+                    self._copy_mapped(files[index], int(offset_of[positions[i]]), space, out[i])
+                else:
+                    self._read_view(int(self._steps[positions[i]]), space, out[i])
+            return
+        for i in np.flatnonzero(chosen < 0).tolist():  # subfiled steps: Group.read knows their extents
             self._read_view(int(self._steps[positions[i]]), space, out[i])
         self._read_plain(positions, segments, out, files, file_of, offset_of)
+
+    def _copy_mapped(self, place: tuple[Any, Any], offset: int, space: Box, out: np.ndarray) -> None:
+        """One step's box out of the memory map of its file on the fast tier: one strided numpy copy (the map is
+        checked to hold the whole step, see :meth:`sdm.storage.backends.mpiio.MPIIOBackend.mapped`)."""
+        rec, dtype = self.record, out.dtype
+        backend, key = place
+        nbytes = int(np.prod(rec.shape, dtype=np.int64)) * dtype.itemsize
+        mapped = backend.mapped(key, offset + nbytes)
+        whole = np.ndarray(tuple(rec.shape), dtype=dtype, buffer=mapped, offset=offset, order="F" if rec.order == "F" else "C")
+        out[...] = whole[tuple(slice(a, b, c) for a, b, c in space.ranges)]
 
     def _read_plain(self, positions: np.ndarray, segments: Any, out: np.ndarray, files: list, file_of: np.ndarray,
                     offset_of: np.ndarray) -> None:

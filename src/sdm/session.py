@@ -574,6 +574,12 @@ class Session:
     def group(self, name: str) -> Group:
         """Return a group of this run (defined now or by the run that wrote it).
 
+        The group is read from the catalog at its first lookup and kept for the session:
+        its step lists (and the first axis of ``group[name]``) stay as they were then, so
+        steps another session writes afterwards show in a new session (``group.read`` of
+        one step looks that step up). A group defined after this session opened is found
+        when it is looked up.
+
         Raises
         ------
         GroupNotFoundError

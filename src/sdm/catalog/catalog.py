@@ -462,14 +462,14 @@ class Catalog:
     def _matching(self, con: Connection, application: str | None, conds: Sequence[Condition]
                   ) -> Iterator[tuple[list[int], dict[int, set[int]] | None]]:
         """The runs that match, newest first, a page of candidates at a time: ``(ids, datasets that match)``."""
-        if application is not None:
-            self._app_id(con, application, create=False)
         q, params = self._id_query(con, application=application, conds=conds)
         newest_first = q.order_by(None).order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc())
         offset = 0
         while True:
             page = [int(i) for i in con.execute(newest_first.limit(L.CHUNK).offset(offset), params).scalars()]
             if not page:
+                if offset == 0 and application is not None:  # no candidate: an unknown application is named as such
+                    self._app_id(con, application, create=False)
                 return
             yield self._narrow(con, page, conds)
             offset += L.CHUNK

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Iterator
 
 import sqlalchemy as sa
+import sqlalchemy.dialects.sqlite  # noqa: F401 (the default catalog's dialect: imported with this module, not at the first open)
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import CatalogDamagedError, CatalogError, CatalogUnavailableError, CatalogVersionError
@@ -358,7 +359,7 @@ def known_revisions() -> list[str]:
 def ensure_schema(engine: Engine, shown: str, *, create: bool) -> str | None:
     """Make the catalog's schema the current revision (creating it if allowed).
 
-    The fast path is one connection: the revision, and the catalog's id with it;
+    The fast path is one statement: the revision, and the catalog's id with it;
     creation and upgrades hold the schema lock and check the revision again under it.
 
     Returns
@@ -373,6 +374,9 @@ def ensure_schema(engine: Engine, shown: str, *, create: bool) -> str | None:
     CatalogDamagedError
         The database holds SDM tables but no revision, or (readers) holds nothing.
     """
+    current = _current_id(engine)
+    if current is not None:
+        return current
     with engine.connect() as con:
         if _revision(con) == S.SCHEMA_VERSION:
             try:
@@ -415,6 +419,27 @@ def ensure_schema(engine: Engine, shown: str, *, create: bool) -> str | None:
             )
         _alembic(con, "upgrade", S.SCHEMA_VERSION)
     return None
+
+
+#: The revision and the catalog's id in one statement (the open of a catalog at the current revision)
+_REVISION_AND_ID = ("SELECT (SELECT version_num FROM alembic_version), "
+                    "(SELECT value FROM catalog_info WHERE \"key\" = 'uuid')")
+
+
+def _current_id(engine: Engine) -> str | None:
+    """The catalog's id when it is at the current revision and has one (one statement), else None.
+
+    Any other answer (another revision, a missing table, several revision rows) leaves the
+    decision to the full checks of :func:`ensure_schema`; damage is raised as it is.
+    """
+    try:
+        with engine.connect() as con:
+            rev, uid = con.exec_driver_sql(_REVISION_AND_ID).one()
+    except sa.exc.DatabaseError as exc:
+        if is_damage(exc):
+            raise
+        return None
+    return str(uid) if rev == S.SCHEMA_VERSION and uid is not None else None
 
 
 @contextmanager
