@@ -68,14 +68,24 @@ file with numpy alone.
 
 Cost: no pass over the data exists to piggy-back on (MPI-IO packs the bytes through
 derived datatypes inside the library, and a contiguous piece is handed to it as is), so
-the share is a separate pass over each rank's elements, done in cache-sized chunks
-(:data:`CHUNK_WORDS` words) with a dozen vectorised ``uint64`` operations per word and
-no per-element Python code: about 1.3 GB/s per core, where a copy moves 3.5-4 GB/s.
-A write therefore computes the share of a large piece in a worker thread while MPI-IO
-moves the bytes and the file is synced (both release the GIL): on a disk the share
-hides behind the device; on a memory file system with every core busy it adds about
-the time of three copies of the data (see ``benchmarks/overhead.py`` and
-``benchmarks/checksum.py``).
+the share is a separate pass over each rank's elements, in place (no gather, no copy).
+It is computed by a compiled loop (:mod:`sdm._mix64_kernel`, numba, its machine code
+cached on disk and run without the GIL), bit for bit the numpy code of
+:func:`partial_mix64`: about 5.5 GB/s of f8 (4.5 of f4) per core of CPU time on a shared
+2-core Xeon (AVX-512), 3-5x numpy's 1-2 GB/s and about what a copy moves there (5-6
+GB/s).  Loading it costs a process about 0.45 s of CPU (importing numba, reading the
+cached code), the time numpy takes for about 0.7 GB, so by default (``$SDM_CHECKSUM_KERNEL`` unset or ``auto``) a
+process hashes its first :data:`COMPILED_AFTER` bytes (512 MiB) with numpy and loads the
+compiled loop then: a short run pays at most about twice the cheaper of the two.
+``SDM_CHECKSUM_KERNEL=numba`` loads it at the first share, ``numpy`` never; without
+numba, or where numba can keep no compiled code (a read-only install and no writable
+cache directory), numpy computes every share.  A write computes the share of a large
+piece in a worker thread while MPI-IO moves the bytes and the file is synced, where the
+node has a core to spare: on a disk the share hides behind the device; on a memory file
+system with 4 ranks on 2 cores (and a load of 7-8 from other work), 4 f8 fields of
+192^3 at 2 steps, the compiled share took 15 % (12-20 %) of the write's time and the
+write 1.16x (0.68-1.22x) the time without checksum, against 36 % and 1.48x with numpy
+(``benchmarks/checksum.py``, ``benchmarks/results/checksum.md``).
 """
 
 from __future__ import annotations
