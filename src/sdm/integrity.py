@@ -68,19 +68,31 @@ file with numpy alone.
 
 Cost: no pass over the data exists to piggy-back on (MPI-IO packs the bytes through
 derived datatypes inside the library, and a contiguous piece is handed to it as is), so
-the share is a separate pass over each rank's elements, done in cache-sized chunks
-(:data:`CHUNK_WORDS` words) with a dozen vectorised ``uint64`` operations per word and
-no per-element Python code: about 1.3 GB/s per core, where a copy moves 3.5-4 GB/s.
-A write therefore computes the share of a large piece in a worker thread while MPI-IO
-moves the bytes and the file is synced (both release the GIL): on a disk the share
-hides behind the device; on a memory file system with every core busy it adds about
-the time of three copies of the data (see ``benchmarks/overhead.py`` and
-``benchmarks/checksum.py``).
+the share is a separate pass over each rank's elements, in place (no gather, no copy).
+It is computed by a compiled loop (:mod:`sdm._mix64_kernel`, numba, its machine code
+cached on disk and run without the GIL), bit for bit the numpy code of
+:func:`partial_mix64`: about 5.5 GB/s of f8 (4.5 of f4) per core of CPU time on a shared
+2-core Xeon (AVX-512), 3-5x numpy's 1-2 GB/s and about what a copy moves there (5-6
+GB/s).  Loading it costs a process about 0.45 s of CPU (importing numba, reading the
+cached code), the time numpy takes for about 0.7 GB, so by default (``$SDM_CHECKSUM_KERNEL`` unset or ``auto``) a
+process hashes its first :data:`COMPILED_AFTER` bytes (512 MiB) with numpy and loads the
+compiled loop then: a short run pays at most about twice the cheaper of the two.
+``SDM_CHECKSUM_KERNEL=numba`` loads it at the first share, ``numpy`` never; without
+numba, or where numba can keep no compiled code (a read-only install and no writable
+cache directory), numpy computes every share.  A write computes the share of a large
+piece in a worker thread while MPI-IO moves the bytes and the file is synced, where the
+node has a core to spare: on a disk the share hides behind the device; on a memory file
+system with 4 ranks on 2 cores (and a load of 7-8 from other work), 4 f8 fields of
+192^3 at 2 steps, the compiled share took 15 % (12-20 %) of the write's time and the
+write 1.16x (0.68-1.22x) the time without checksum, against 36 % and 1.48x with numpy
+(``benchmarks/checksum.py``, ``benchmarks/results/checksum.md``).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import threading
 from itertools import product
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -99,6 +111,9 @@ __all__ = [
     "XXH3",
     "EXTENTS",
     "CHUNK_WORDS",
+    "KERNEL_ENV",
+    "COMPILED_AFTER",
+    "kernel_for",
     "xxh3",
     "extents_checksum",
     "canonical",
@@ -122,6 +137,12 @@ ALGORITHM = MIX64  # what SDM writes (a benchmark may set it to LEGACY_ALGORITHM
 _ALIASES = {"sum64": LEGACY_ALGORITHM}  # an early spelling of sum64-v1
 CHUNK_WORDS = 32768  # words per chunk: a few 256 KiB buffers stay in the L2 cache
 
+KERNEL_ENV = "SDM_CHECKSUM_KERNEL"  #: numba, numpy or auto (the default): see kernel_for
+COMPILED_AFTER = 1 << 29  #: bytes a process hashes with numpy before it loads the compiled loop (auto)
+_hashed_with_numpy = 0
+_compiled_kernel: list[Any] | None = []  # [] not tried yet, [module] loaded, None not loadable here
+_kernel_lock = threading.Lock()
+
 _MASK = (1 << 64) - 1
 _K = 0x9E3779B97F4A7C15
 _SEED = 0x243F6A8885A308D3
@@ -129,6 +150,49 @@ _C1 = np.uint64(0xFF51AFD7ED558CCD)
 _C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _R = np.uint64(33)
 _U64 = np.uint64
+
+
+def kernel_for(nbytes: int, kernel: str | None = None) -> Any:
+    """The compiled ``mix64-v2`` loop (module :mod:`sdm._mix64_kernel`) to hash *nbytes* with, or None for numpy.
+
+    *kernel* (default ``$SDM_CHECKSUM_KERNEL``, else ``auto``): ``numpy`` never loads
+    the compiled loop; ``numba`` loads it now; ``auto`` (or any other value) loads it
+    once this process has hashed :data:`COMPILED_AFTER` bytes with numpy, counting
+    *nbytes*: loading costs about what numpy takes for that many bytes, so a short run
+    never pays more than twice the cheaper of the two.  None where numba is absent or
+    can keep no compiled code (see :mod:`sdm._mix64_kernel`).
+
+    Raises
+    ------
+    InvalidArgumentError
+        For a *kernel* argument other than ``"numba"``, ``"numpy"`` and None.
+    """
+    global _hashed_with_numpy
+    if kernel not in (None, "numba", "numpy"):
+        raise InvalidArgumentError(f"checksum kernel must be 'numba' or 'numpy', got {kernel!r}")
+    choice = kernel or os.environ.get(KERNEL_ENV, "auto").strip().lower()
+    if choice == "numpy" or _compiled_kernel is None:
+        return None
+    if _compiled_kernel:
+        return _compiled_kernel[0]
+    with _kernel_lock:
+        if choice != "numba" and _hashed_with_numpy + nbytes < COMPILED_AFTER:
+            _hashed_with_numpy += nbytes
+            return None
+        return _load_kernel()
+
+
+def _load_kernel() -> Any:
+    """Import :mod:`sdm._mix64_kernel` once (None, and never again, where it cannot be)."""
+    global _compiled_kernel
+    if _compiled_kernel == []:
+        try:
+            from . import _mix64_kernel
+        except ImportError:
+            _compiled_kernel = None
+            return None
+        _compiled_kernel = [_mix64_kernel]
+    return _compiled_kernel[0] if _compiled_kernel else None
 
 
 def word_size(itemsize: int) -> int:
@@ -229,6 +293,7 @@ def partial_mix64(
     *,
     rows: np.ndarray | None = None,
     increasing: bool | None = None,
+    kernel: str | None = None,
 ) -> int:
     """This rank's share of the ``mix64-v2`` checksum of a separable piece.
 
@@ -249,11 +314,46 @@ def partial_mix64(
     increasing : bool, optional
         Whether every ``indices[d]`` is strictly increasing (as in SDM's pieces); checked
         when not given.
+    kernel : {"numba", "numpy"}, optional
+        Who computes the share (the same number): by default the compiled loop of
+        :mod:`sdm._mix64_kernel` where it is loaded, else numpy (see :func:`kernel_for`).
 
     Returns
     -------
     int
         The share in ``[0, 2**64)``.
+
+    Raises
+    ------
+    InvalidArgumentError
+        For an *order* other than ``"C"`` and ``"F"``, or an unknown *kernel*.
+    """
+    ndim = len(shape)
+    if ndim == 0:  # a scalar dataset: one element at position 0
+        values, indices, shape, ndim = np.reshape(values, (1,)), (range(1),), (1,), 1  # type: ignore[assignment]
+    if order not in ("C", "F"):
+        raise InvalidArgumentError(f"storage order must be 'C' or 'F', got {order!r}")
+    counts = [len(i) for i in indices]
+    if 0 in counts or values.dtype.itemsize == 0:
+        return 0
+    compiled = kernel_for(math.prod(counts) * values.dtype.itemsize, kernel)
+    if compiled is not None:
+        share = compiled.mix64_share(values, indices, shape, order, rows, increasing)
+        if share is not None:
+            return int(share)
+    return _partial_mix64_numpy(values, indices, shape, order, rows=rows, increasing=increasing)
+
+
+def _partial_mix64_numpy(
+    values: np.ndarray,
+    indices: Sequence[np.ndarray],
+    shape: Sequence[int],
+    order: str,
+    *,
+    rows: np.ndarray | None = None,
+    increasing: bool | None = None,
+) -> int:
+    """:func:`partial_mix64` in numpy (the reference the compiled loop is tested against).
 
     Notes
     -----
