@@ -36,6 +36,7 @@ from . import _ranked_io, _subfiled, convert, integrity
 from ._collective import (Failure, agree, capture, digest, exchange, pack_float, reduce_exchange, root_call, root_vector,
                           unpack_float)
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
+from .catalog.changes import AttributesSet, DistributionSet, SpaceReserved, WritesRecorded
 from .catalog.values import merge_attributes
 from .dtypes import check_dtype, dtype_text, from_text
 from .engine.operations import EXTRA, collective
@@ -328,13 +329,8 @@ class Group:
         merged, ids = resolved  # type: ignore[misc]
         root_call(
             self.session.comm,
-            self.session.catalog_call,
-            "set_attributes",
-            self.session.run_id,
-            merged,
-            group_id=self.record.id,
-            dataset_ids=ids,
-            on_group=datasets is None,
+            self.session.record,
+            AttributesSet(self.session.run_id, merged, self.record.id, tuple(ids), datasets is None),
         )
 
     # ------------------------------------------------------------------ infos
@@ -430,7 +426,7 @@ class Group:
                                           layout=("view", self.record.id, self._epoch, rec.shape, rec.dtype, rec.order))
         if s.mode != "r":
             ids = [self.dataset(n).id for n in names]
-            root_call(s.comm, s.catalog_call, "set_distribution", ids, view.to_json())
+            root_call(s.comm, s.record, DistributionSet(tuple(ids), view.to_json()))
 
     def local_shape(self, name: str) -> tuple[int, ...]:
         """Shape of this rank's local array for *name* (ghost layers included)."""
@@ -846,7 +842,7 @@ class Group:
                 )
             # steps this session has not seen need no lookup: the commit still refuses duplicates
             known = step in self._steps[name] or s.mode == "a" or overwrite
-            existing = s.catalog_call("lookup_write", rec.id, step) if known else None
+            existing = s.open_catalog().lookup_write(rec.id, step) if known else None
             if existing is not None and not overwrite:
                 raise StepExistsError(
                     f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "
@@ -881,9 +877,9 @@ class Group:
             if not todo:
                 break
             rels = [self._relative(names[i], step, versions[i]) for i in todo]
-            offsets = s.catalog_call("reserve", s.run_id, [
+            offsets = s.record(SpaceReserved(s.run_id, tuple(
                 (rel, self.level, sizes[i], not appends(self.level)) for rel, i in zip(rels, todo)
-            ])
+            )))
             for i, rel, offset in zip(todo, rels, offsets):
                 if offset is None:  # that version's file is taken (a crashed or concurrent write): next one
                     versions[i] += 1
@@ -903,14 +899,16 @@ class Group:
                 continue
             if lay is not None:  # subfiled: a range in each extent's subfile (the data file itself is not used)
                 if old is not None and _has_gaps(self._view(name).dist):
-                    prev = s.catalog_call("lookup_write", self.dataset(name).id, step)
+                    prev = s.open_catalog().lookup_write(self.dataset(name).id, step)
+                    assert prev is not None  # the version it replaces
                     _subfiled.copy_previous(self, prev, rel, lay, self._read_bytes)
                 out.append((rel, offset, version, old))
                 continue
             extend_file(self._absolute(rel), offset + nbytes)
             if old is not None and name not in self._ranked and _has_gaps(self._view(name).dist):
                 # rows the gappy map does not write keep their earlier values, as they would in place
-                prev = s.catalog_call("lookup_write", self.dataset(name).id, step)
+                prev = s.open_catalog().lookup_write(self.dataset(name).id, step)
+                assert prev is not None  # the version it replaces
                 copy_range(self._absolute(prev.path), prev.offset, self._absolute(rel), offset, nbytes)
             out.append((rel, offset, version, old))
         return out
@@ -959,7 +957,7 @@ class Group:
 
     def _commit(self, rows: list[dict[str, Any]]) -> list[int]:
         """Rank 0: record the writes of one dump in one catalog transaction."""
-        self.session.catalog_call("record_writes", self.session.run_id, rows)
+        self.session.record(WritesRecorded.of(self.session.run_id, rows))
         return []
 
     def _transfer(
@@ -1208,9 +1206,9 @@ class Group:
         and for a subfiled step its extents' :func:`sdm._subfiled.read_plan`."""
         s = self.session
         rec = self.dataset(name)
-        w = s.catalog_call("lookup_write", rec.id, step)
+        w = s.open_catalog().lookup_write(rec.id, step)
         if w is None:
-            steps = sorted(s.catalog_call("group", s.run_id, self.name).dataset(name).steps)
+            steps = sorted(s.open_catalog().dataset_writes(rec.id))
             raise StepNotFoundError(
                 f"dataset {name!r} (group {self.name!r}, run {s.run_id}) was never written at step {step}; "
                 f"written steps: {steps}"
