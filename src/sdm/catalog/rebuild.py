@@ -26,10 +26,11 @@ names is not registered as a data file either.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
 
 import sqlalchemy as sa
 
@@ -40,7 +41,7 @@ from ..storage.confine import escapes, location_escapes, location_refusal, refus
 from ..storage.naming import component
 from . import schema as S
 from .catalog import Catalog
-from .changes import Change, Names, RunCreated, WritesRecorded, change_of
+from .changes import Change, GroupDefined, Names, RunCreated, WritesRecorded, change_of
 from .metafile import META, MetaLog, read_description, read_meta
 
 __all__ = ["RebuildReport", "rebuild", "find_run_dirs"]
@@ -284,9 +285,9 @@ def _insert(cat: Catalog, log: MetaLog, data_root: Path) -> int | None:
     records = log.records
     if not records or records[0].get("t") != "run":
         raise IntegrityError(f"{log.path} does not start with a run record; it is not an SDM meta-file")
-    run = RunCreated.from_record(records[0], Names(), 0)
+    # the run lies under *data_root* now, wherever it was written (copied trees, restored archives)
+    run = replace(RunCreated.from_record(records[0], Names(), 0), root=str(data_root))
     rid, r = run.run_id, S.runs
-    aborted = {rec.get("ref") for rec in records if rec.get("t") == "abort"}
     with cat.batch() as con:
         row = con.execute(sa.select(r.c.dir, S.applications.c.name).select_from(
             r.join(S.applications, S.applications.c.id == r.c.application_id)).where(r.c.id == rid)).first()
@@ -299,16 +300,12 @@ def _insert(cat: Catalog, log: MetaLog, data_root: Path) -> int | None:
         run.apply(cat)
         names = Names()
         pending: list[tuple[int, WritesRecorded]] = []
-        for line, rec in enumerate(records[1:], start=2):
-            if rec.get("id") in aborted:
-                continue
-            change = _change(log, line, rec, names, rid)
+        for line, change in _changes(log, names, rid):
             if isinstance(change, WritesRecorded):
                 pending.append((line, change))
                 continue
             _apply_writes(cat, log, pending)
-            if change is not None:
-                _apply(log, line, change, cat, names)
+            _apply(log, f"line {line}", change, cat, names)
         _apply_writes(cat, log, pending)
         _settle_files(con, rid, run, data_root)
         cat.settle_run(rid, lambda: run_dirs.writer_alive(data_root, run.directory))
@@ -318,16 +315,47 @@ def _insert(cat: Catalog, log: MetaLog, data_root: Path) -> int | None:
             .where(g.c.run_id == rid)).scalar_one())
 
 
-def _change(log: MetaLog, line: int, rec: dict[str, Any], names: Names, run_id: int) -> Change[Any] | None:
-    """The change of a checked record (its names turned into the new catalog's ids)."""
-    try:
-        return change_of(rec, names, run_id)
-    except KeyError as exc:  # a name no earlier record defines (the checks of read_meta let none through)
-        raise IntegrityError(f"{log.path} line {line}: names {exc.args[0]!r}, which no earlier record defines; "
-                             "it is not an SDM meta-file") from None
+def _changes(log: MetaLog, names: Names, run_id: int) -> Iterator[tuple[int, Change[Any]]]:
+    """``(line, change)`` of every record after the run's that the catalog did not refuse (no ``abort`` names it),
+    its names turned into ids by *names* (which the caller teaches as it defines groups)."""
+    records = log.records
+    aborted = {rec.get("ref") for rec in records if rec.get("t") == "abort"}
+    for line, rec in enumerate(records[1:], start=2):
+        if rec.get("id") in aborted:
+            continue
+        try:
+            change = change_of(rec, names, run_id)
+        except KeyError as exc:  # a name no earlier record defines (the checks of read_meta let none through)
+            raise IntegrityError(f"{log.path} line {line}: names {exc.args[0]!r}, which no earlier record defines; "
+                                 "it is not an SDM meta-file") from None
+        if change is not None:
+            yield line, change
 
 
-def _apply(log: MetaLog, lines: int | str, change: Change[Any], cat: Catalog, names: Names) -> None:
+def _replay(log: MetaLog) -> list[Change[Any]]:
+    """The changes a checked meta-file holds, read back without a catalog (ids made up): what a rebuild applies.
+
+    Raises
+    ------
+    IntegrityError
+        The meta-file does not start with a run record.
+    """
+    records = log.records
+    if not records or records[0].get("t") != "run":
+        raise IntegrityError(f"{log.path} does not start with a run record; it is not an SDM meta-file")
+    run = RunCreated.from_record(records[0], Names(), 0)
+    names = Names()
+    out: list[Change[Any]] = [run]
+    for _, change in _changes(log, names, run.run_id):
+        if isinstance(change, GroupDefined) and change.name not in names.group_ids:
+            first = len(names.datasets) + 1
+            names.learn(SimpleNamespace(id=len(names.groups) + 1, name=change.name, datasets=[
+                SimpleNamespace(id=first + i, name=s.name) for i, s in enumerate(change.specs)]))
+        out.append(change)
+    return out
+
+
+def _apply(log: MetaLog, lines: str, change: Change[Any], cat: Catalog, names: Names) -> None:
     """Apply one change as the recorder does; a refusal of the catalog is the meta-file's fault: an IntegrityError
     naming its line(s)."""
     try:
@@ -335,7 +363,7 @@ def _apply(log: MetaLog, lines: int | str, change: Change[Any], cat: Catalog, na
     except (CatalogError, StorageError):
         raise
     except SDMError as exc:
-        raise IntegrityError(f"{log.path} line {lines}: the catalog refuses this record ({exc}); a session never "
+        raise IntegrityError(f"{log.path} {lines}: the catalog refuses this record ({exc}); a session never "
                              "journals what its catalog refused, so the meta-file was edited or not written by SDM: "
                              "restore the run directory from a copy") from None
 
@@ -348,7 +376,7 @@ def _apply_writes(cat: Catalog, log: MetaLog, pending: list[tuple[int, WritesRec
     first, last = pending[0][0], pending[-1][0]
     merged = WritesRecorded(pending[0][1].run_id, tuple(w for _, c in pending for w in c.rows), pending[0][1].written_at)
     pending.clear()
-    _apply(log, str(first) if first == last else f"{first}-{last}", merged, cat, Names())
+    _apply(log, f"line {first}" if first == last else f"lines {first}-{last}", merged, cat, Names())
 
 
 def _settle_files(con: sa.Connection, rid: int, run: RunCreated, data_root: Path) -> None:
