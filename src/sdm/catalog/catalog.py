@@ -1025,6 +1025,8 @@ class Catalog:
         """
         now = _now()
         new_ids: dict[tuple[int, str], int] = {}
+        inserts: list[dict[str, Any]] = []
+        summaries: list[dict[str, Any]] = []
         try:
             with self._tx() as con:
                 for w in writes:
@@ -1058,22 +1060,25 @@ class Catalog:
                         extents=len(w.get("extents") or ()),
                     )
                     if w["overwrite"] and w.get("replaces") is not None:
+                        _flush(con, inserts, summaries)  # the row it replaces may be among them
                         where = {"w_dataset": w["dataset_id"], "w_step": int(w["step"]), "w_version": int(w["replaces"])}
                         if con.execute(_UPDATE_WRITE, {**params, **where}).rowcount != 1:
                             raise StepExistsError(
                                 f"step {w['step']} of dataset id {w['dataset_id']} was overwritten or removed by "
                                 "another job while this write ran; nothing was recorded (read it again and retry)"
                             )
-                    else:
-                        con.execute(S.writes.insert(), params)
-                        con.execute(_NEW_STEP, {"s_dataset": w["dataset_id"], "s_step": int(w["step"]),
-                                                "s_nbytes": int(w["nbytes"])})
+                    else:  # new steps go in together (one executemany), before any row that reads them back
+                        inserts.append(params)
+                        summaries.append({"s_dataset": w["dataset_id"], "s_step": int(w["step"]),
+                                          "s_nbytes": int(w["nbytes"])})
                     if w.get("extents") or (w["overwrite"] and w.get("replaces") is not None):
+                        _flush(con, inserts, summaries)
                         self._put_extents(con, run_id, w, now, new_ids)
                     if w.get("copy"):  # written to the archive tier: the object is the file's copy there
                         from .tiers import upsert_copy
 
                         upsert_copy(con, file_id, **{**w["copy"], "state": "verified"})
+                _flush(con, inserts, summaries)
         except SAIntegrityError as exc:
             text = str(exc.orig)
             if "uq_writes_dataset_step" in text or "writes.dataset_id, writes.step" in text:
@@ -1296,6 +1301,15 @@ _UPDATE_WRITE = S.writes.update().where(
     S.writes.c.step == sa.bindparam("w_step"),
     S.writes.c.version == sa.bindparam("w_version"),
 )
+
+
+def _flush(con: Connection, inserts: list[dict[str, Any]], summaries: list[dict[str, Any]]) -> None:
+    """Insert the new steps gathered (one executemany) and add them to their datasets' summaries; empties both."""
+    if inserts:
+        con.execute(S.writes.insert(), inserts)
+        con.execute(_NEW_STEP, summaries)
+        inserts.clear()
+        summaries.clear()
 
 
 def _insert_new(con: Connection, table: sa.Table, row: dict[str, Any]) -> sa.Insert:
