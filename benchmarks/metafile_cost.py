@@ -123,6 +123,7 @@ def synthesize(data_root: Path, writes: int, datasets: int = 10) -> tuple[Path, 
     """A run of *writes* rows made with MetaFile itself; its directory and the values of every write."""
     from sdm import integrity
     from sdm.catalog import DatasetSpec
+    from sdm.catalog.changes import GroupDefined, WritesRecorded
     from sdm.catalog.metafile import MetaFile
     from sdm.storage import runs
 
@@ -137,15 +138,15 @@ def synthesize(data_root: Path, writes: int, datasets: int = 10) -> tuple[Path, 
            attributes={"writes": writes}, created=created, root=str(data_root), directory=rel)
     names = [f"d{i}" for i in range(datasets)]
     specs = [DatasetSpec(n, "<f8", (1,), "C") for n in names]
-    mf.append(mf._record("define_group", (1, "g", 3, specs), {}) or {})
-    mf.learn(SimpleNamespace(id=1, name="g", datasets=[SimpleNamespace(id=i, name=n) for i, n in enumerate(names)]))
+    mf.append(GroupDefined(1, "g", 3, tuple(specs)).to_record(mf.names))
+    mf.names.learn(SimpleNamespace(id=1, name="g", datasets=[SimpleNamespace(id=i, name=n) for i, n in enumerate(names)]))
     sums = [integrity.checksum_of_bytes(v.tobytes(), "<f8") for v in values.reshape(-1)]
     path = f"{rel}/g.sdm"
     for step in range(dumps):
         rows = [dict(dataset_id=i, step=step, path=path, level=3, offset=8 * (step * datasets + i), nbytes=8,
                      checksum=sums[step * datasets + i], checksum_algo=integrity.ALGORITHM, method="posix",
                      reason="synthesized", seconds=1e-4, nprocs=1, overwrite=False) for i in range(datasets)]
-        mf.append(mf._writes(rows))
+        mf.append(WritesRecorded.of(1, rows).to_record(mf.names))
     mf.append({"t": "close", "at": created.isoformat()})
     mf.close()
     return run_dir, values

@@ -37,6 +37,7 @@ from mpi4py import MPI
 from . import _validate as check
 from . import integrity
 from ._collective import Failure, agree, capture, root_call
+from .catalog.changes import DistributionSet
 from .convert import describe
 from .dtypes import check_dtype, from_text
 from .errors import (
@@ -109,7 +110,7 @@ def set_view(g: "Group", names: Sequence[str]) -> None:
             old.free()
         g._ranked.add(n)
     if s.mode != "r":
-        root_call(s.comm, s.catalog_call, "set_distribution", [g.dataset(n).id for n in names], {"kind": KIND})
+        root_call(s.comm, s.record, DistributionSet(tuple(g.dataset(n).id for n in names), {"kind": KIND}))
 
 
 # ----------------------------------------------------------------------------- write

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from . import integrity
+from .catalog.changes import SpaceReserved
 from .errors import IntegrityError
 from .io.base import Transfer
 from .io.subfiles import Place, move
@@ -95,8 +96,9 @@ def reserve(g: "Group", rels: Sequence[str], layouts: Sequence[Layout]) -> None:
             ranges.setdefault(subfile_path(rel, k), []).append((i, k, e.nbytes))
     spans = {path: [-(-n // align) * align for _, _, n in parts[:-1]] + [parts[-1][2]] for path, parts in ranges.items()}
     asked = [(path, g.level, sum(spans[path]), False, align) for path in ranges]
-    got = s.catalog_call("reserve", s.run_id, asked) if asked else []
+    got = s.record(SpaceReserved(s.run_id, tuple(asked))) if asked else []
     for (path, parts), start in zip(ranges.items(), got):
+        assert start is not None  # appended space (not a whole file) always has its offset
         at = int(start)
         for (i, k, _), span in zip(parts, spans[path]):
             layouts[i].offsets[k] = at

@@ -36,6 +36,7 @@ from . import _ranked_io, _subfiled, convert, integrity
 from ._collective import (Failure, agree, capture, digest, exchange, pack_float, reduce_exchange, root_call, root_vector,
                           unpack_float)
 from .catalog import DatasetRecord, DatasetSpec, GroupRecord
+from .catalog.changes import AttributesSet, DistributionSet, SpaceReserved, WritesRecorded
 from .catalog.values import merge_attributes
 from .dtypes import check_dtype, dtype_text, from_text
 from .engine.operations import EXTRA, collective
@@ -333,13 +334,8 @@ class Group:
         merged, ids = resolved  # type: ignore[misc]
         root_call(
             self.session.comm,
-            self.session.catalog_call,
-            "set_attributes",
-            self.session.run_id,
-            merged,
-            group_id=self.record.id,
-            dataset_ids=ids,
-            on_group=datasets is None,
+            self.session.record,
+            AttributesSet(self.session.run_id, merged, self.record.id, tuple(ids), datasets is None),
         )
 
     # ------------------------------------------------------------------ infos
@@ -435,7 +431,7 @@ class Group:
                                           layout=("view", self.record.id, self._epoch, rec.shape, rec.dtype, rec.order))
         if s.mode != "r":
             ids = [self.dataset(n).id for n in names]
-            root_call(s.comm, s.catalog_call, "set_distribution", ids, view.to_json())
+            root_call(s.comm, s.record, DistributionSet(tuple(ids), view.to_json()))
 
     def local_shape(self, name: str) -> tuple[int, ...]:
         """Shape of this rank's local array for *name* (ghost layers included)."""
@@ -938,7 +934,7 @@ class Group:
                 )
             # steps this session has not seen need no lookup: the commit still refuses duplicates
             known = step in self._steps[name] or s.mode == "a" or overwrite
-            existing = s.catalog_call("lookup_write", rec.id, step) if known else None
+            existing = s.open_catalog().lookup_write(rec.id, step) if known else None
             if existing is not None and not overwrite:
                 raise StepExistsError(
                     f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "
@@ -971,16 +967,16 @@ class Group:
         if appends(self.level) and self.record.archive is None:  # from the space reserved ahead
             todo = [i for i, p in enumerate(places) if p is None]
             rels = [self._relative(names[i], step, versions[i]) for i in todo]
-            for i, rel, offset in zip(todo, rels, self._pool.take([(rel, sizes[i]) for rel, i in zip(rels, todo)])):
-                places[i] = (rel, offset)
+            for i, rel, start in zip(todo, rels, self._pool.take([(rel, sizes[i]) for rel, i in zip(rels, todo)])):
+                places[i] = (rel, start)
         for _ in range(_RESERVE_TRIES):
             todo = [i for i, p in enumerate(places) if p is None]
             if not todo:
                 break
             rels = [self._relative(names[i], step, versions[i]) for i in todo]
-            offsets = s.catalog_call("reserve", s.run_id, [
+            offsets = s.record(SpaceReserved(s.run_id, tuple(
                 (rel, self.level, sizes[i], not appends(self.level)) for rel, i in zip(rels, todo)
-            ])
+            )))
             for i, rel, offset in zip(todo, rels, offsets):
                 if offset is None:  # that version's file is taken (a crashed or concurrent write): next one
                     versions[i] += 1
@@ -1001,7 +997,8 @@ class Group:
                 continue
             if lay is not None:  # subfiled: a range in each extent's subfile (the data file itself is not used)
                 if old is not None and _has_gaps(self._view(name).dist):
-                    prev = s.catalog_call("lookup_write", self.dataset(name).id, step)
+                    prev = s.open_catalog().lookup_write(self.dataset(name).id, step)
+                    assert prev is not None  # the version it replaces
                     _subfiled.copy_previous(self, prev, rel, lay, self._read_bytes)
                 out.append((rel, offset, version, old))
                 continue
@@ -1009,7 +1006,8 @@ class Group:
             if old is not None and name not in self._ranked and _has_gaps(self._view(name).dist):
                 extend_file(self._absolute(rel), offset + nbytes)
                 # rows the gappy map does not write keep their earlier values, as they would in place
-                prev = s.catalog_call("lookup_write", self.dataset(name).id, step)
+                prev = s.open_catalog().lookup_write(self.dataset(name).id, step)
+                assert prev is not None  # the version it replaces
                 copy_range(self._absolute(prev.path), prev.offset, self._absolute(rel), offset, nbytes)
             out.append((rel, offset, version, old))
         for rel, end in ends.items():
@@ -1019,8 +1017,8 @@ class Group:
     def _reserve_chunks(self, wanted: Sequence[tuple[str, int]]) -> list[int]:
         """Rank 0: one catalog transaction reserving *wanted* ``(path, nbytes)`` chunks (:class:`SpacePool`)."""
         s = self.session
-        got = s.catalog_call("reserve", s.run_id, [(rel, self.level, nbytes, False) for rel, nbytes in wanted])
-        return [int(x) for x in got]
+        got = s.record(SpaceReserved(s.run_id, tuple((rel, self.level, nbytes, False) for rel, nbytes in wanted)))
+        return [int(x or 0) for x in got]  # never None: no request here owns a whole file
 
     def _access(self, name: str, writing: bool, statsets: list, index: int = 0, kind: str | None = None) -> Access:
         """The planner's view of access *index* of a call, built from every rank's layout statistics
@@ -1066,7 +1064,7 @@ class Group:
 
     def _commit(self, rows: list[dict[str, Any]]) -> list[int]:
         """Rank 0: record the writes of one dump in one catalog transaction."""
-        self.session.catalog_call("record_writes", self.session.run_id, rows)
+        self.session.record(WritesRecorded.of(self.session.run_id, rows))
         return []
 
     def _transfer(
@@ -1315,9 +1313,9 @@ class Group:
         and for a subfiled step its extents' :func:`sdm._subfiled.read_plan`."""
         s = self.session
         rec = self.dataset(name)
-        w = s.catalog_call("lookup_write", rec.id, step)
+        w = s.open_catalog().lookup_write(rec.id, step)
         if w is None:
-            steps = sorted(s.catalog_call("group", s.run_id, self.name).dataset(name).steps)
+            steps = sorted(s.open_catalog().dataset_writes(rec.id))
             raise StepNotFoundError(
                 f"dataset {name!r} (group {self.name!r}, run {s.run_id}) was never written at step {step}; "
                 f"written steps: {steps}"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import time
 from datetime import datetime, timezone
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -25,7 +24,7 @@ from mpi4py import MPI
 from . import _validate as check
 from . import integrity
 from ._collective import agree, capture, root_call
-from .catalog import irregular as records
+from .catalog.changes import ImportRecorded
 from .dtypes import check_dtype
 from .errors import InvalidArgumentError, InvalidNameError, StorageError
 from .io import Transfer, get_method
@@ -173,5 +172,5 @@ def import_array(
 
 def _record_import(s: "Session", **row: Any) -> int:
     """Rank 0: the import's row in the catalog, recorded first in the run's meta-file (if the session keeps one)."""
-    call = partial(records.record_import, s.open_catalog())
-    return call(**row) if s.meta is None else s.meta.around("record_import", call, (), row)
+    run_id = row.pop("run_id")
+    return s.record(ImportRecorded(run_id, row))

@@ -25,6 +25,7 @@ import numpy as np
 
 from . import _validate as check
 from ._collective import capture, exchange, root_call
+from .catalog.changes import InfoSet
 from .catalog.infos import InfoValue, info_value
 from .errors import CollectiveMismatchError, InvalidArgumentError
 
@@ -103,8 +104,7 @@ def set_info(session: Session, name: str, array: Any, *, group: Group | None = N
             "name, the place, the dtype, the shape or the values; every rank must pass the same array")
     assert got is not None  # no rank failed
     (gid, did, st), value = got
-    root_call(session.comm, session.catalog_call, "set_info", session.run_id, name, value, group_id=gid,
-              dataset_id=did, step=st)
+    root_call(session.comm, lambda: session.record(InfoSet(session.run_id, name, value, gid, did, st)))
 
 
 def get_info(session: Session, name: str, *, group: Group | None = None, dataset: Any = None,

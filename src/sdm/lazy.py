@@ -244,7 +244,7 @@ def _rows(g: "Group", name: str) -> dict[int, tuple[Any, Any, int]]:
     from .catalog.tiers import copies
 
     s = g.session
-    rows = s.catalog_call("dataset_writes", g.dataset(name).id)
+    rows = s.open_catalog().dataset_writes(g.dataset(name).id)
     missing = sorted({w.path for step, w in rows.items()
                       if not w.extents and not g._absolute(w.path, row_record(s.run_id, g.name, name, step)).exists()})
     held = copies(s.open_catalog(), s.run_id, missing) if missing else {}

@@ -15,7 +15,7 @@ import time
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 
 import numpy as np
 from mpi4py import MPI
@@ -23,8 +23,11 @@ from mpi4py import MPI
 from . import _validate as check
 from . import config
 from ._collective import Failure, agree, capture, root_call, root_call_resting
-from .catalog import DatasetSpec, RunRecord, Truncation, redact_url
+from .catalog import DatasetSpec, GroupRecord, RunRecord, Truncation, redact_url
+from .catalog.changes import (AttributesSet, Change, GroupDefined, RunClosed, RunOpened, SpaceReserved, Truncated,
+                              WritesRecorded)
 from .catalog.metafile import MetaFile
+from .catalog.recorder import Recorder
 from .catalog.selection import run_choice
 from .catalog.values import encode, merge_attributes
 from .engine.operations import Late, Operations, close_wait, collective
@@ -52,6 +55,8 @@ if TYPE_CHECKING:
     from .catalog.catalog import Catalog
 
 __all__ = ["Session", "open"]
+
+T = TypeVar("T")
 
 
 _MODES = ("w", "r", "a")
@@ -335,7 +340,7 @@ class Session:
             self._lock = runs.RunLock(Path(rec.root), rel)
             return live
 
-        return self._recorded("open_run", rec.id, claim)
+        return self._record(RunOpened(rec.id, claim))
 
     def _look_at_run(self, rec: RunRecord) -> str:
         """Rank 0 of a reading session: a run left ``open`` by dead writers is marked interrupted."""
@@ -360,7 +365,7 @@ class Session:
                     self._release_run()
                     self.catalog.mark_interrupted(self.run_id)
                 else:
-                    self._recorded("close_run", self.run_id)
+                    self._record(RunClosed(self.run_id))
         finally:
             self._release_run()
         if failure is not None:
@@ -396,7 +401,8 @@ class Session:
             g = groups[owner[path]]
             index = trailer.index_of(run, g, path, rows[path], closed_at)
             size = len(trailer.encode(index, 0))
-            offset = self.catalog_call("reserve", self.run_id, [(path, g.level, size, False)])[0]
+            offset = self.record(SpaceReserved(self.run_id, ((path, g.level, size, False),)))[0]
+            assert offset is not None  # appended space (not a whole file) always has its offset
             trailer.write(confine(self.root, self.run_dir, path, row_record(self.run_id, g.name)), int(offset), index,
                           sync=self.sync)
 
@@ -413,7 +419,7 @@ class Session:
 
             self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdm-commit")
         assert self.catalog is not None
-        self._pending = self._committer.submit(self._recorded, "record_writes", self.run_id, rows)
+        self._pending = self._committer.submit(self._record, WritesRecorded.of(self.run_id, rows))
 
     def _raise_pending(self) -> None:
         """Rank 0: wait for the background commit and raise its error, if any (once)."""
@@ -556,10 +562,10 @@ class Session:
             root_call(self.comm, _ensure_bucket, where)
         if view is not None:  # a view that does not fit is refused before the group is defined
             self._check_view(view, local)  # type: ignore[arg-type]
-        record = root_call(self.comm, self.catalog_call, "define_group", self.run_id, name, level, local, kind=kind,
-                           steps_per_file=None if steps_per_file is None else int(steps_per_file),
-                           **({"archive": where} if where else {}),
-                           **({"subfiles": check_subfiles(subfiles, int(level), False)} if subfiles is not None else {}))
+        record = root_call(self.comm, lambda: self.record(GroupDefined(
+            self.run_id, name, int(level), tuple(local), kind,  # type: ignore[arg-type]
+            None if steps_per_file is None else int(steps_per_file), where or None,
+            None if subfiles is None else check_subfiles(subfiles, int(level), False))))
         group = Group(self, record)
         self._groups[name] = group
         if attributes:
@@ -587,7 +593,7 @@ class Session:
         _same(agree(self.comm, *capture(check_name, name, "group", rank=self.rank)[::-1]), "group")
         if name in self._groups:
             return self._groups[name]
-        record = root_call(self.comm, self.catalog_call, "group", self.run_id, name)
+        record = root_call(self.comm, self._group_record, name)
         group = Group(self, record)
         self._groups[name] = group
         return group
@@ -596,7 +602,7 @@ class Session:
     @collective("groups")
     def groups(self) -> list[str]:
         """Names of the run's groups."""
-        rec = root_call(self.comm, self.catalog_call, "run", self.run_id)
+        rec = root_call(self.comm, lambda: self.open_catalog().run(self.run_id))
         return [g.name for g in rec.groups]
 
     # --------------------------------------------------------------- segments
@@ -640,8 +646,8 @@ class Session:
         self.files.close_all()  # no rank keeps a handle on a file about to be deleted or cut
 
         def erase() -> Truncation:
-            done = self.catalog_call("truncate", self.run_id, args[0], args[1], writers=1,
-                                     confine=partial(confine, self.root, self.run_dir))
+            done = self.record(Truncated(self.run_id, args[0], None if args[1] is None else tuple(args[1]), 1,
+                                         partial(confine, self.root, self.run_dir)))
             # the run's meta-file records the committed truncation here (see sdm.segments)
             return release_space(self.root, done, self.run_dir)
 
@@ -712,7 +718,7 @@ class Session:
         self._check_writable("set attributes")
         merged, failure = capture(merge_attributes, attributes, kw, rank=self.rank)
         agree(self.comm, failure)  # the same check, and error, on every rank
-        root_call(self.comm, self.catalog_call, "set_attributes", self.run_id, merged)
+        root_call(self.comm, lambda: self.record(AttributesSet(self.run_id, merged)))  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------- infos
     @collective("set_info")
@@ -758,7 +764,7 @@ class Session:
                 if value is not None and not isinstance(value, datetime):
                     raise InvalidArgumentError(f"{what} must be a datetime.datetime, got {type(value).__name__}")
             check.mapping(attributes, "attributes")
-            return self.catalog_call("find", **kwargs)
+            return self.open_catalog().find(**kwargs)
 
         return root_call(
             self.comm,
@@ -788,16 +794,23 @@ class Session:
         for shape, piece in got.items():
             agree(self.comm, capture(view.check, shape, piece, self.comm, rank=self.rank)[1])
 
-    def catalog_call(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
-        """Call a catalog method (rank 0 only; use through ``root_call``)."""
+    def record(self, change: Change[T]) -> T:
+        """Make a change of the catalog (rank 0 only; use through ``root_call``): journaled first in the run's
+        meta-file when the session writes one (:class:`~sdm.catalog.recorder.Recorder`); the catalog's answer."""
         self.open_catalog()
-        return self._recorded(_name, *args, **kwargs)
+        return self._record(change)
 
-    def _recorded(self, _name: str, /, *args: Any, **kwargs: Any) -> Any:
-        """Rank 0: a catalog call, its change first appended to the run's meta-file (when the session writes one)."""
+    def _group_record(self, name: str) -> GroupRecord:
+        """Rank 0: a group of the run as the catalog keeps it; the meta-file learns its ids (records name them)."""
+        record = self.open_catalog().group(self.run_id, name)
+        if self.meta is not None:
+            self.meta.names.learn(record)
+        return record
+
+    def _record(self, change: Change[T]) -> T:
+        """Rank 0: :meth:`record` without waiting for the background commit (that commit itself, open and close)."""
         assert self.catalog is not None, "catalog used outside rank 0 or after close"
-        call = getattr(self.catalog, _name)
-        return call(*args, **kwargs) if self.meta is None else self.meta.around(_name, call, args, kwargs)
+        return Recorder(self.catalog, self.meta).record(change)
 
     def open_catalog(self) -> Catalog:
         """The session's catalog (rank 0 only, while the session is open; use through ``root_call``).

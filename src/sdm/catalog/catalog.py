@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -147,6 +147,7 @@ class Catalog:
         url = catalog_url(url) if isinstance(url, str) else url  # a plain path: that SQLite file
         self.url = url
         self._file_ids: dict[tuple[int, str], int] = {}
+        self._batch: Connection | None = None  # the transaction of batch(), while one is open
         self._id: str | None = None
         #: Whether this object created the catalog (an SQLite file it made: no run, no calibration yet)
         self.created = False
@@ -229,8 +230,37 @@ class Catalog:
         """Release the connection pool."""
         self.engine.dispose()
 
-    def _tx(self):
+    def _tx(self) -> Any:
+        """A write transaction (inside :meth:`batch`: the batch's, committed with it)."""
+        if self._batch is not None:
+            return nullcontext(self._batch)
         return D.write_transaction(self.engine)
+
+    def _connect(self) -> Any:
+        """A connection to read with (inside :meth:`batch`: the batch's, which sees its changes)."""
+        if self._batch is not None:
+            return nullcontext(self._batch)
+        return self.engine.connect()
+
+    @contextmanager
+    def batch(self) -> Iterator[Connection]:
+        """One write transaction for every change and read made in the block (``sdm rebuild``: one run).
+
+        The methods called inside it commit nothing themselves: the block's end commits
+        them all, an exception rolls them all back.
+        """
+        if self._batch is not None:
+            yield self._batch
+            return
+        try:
+            with D.write_transaction(self.engine) as con:
+                self._batch = con
+                yield con
+        except BaseException:
+            self._file_ids.clear()  # ids of files the rollback took back
+            raise
+        finally:
+            self._batch = None
 
     # ------------------------------------------------------------ applications
     def _app_id(self, con, name: str, *, create: bool) -> int:
@@ -257,7 +287,7 @@ class Catalog:
             .group_by(a.c.id, a.c.name)
             .order_by(a.c.name)
         )
-        with self.engine.connect() as con:
+        with self._connect() as con:
             return [
                 {"name": n, "runs": c, "last_run": _utc(t) if t else None} for n, c, t in con.execute(q)
             ]
@@ -320,8 +350,34 @@ class Catalog:
                          problem_size=json.loads(size_text) if size_text else None, root=str(root), dir=rel_dir,
                          state=state, attributes={key: decode(vtype, vnum, vstr) for key, vtype, vnum, vstr in encoded})
 
+    def restore_run(self, run_id: int, application: str, *, nprocs: int, root: str, directory: str,
+                    problem_size: Any, attributes: dict[str, Any], created_at: datetime) -> None:
+        """Register a run again under its own id, ``open`` with one writer as :meth:`new_run` leaves it
+        (``sdm rebuild``, from the run's meta-file; :meth:`settle_run` gives it its state at the end)."""
+        encoded = encode_all(attributes)
+        size_text = None if problem_size is None else json.dumps(problem_size, default=_jsonable)
+        with self._tx() as con:
+            con.execute(S.runs.insert().values(
+                id=int(run_id), application_id=self._app_id(con, application, create=True), created_at=created_at,
+                nprocs=int(nprocs), problem_size=size_text, root=str(root), dir=directory, state="open", writers=1))
+            if encoded:
+                con.execute(S.attributes.insert(), [
+                    dict(run_id=int(run_id), group_id=None, dataset_id=None, key=key, value_type=vtype, value_num=vnum,
+                         value_str=vstr) for key, vtype, vnum, vstr in encoded])
+
+    def settle_run(self, run_id: int, live: Callable[[], bool]) -> str:
+        """A rebuilt run's state: ``closed`` when no session writes it, else ``open`` if *live* says one does
+        (``interrupted`` with no writer if not). Returns the state."""
+        r = S.runs
+        with self._tx() as con:
+            writers = int(con.execute(sa.select(r.c.writers).where(r.c.id == int(run_id))).scalar_one())
+            state = "closed" if writers <= 0 else ("open" if live() else "interrupted")
+            con.execute(r.update().where(r.c.id == int(run_id))
+                        .values(state=state, writers=writers if state == "open" else 0))
+        return state
+
     # ------------------------------------------------------------- run states
-    def open_run(self, run_id: int, claim: Callable[[], bool]) -> str:
+    def open_run(self, run_id: int, claim: Callable[[], bool] | None = None) -> str:
         """Count one more session writing the run; returns the state it was in.
 
         Parameters
@@ -330,14 +386,15 @@ class Catalog:
             Called inside the transaction (so sessions opening the run at once take
             turns): returns whether a live session already holds the run, then takes this
             session's hold on it. A run found ``open`` with no live session was
-            interrupted: its writer count starts again from zero.
+            interrupted: its writer count starts again from zero. None (a rebuild
+            replaying the meta-file): the count goes on.
         """
         r = S.runs
         with self._tx() as con:
             state, writers = con.execute(
                 sa.select(r.c.state, r.c.writers).where(r.c.id == int(run_id)).with_for_update()
             ).one()
-            live = claim()
+            live = True if claim is None else claim()
             if state == "open" and not live:
                 state, writers = "interrupted", 0
             con.execute(r.update().where(r.c.id == int(run_id)).values(state="open", writers=writers + 1))
@@ -397,7 +454,7 @@ class Catalog:
         """
         conditions = list(conditions)
         conds = self._conditions(attributes, conditions)
-        with self._reading("look up the latest run"), self.engine.connect() as con:
+        with self._reading("look up the latest run"), self._connect() as con:
             for ids, only in self._matching(con, application, conds):
                 if ids:  # ids[0]: the newest that matches
                     return L.load_runs(con, ids[:1], only=only)[0]
@@ -441,7 +498,7 @@ class Catalog:
         if choice == SEL.LATEST:
             return self.latest_run(application, attributes, conditions=conditions)
         conds = self._conditions(attributes, conditions)
-        with self._reading("select a run"), self.engine.connect() as con:
+        with self._reading("select a run"), self._connect() as con:
             first: list[int] = []
             only: dict[int, set[int]] = {}
             total = 0
@@ -537,7 +594,7 @@ class Catalog:
                 raise InvalidArgumentError(f"{name} must be a datetime, got {type(when).__name__}")
         if application is not None and not isinstance(application, str):
             raise InvalidArgumentError(f"application must be a name (str), got {type(application).__name__}")
-        with self._reading("find runs"), self.engine.connect() as con:
+        with self._reading("find runs"), self._connect() as con:
             q, params = self._id_query(con, application=application, run=run, since=since, until=until, conds=conds)
             ids, only = self._narrow(con, [int(i) for i in con.execute(q, params).scalars()], conds)
             found = L.load_runs(con, ids, only=only, steps=steps)
@@ -566,7 +623,7 @@ class Catalog:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
                 raise InvalidArgumentError(f"{name} must be an integer >= {low}, got {value!r}")
         r = S.runs
-        with self._reading("list runs"), self.engine.connect() as con:
+        with self._reading("list runs"), self._connect() as con:
             app_id = self._app_id(con, application, create=False)
             total = con.execute(sa.select(sa.func.count()).select_from(r).where(r.c.application_id == app_id)).scalar_one()
             q = (sa.select(r.c.id).where(r.c.application_id == app_id)
@@ -630,7 +687,7 @@ class Catalog:
         return [i for i in run_ids if i in only], only
 
     def _load(self, run_ids: list[int], **kw: Any) -> list[RunRecord]:
-        with self._reading("load runs"), self.engine.connect() as con:
+        with self._reading("load runs"), self._connect() as con:
             return L.load_runs(con, run_ids, **kw)
 
     @contextmanager
@@ -782,9 +839,9 @@ class Catalog:
         names = [g.name for g in self.run(run_id, steps=False).groups]
         raise GroupNotFoundError(f"run {run_id} has no group {name!r}; its groups are {names}{closest(name, names)}")
 
-    def set_distribution(self, dataset_ids: Sequence[int], distribution: dict[str, Any]) -> None:
-        """Record the writer's data view (the paper's access pattern) for datasets."""
-        text = json.dumps(distribution)
+    def set_distribution(self, dataset_ids: Sequence[int], distribution: dict[str, Any] | None) -> None:
+        """Record the writer's data view (the paper's access pattern) for datasets (None: none)."""
+        text = None if distribution is None else json.dumps(distribution)
         ids = [int(i) for i in dataset_ids]
         with self._tx() as con:
             for start in range(0, len(ids), _CHUNK):  # bounded parameters however many datasets
@@ -846,7 +903,7 @@ class Catalog:
             Its bytes do not match their CRC-32.
         """
         rid = _run_id(run_id)
-        with self._reading(f"read info {name!r}"), self.engine.connect() as con:
+        with self._reading(f"read info {name!r}"), self._connect() as con:
             return IR.find(con, -1 if rid is None else rid, name, (group, dataset, step), self.url)
 
     def infos(self, run_id: int, *, group: str | None = None, dataset: str | None = None, step: int | None = None,
@@ -864,7 +921,7 @@ class Catalog:
             An info's bytes do not match their CRC-32.
         """
         rid = _run_id(run_id)
-        with self._reading("read infos"), self.engine.connect() as con:
+        with self._reading("read infos"), self._connect() as con:
             if rid is None or con.execute(sa.select(S.runs.c.id).where(S.runs.c.id == rid)).first() is None:
                 raise RunNotFoundError(f"no run {run_id} in catalog {self.url!r}")
             return IR.load(con, rid, place=None if everywhere else (group, dataset, step), data=data)
@@ -872,7 +929,7 @@ class Catalog:
     # ------------------------------------------------------------------ writes
     def lookup_write(self, dataset_id: int, step: int) -> WriteRecord | None:
         """Return where *step* of a dataset was written, or ``None``."""
-        with self.engine.connect() as con:
+        with self._connect() as con:
             row = con.execute(_LOOKUP_WRITE, {"d": int(dataset_id), "s": int(step)}).mappings().first()
             if row is None:
                 return None
@@ -881,7 +938,7 @@ class Catalog:
     def dataset_writes(self, dataset_id: int) -> dict[int, WriteRecord]:
         """Every step of a dataset with where it was written (one query): ``{step: WriteRecord}``."""
         w, f = S.writes, S.files
-        with self.engine.connect() as con:
+        with self._connect() as con:
             rows = con.execute(sa.select(w, f.c.path).select_from(w.join(f, f.c.id == w.c.file_id))
                                .where(w.c.dataset_id == int(dataset_id))).mappings().all()
             parts = _extents_of(con, [row["id"] for row in rows if row["extents"]])
@@ -890,7 +947,7 @@ class Catalog:
     def file_end(self, run_id: int, path: str) -> int:
         """First free byte of a data file: the end of its last recorded write."""
         sp, f = S.spans(), S.files
-        with self.engine.connect() as con:
+        with self._connect() as con:
             end = con.execute(
                 sa.select(sa.func.max(sp.c.offset + sp.c.nbytes))
                 .select_from(sp.join(f, f.c.id == sp.c.file_id))
@@ -999,8 +1056,8 @@ class Catalog:
         """
         now = _now()
         new_ids: dict[tuple[int, str], int] = {}
-        plain: list[dict[str, Any]] = []  # new steps: one multi-row insert and one executemany update
-        steps: list[dict[str, Any]] = []
+        inserts: list[dict[str, Any]] = []
+        summaries: list[dict[str, Any]] = []
         try:
             with self._tx() as con:
                 for w in writes:
@@ -1011,7 +1068,8 @@ class Catalog:
                     if file_id is None:
                         file_id = con.execute(
                             S.files.insert(),
-                            {"run_id": run_id, "path": w["path"], "level": int(w["level"]), "created_at": now,
+                            {"run_id": run_id, "path": w["path"], "level": int(w["level"]),
+                             "created_at": w.get("written_at") or now,
                              "alloc_end": int(w["offset"]) + int(w["nbytes"])},
                         ).inserted_primary_key[0]
                     new_ids[key] = file_id
@@ -1033,29 +1091,25 @@ class Catalog:
                         extents=len(w.get("extents") or ()),
                     )
                     if w["overwrite"] and w.get("replaces") is not None:
+                        _flush(con, inserts, summaries)  # the row it replaces may be among them
                         where = {"w_dataset": w["dataset_id"], "w_step": int(w["step"]), "w_version": int(w["replaces"])}
                         if con.execute(_UPDATE_WRITE, {**params, **where}).rowcount != 1:
                             raise StepExistsError(
                                 f"step {w['step']} of dataset id {w['dataset_id']} was overwritten or removed by "
                                 "another job while this write ran; nothing was recorded (read it again and retry)"
                             )
-                    elif not w.get("extents") and not w.get("copy"):  # a plain new step: batched below
-                        plain.append(params)
-                        steps.append({"s_dataset": w["dataset_id"], "s_step": int(w["step"]), "s_nbytes": int(w["nbytes"])})
-                        continue
-                    else:
-                        con.execute(S.writes.insert(), params)
-                        con.execute(_NEW_STEP, {"s_dataset": w["dataset_id"], "s_step": int(w["step"]),
-                                                "s_nbytes": int(w["nbytes"])})
+                    else:  # new steps go in together (one executemany), before any row that reads them back
+                        inserts.append(params)
+                        summaries.append({"s_dataset": w["dataset_id"], "s_step": int(w["step"]),
+                                          "s_nbytes": int(w["nbytes"])})
                     if w.get("extents") or (w["overwrite"] and w.get("replaces") is not None):
+                        _flush(con, inserts, summaries)
                         self._put_extents(con, run_id, w, now, new_ids)
                     if w.get("copy"):  # written to the archive tier: the object is the file's copy there
                         from .tiers import upsert_copy
 
                         upsert_copy(con, file_id, **{**w["copy"], "state": "verified"})
-                if plain:
-                    con.execute(S.writes.insert(), plain)
-                    con.execute(_NEW_STEP, steps)
+                _flush(con, inserts, summaries)
         except SAIntegrityError as exc:
             text = str(exc.orig)
             if "uq_writes_dataset_step" in text or "writes.dataset_id, writes.step" in text:
@@ -1098,7 +1152,7 @@ class Catalog:
         return _extents_of(self.engine, write_ids)
 
     def truncate(self, run_id: int, after_step: int, groups: Sequence[str] | None = None, *,
-                 writers: int = 0, confine: Callable[[str, str], Any] | None = None) -> Truncation:
+                 writers: int | None = 0, confine: Callable[[str, str], Any] | None = None) -> Truncation:
         """Erase every step after *after_step* of a run's groups (all, or those named), in one transaction.
 
         The rows, the datasets' step summaries, each group's truncation point (new steps
@@ -1113,8 +1167,9 @@ class Catalog:
             The last step kept (``>= 0``).
         groups : sequence of str, optional
             The groups to truncate (default: every group of the run).
-        writers : int
-            Writing sessions the caller holds on the run itself (``Session.truncate``: 1).
+        writers : int or None
+            Writing sessions the caller holds on the run itself (``Session.truncate``: 1;
+            None: no check, a rebuild replaying a truncation made when it was allowed).
         confine : callable, optional
             ``confine(path, record)``, called before the commit for every file given back;
             raising refuses the truncation, nothing changed (see
@@ -1197,7 +1252,7 @@ class Catalog:
                 .where(f.c.run_id == run_id, f.c.path.in_(list(paths))))),)))
             .order_by(f.c.path, w.c.offset)
         )
-        with self.engine.connect() as con:
+        with self._connect() as con:
             rows = con.execute(q).mappings().all()
             parts = _extents_of(con, [row["id"] for row in rows if row["extents"]])
             return [(row["gname"], row["dname"], _write_record(row, parts)) for row in rows]
@@ -1212,7 +1267,7 @@ class Catalog:
             .group_by(f.c.id, f.c.path, f.c.level)
             .order_by(f.c.path)
         )
-        with self.engine.connect() as con:
+        with self._connect() as con:
             return [FileRecord(p, lv, int(n), int(b)) for p, lv, n, b in con.execute(q)]
 
     # ------------------------------------------------------------ calibration
@@ -1236,7 +1291,7 @@ class Catalog:
     def latest_calibration(self, target: str) -> dict[str, Any] | None:
         """The newest constants stored for *target* (with ``nprocs`` and ``created_at``), or None."""
         t = S.io_calibrations
-        with self.engine.connect() as con:
+        with self._connect() as con:
             row = con.execute(
                 sa.select(t).where(t.c.target == target).order_by(t.c.created_at.desc(), t.c.id.desc()).limit(1)
             ).mappings().first()
@@ -1253,7 +1308,7 @@ class Catalog:
     def counts(self) -> dict[str, int]:
         """Row counts of the main tables (used by tests and ``sdm ls``)."""
         out = {}
-        with self.engine.connect() as con:
+        with self._connect() as con:
             for t in (S.applications, S.runs, S.groups, S.datasets, S.attributes, S.files, S.writes, S.infos):
                 out[t.name] = con.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
         return out
@@ -1282,6 +1337,15 @@ _UPDATE_WRITE = S.writes.update().where(
     S.writes.c.step == sa.bindparam("w_step"),
     S.writes.c.version == sa.bindparam("w_version"),
 )
+
+
+def _flush(con: Connection, inserts: list[dict[str, Any]], summaries: list[dict[str, Any]]) -> None:
+    """Insert the new steps gathered (one executemany) and add them to their datasets' summaries; empties both."""
+    if inserts:
+        con.execute(S.writes.insert(), inserts)
+        con.execute(_NEW_STEP, summaries)
+        inserts.clear()
+        summaries.clear()
 
 
 def _insert_new(con: Connection, table: sa.Table, row: dict[str, Any]) -> sa.Insert:

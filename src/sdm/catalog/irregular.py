@@ -95,7 +95,7 @@ class HistoryRecord:
 def record_import(cat: Catalog, **values: Any) -> int:
     """Insert an import row (columns of ``imports``); returns its id."""
     values = dict(values, shape=json.dumps(list(values["shape"])), imported_at=values.get("imported_at") or _now())
-    with cat.engine.begin() as con:
+    with cat._tx() as con:
         return _inserted_id(con.execute(S.imports.insert().values(**values)))
 
 

@@ -21,7 +21,6 @@ Only rank 0 of a writing session owns a :class:`MetaFile`; it never imports SQLA
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -29,14 +28,14 @@ import secrets
 import time
 import zlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..errors import CatalogVersionError, IntegrityError, StorageError
 from ..storage.failures import storage_error
 from ..file_formats import HISTORY, META_RECORDS, Record, Where, check_meta_log, load_json, read_regular
-from .values import decode, encode
+from .changes import Names, RunCreated
 
 __all__ = ["META", "BACKUP", "BACKUP_SYNC_SECONDS", "FORMAT", "MetaFile", "MetaLog", "read_meta", "line_of",
            "parse_line", "check_line", "read_description"]
@@ -58,10 +57,6 @@ FORMAT = 1
 TYPES = tuple(META_RECORDS)
 
 _CRC_KEY = ',"crc":"'
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 def line_of(record: dict[str, Any]) -> bytes:
@@ -111,11 +106,6 @@ def _plain(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON")
 
 
-def plain_attributes(attributes: dict[str, Any] | None) -> dict[str, Any]:
-    """Attributes as the catalog stores them (numpy scalars as Python values), for a record."""
-    return {k: decode(*encode(k, v)) for k, v in (attributes or {}).items()}
-
-
 class MetaFile:
     """Rank 0's writer of a run's meta-file and its backup (append to both, sync the meta-file).
 
@@ -130,7 +120,8 @@ class MetaFile:
         old (0: at every append, as the meta-file); :meth:`close` syncs it in any case.
 
     Besides appending, it keeps the names of the run's groups and datasets by their
-    catalog ids (learned from the catalog's answers), since records name things, not ids.
+    catalog ids (:attr:`names`, learned from the catalog's answers), since records name
+    things, not ids. What it appends comes from :class:`~sdm.catalog.recorder.Recorder`.
     """
 
     def __init__(self, run_dir: Path, *, sync: bool = True, backup_sync: float = BACKUP_SYNC_SECONDS) -> None:
@@ -142,8 +133,7 @@ class MetaFile:
         self._session = secrets.token_hex(4)  # record ids: unique per session
         self._count = 0
         self._fds: list[int] = []
-        self._groups: dict[int, str] = {}
-        self._datasets: dict[int, tuple[str, str]] = {}
+        self.names = Names()  # the run's groups and datasets by id, learned from the catalog's answers
         try:
             for p in self.paths:
                 self._fds.append(os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
@@ -226,106 +216,11 @@ class MetaFile:
 
     def run(self, *, application: str, run_id: int, catalog_id: str, nprocs: int, problem_size: Any,
             attributes: dict[str, Any] | None, created: datetime, root: str, directory: str) -> None:
-        """The run's first record (before the catalog commits the run)."""
-        from .. import __version__
-
-        self.append({"t": "run", "application": application, "run": int(run_id), "catalog": catalog_id,
-                     "nprocs": int(nprocs), "problem_size": problem_size, "attributes": plain_attributes(attributes),
-                     "created": created.isoformat(), "root": root, "dir": directory, "sdm": __version__})
-
-    def around(self, name: str, call: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-        """Run the catalog method *name* (bound as *call*), recording its change first.
-
-        A change is appended and synced before the call; if the catalog then refuses it,
-        an ``abort`` record naming it follows, so a rebuild skips it. Calls that change
-        nothing are made as they are; the group records they return teach the names.
-        """
-        record = self._record(name, args, kwargs)
-        rid = self.append(record) if record is not None else None
-        try:
-            result = call(*args, **kwargs)
-        except BaseException:
-            if rid is not None:
-                self.append({"t": "abort", "ref": rid})
-            raise
-        if name in ("define_group", "group"):
-            self.learn(result)
-        return result
-
-    def learn(self, group: Any) -> None:
-        """Remember the ids of a group record (:class:`~sdm.catalog.GroupRecord`) and its datasets."""
-        self._groups[group.id] = group.name
-        for d in group.datasets:
-            self._datasets[d.id] = (group.name, d.name)
-
-    def _record(self, name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any] | None:
-        """The record of catalog call *name*, or None when it changes nothing of the run."""
-        if name == "define_group":
-            _, gname, level, specs = args
-            return {"t": "group", "name": gname, "level": int(level), "kind": kwargs.get("kind", "state"),
-                    "steps_per_file": kwargs.get("steps_per_file"), "archive": kwargs.get("archive"),
-                    **({"subfiles": int(kwargs["subfiles"])} if kwargs.get("subfiles") is not None else {}), "datasets": [
-                        {"name": s.name, "dtype": s.dtype, "shape": list(s.shape), "order": s.order,
-                         **({"dims": list(s.dims)} if s.dims is not None else {})} for s in specs]}
-        if name == "truncate":  # every step after "after" of the groups named (None: every group) erased
-            _, after, groups = args
-            return {"t": "truncate", "after": int(after), "groups": None if groups is None else list(groups)}
-        if name == "set_distribution":
-            ids, dist = args
-            names = [self._datasets[int(i)] for i in ids]
-            return {"t": "distribution", "datasets": [list(n) for n in names], "distribution": dist}
-        if name == "set_attributes":
-            gid = kwargs.get("group_id")
-            return {"t": "attributes", "group": None if gid is None else self._groups[int(gid)],
-                    "datasets": [self._datasets[int(i)][1] for i in kwargs.get("dataset_ids", ())],
-                    "on_group": bool(kwargs.get("on_group", True)), "attributes": plain_attributes(args[1])}
-        if name == "set_info":
-            return self._info(args, kwargs)
-        if name == "record_writes":
-            return self._writes(args[1])
-        if name == "record_import":
-            row = {k: v for k, v in kwargs.items() if k != "run_id"}
-            return {"t": "import", **row, "shape": [int(n) for n in row["shape"]]}
-        if name in ("open_run", "close_run"):  # a session starts or stops writing the run
-            return {"t": name[:-4], "at": _now().isoformat()}
-        return None
-
-    def _info(self, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The record of an info set (its array as base64); stamps ``created_at`` so the catalog stores the same time."""
-        from .infos import info_value
-
-        _, name, array = args
-        value = info_value(name, array)
-        kwargs["created_at"] = kwargs.get("created_at") or _now()
-        gid, did, step = kwargs.get("group_id"), kwargs.get("dataset_id"), kwargs.get("step")
-        return {"t": "info", "name": name, "group": None if gid is None else self._groups[int(gid)],
-                "dataset": None if did is None else self._datasets[int(did)][1],
-                "step": None if step is None else int(step), "dtype": value.dtype, "shape": list(value.shape),
-                "checksum": value.checksum, "created": kwargs["created_at"].isoformat(),
-                "data": base64.b64encode(value.data).decode("ascii")}
-
-    def _writes(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        """The record of one dump; stamps each row's ``written_at`` so the catalog stores the same time."""
-        now = _now()
-        out = []
-        for w in rows:
-            w["written_at"] = now
-            group, dataset = self._datasets[int(w["dataset_id"])]
-            out.append({"group": group, "dataset": dataset, "step": int(w["step"]), "path": w["path"],
-                        "level": int(w["level"]), "offset": int(w["offset"]), "nbytes": int(w["nbytes"]),
-                        "checksum": w["checksum"], "algo": w["checksum_algo"], "method": w["method"],
-                        "reason": w.get("reason"), "seconds": float(w["seconds"]), "nprocs": int(w["nprocs"]),
-                        "version": int(w.get("version", 1)), "replaces": w.get("replaces"),
-                        "overwrite": bool(w["overwrite"]), **({"copy": _copy(w["copy"])} if w.get("copy") else {}),
-                        **({"extents": [dict(x) for x in w["extents"]]} if w.get("extents") else {})})
-        return {"t": "writes", "written_at": now.isoformat(), "writes": out}
-
-
-def _copy(copy: dict[str, Any]) -> dict[str, Any]:
-    """A write's archive copy (archive-tier groups) as the meta-file keeps it."""
-    when = copy.get("verified_at")
-    return {"tier": copy["tier"], "location": copy["location"], "size": int(copy["size"]),
-            "checksum": copy.get("checksum"), "verified_at": None if when is None else when.isoformat()}
+        """The run's first record (before the catalog commits the run; see :class:`~sdm.catalog.changes.RunCreated`)."""
+        change = RunCreated(application=application, run_id=run_id, catalog_id=catalog_id, nprocs=nprocs,
+                            problem_size=problem_size, attributes=dict(attributes or {}), created=created, root=root,
+                            directory=directory)
+        self.append(change.to_record(self.names))
 
 
 # --------------------------------------------------------------------------- reading

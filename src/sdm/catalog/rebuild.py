@@ -2,7 +2,9 @@
 
 Every run directory keeps a meta-file (:mod:`sdm.catalog.metafile`) with every committed
 change of its run.  :func:`rebuild` scans a data root (or takes one run directory),
-replays each meta-file and recreates its runs in a catalog, SQLite or PostgreSQL, with
+replays each meta-file (its records read back into typed changes, :mod:`sdm.catalog.changes`,
+applied as the session's recorder applied them, one transaction per run) and recreates
+its runs in a catalog, SQLite or PostgreSQL, with
 the same run ids, groups, datasets, attributes, infos, data views, writes (file, offset, bytes,
 checksum, method, version, times), step summaries, files and imports.  A run already in
 the catalog (same id, application and directory) is left as it is, so rebuilding twice,
@@ -23,25 +25,24 @@ names is not registered as a data file either.
 
 from __future__ import annotations
 
-import base64
-import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
 
 import sqlalchemy as sa
 
-from ..errors import CatalogError, IntegrityError, StorageError
+from ..errors import CatalogError, IntegrityError, SDMError, StorageError
 from ..file_formats import Where, check_history
 from ..storage import runs as run_dirs
 from ..storage.confine import escapes, location_escapes, location_refusal, refusal, run_directory
 from ..storage.naming import component
 from . import schema as S
 from .catalog import Catalog
+from .changes import Change, GroupDefined, Names, RunCreated, WritesRecorded, change_of
 from .metafile import META, MetaLog, read_description, read_meta
-from .values import encode_all
 
 __all__ = ["RebuildReport", "rebuild", "find_run_dirs"]
 
@@ -96,76 +97,6 @@ def find_run_dirs(root: Path) -> list[Path]:
     if (root / run_dirs.MARKER).is_file():
         return [root]
     return sorted(p.parent for p in root.glob(f"*/*/{run_dirs.MARKER}"))
-
-
-@dataclass
-class _Run:
-    """One run as its meta-file describes it (the replay of its records)."""
-
-    info: dict[str, Any]
-    groups: dict[str, dict[str, Any]] = field(default_factory=dict)
-    attributes: dict[tuple[str | None, str | None], dict[str, Any]] = field(default_factory=dict)
-    writes: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
-    files: dict[str, int] = field(default_factory=dict)
-    imports: list[dict[str, Any]] = field(default_factory=list)
-    infos: dict[tuple[str | None, str | None, int | None, str], dict[str, Any]] = field(default_factory=dict)
-    copies: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # (path, tier) -> verified copy
-    writers: int = 1
-
-
-def _replay(log: MetaLog) -> _Run:
-    """The run a meta-file describes; records the catalog refused (``abort``) are left out."""
-    records = log.records
-    if not records or records[0].get("t") != "run":
-        raise IntegrityError(f"{log.path} does not start with a run record; it is not an SDM meta-file")
-    aborted = {r.get("ref") for r in records if r.get("t") == "abort"}
-    run = _Run(records[0])
-    run.attributes[(None, None)] = dict(records[0]["attributes"])
-    for rec in records[1:]:
-        kind = rec.get("t")
-        if rec.get("id") in aborted or kind == "abort":
-            continue
-        if kind == "group":
-            if rec["name"] not in run.groups:  # a group reopened later is defined identically
-                run.groups[rec["name"]] = {"level": rec["level"], "kind": rec.get("kind", "state"),
-                                           "steps_per_file": rec.get("steps_per_file"), "truncated_after": None,
-                                           "archive": rec.get("archive"), "subfiles": rec.get("subfiles"),
-                                           "datasets": {d["name"]: dict(d, distribution=None) for d in rec["datasets"]}}
-        elif kind == "truncate":
-            names = set(run.groups) if rec["groups"] is None else set(rec["groups"])
-            after = int(rec["after"])
-            run.writes = {key: w for key, w in run.writes.items() if key[0] not in names or key[2] <= after}
-            for gname in names:
-                run.groups[gname]["truncated_after"] = after
-            run.infos = {key: i for key, i in run.infos.items()
-                         if key[0] not in names or key[2] is None or key[2] <= after}
-        elif kind == "distribution":
-            for gname, dname in rec["datasets"]:
-                run.groups[gname]["datasets"][dname]["distribution"] = rec["distribution"]
-        elif kind == "attributes":
-            group = rec["group"]
-            owners = [(group, None)] if group is None or rec["on_group"] else []
-            for owner in owners + [(group, d) for d in rec["datasets"]]:
-                run.attributes.setdefault(owner, {}).update(rec["attributes"])
-        elif kind == "info":  # setting an info again replaces it
-            run.infos[(rec["group"], rec["dataset"], rec["step"], rec["name"])] = rec
-        elif kind == "writes":
-            for w in rec["writes"]:
-                run.writes[(w["group"], w["dataset"], int(w["step"]))] = dict(w, written_at=rec["written_at"])
-                run.files.setdefault(w["path"], int(w["level"]))
-                for x in w.get("extents") or ():  # a subfiled step: every subfile holding one of its extents
-                    run.files.setdefault(x["path"], int(w["level"]))
-                if w.get("copy"):  # written to the archive tier: its object, verified at the write
-                    run.copies[(w["path"], w["copy"]["tier"])] = dict(w["copy"], path=w["path"])
-        elif kind == "import":
-            run.imports.append(rec)
-        elif kind == "copy":  # sdm migrate/stage: a verified copy of a file on a tier
-            run.copies[(rec["path"], rec["tier"])] = rec
-        elif kind == "uncopy":  # sdm purge
-            run.copies.pop((rec["path"], rec["tier"]), None)
-        elif kind in ("open", "close"):
-            run.writers += 1 if kind == "open" else -1
-    return run
 
 
 def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = None) -> RebuildReport:
@@ -228,15 +159,15 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
         for d in dirs:
             log = kept.pop(d, None) or read_meta(d)
             report.notes.extend(log.notes)
-            run = _replay(log)
-            catalog_ids.add(str(run.info["catalog"]))
-            rebuilt.add((int(run.info["run"]), str(run.info["dir"])))
-            data_root = _data_root(d, run.info["dir"])
-            if _insert(cat, run, data_root):
-                report.added.append(int(run.info["run"]))
-                report.writes += len(run.writes)
+            info = log.records[0]  # the run record (read_meta checked it)
+            catalog_ids.add(str(info["catalog"]))
+            rebuilt.add((int(info["run"]), str(info["dir"])))
+            writes = _insert(cat, log, _data_root(d, info["dir"]))
+            if writes is not None:
+                report.added.append(int(info["run"]))
+                report.writes += writes
             else:
-                report.present.append(int(run.info["run"]))
+                report.present.append(int(info["run"]))
             done += _size(d)
             if progress is not None:
                 progress(done, total)
@@ -334,139 +265,156 @@ def _data_root(run_dir: Path, rel_dir: str) -> Path:
     return path
 
 
-def _insert(cat: Catalog, run: _Run, data_root: Path) -> bool:
-    """Insert one run in one transaction; False when the catalog already holds it."""
-    info = run.info
-    rid, app = int(info["run"]), str(info["application"])
-    r = S.runs
-    with cat._tx() as con:
+def _insert(cat: Catalog, log: MetaLog, data_root: Path) -> int | None:
+    """Replay one run's meta-file into the catalog, in one transaction; the rows of its writes, or None when the
+    catalog already holds it.
+
+    Every record the catalog did not refuse (no ``abort`` names it) is read back into its
+    change (:mod:`sdm.catalog.changes`) and applied as the session applied it; consecutive
+    ``writes`` records are applied together (one call, each row keeping its time). Then
+    the run's data files get their high-water marks from the disk (bytes left by
+    overwrites and crashes are never given out again) and the run its state.
+
+    Raises
+    ------
+    CatalogError
+        The run's id is taken by another run.
+    IntegrityError
+        A record the catalog refuses (naming the meta-file and the line).
+    """
+    records = log.records
+    if not records or records[0].get("t") != "run":
+        raise IntegrityError(f"{log.path} does not start with a run record; it is not an SDM meta-file")
+    # the run lies under *data_root* now, wherever it was written (copied trees, restored archives)
+    run = replace(RunCreated.from_record(records[0], Names(), 0), root=str(data_root))
+    rid, r = run.run_id, S.runs
+    with cat.batch() as con:
         row = con.execute(sa.select(r.c.dir, S.applications.c.name).select_from(
             r.join(S.applications, S.applications.c.id == r.c.application_id)).where(r.c.id == rid)).first()
         if row is not None:
-            if (row[0], row[1]) == (info["dir"], app):
-                return False
+            if (row[0], row[1]) == (run.directory, run.application):
+                return None
             raise CatalogError(
-                f"run id {rid} of {data_root / info['dir']} is taken in catalog {cat.url!r} by another run "
+                f"run id {rid} of {data_root / run.directory} is taken in catalog {cat.url!r} by another run "
                 f"(application {row[1]!r}, directory {row[0]!r}); rebuild into another catalog")
-        writers = max(run.writers, 0)
-        state = "closed" if writers == 0 else ("open" if run_dirs.writer_alive(data_root, info["dir"]) else "interrupted")
-        con.execute(r.insert().values(
-            id=rid, application_id=cat._app_id(con, app, create=True), created_at=_time(info["created"]),
-            nprocs=int(info["nprocs"]),
-            problem_size=None if info["problem_size"] is None else json.dumps(info["problem_size"]),
-            root=str(data_root), dir=info["dir"], state=state, writers=writers if state == "open" else 0))
-        group_ids, dataset_ids = _insert_groups(con, rid, run)
-        attrs = []
-        for (gname, dname), values in run.attributes.items():
-            gid = None if gname is None else group_ids[gname]
-            did = None if dname is None else dataset_ids[(str(gname), dname)]
-            attrs += [dict(run_id=rid, group_id=gid, dataset_id=did, key=k, value_type=t, value_num=n, value_str=s)
-                      for k, t, n, s in encode_all(values)]
-        if attrs:
-            con.execute(S.attributes.insert(), attrs)
-        file_ids = _insert_files(con, rid, run, data_root)
-        if run.copies:
-            con.execute(S.copies.insert(), [dict(
-                file_id=file_ids[path], tier=tier, location=c["location"], size=int(c["size"]), checksum=c["checksum"],
-                state="verified", verified_at=None if c["verified_at"] is None else _time(c["verified_at"]),
-                created_at=_time(c["verified_at"] or run.info["created"]))
-                for (path, tier), c in run.copies.items() if path in file_ids])
-        if run.writes:
-            con.execute(S.writes.insert(), [dict(
-                dataset_id=dataset_ids[(w["group"], w["dataset"])], step=int(w["step"]), file_id=file_ids[w["path"]],
-                offset=int(w["offset"]), nbytes=int(w["nbytes"]), checksum=w["checksum"], checksum_algo=w["algo"],
-                method=w["method"], reason=w["reason"], seconds=float(w["seconds"]), nprocs=int(w["nprocs"]),
-                written_at=_time(w["written_at"]), version=int(w["version"]), extents=len(w.get("extents") or ()))
-                for w in run.writes.values()])
-            _insert_extents(con, run, dataset_ids, file_ids)
-        if run.infos:
-            con.execute(S.infos.insert(), [dict(
-                run_id=rid, group_id=None if i["group"] is None else group_ids[i["group"]],
-                dataset_id=None if i["dataset"] is None else dataset_ids[(i["group"], i["dataset"])], step=i["step"],
-                name=i["name"], dtype=i["dtype"], shape=json.dumps(i["shape"]), data=base64.b64decode(i["data"]),
-                checksum=i["checksum"], created_at=_time(i["created"])) for i in run.infos.values()])
-        if run.imports:
-            keep = [c.name for c in S.imports.columns if c.name not in ("id", "run_id", "shape", "imported_at")]
-            con.execute(S.imports.insert(), [dict({k: i[k] for k in keep}, run_id=rid, shape=json.dumps(i["shape"]),
-                                                  imported_at=_time(i["imported_at"])) for i in run.imports])
-    return True
+        run.apply(cat)
+        names = Names()
+        pending: list[tuple[int, WritesRecorded]] = []
+        for line, change in _changes(log, names, rid):
+            if isinstance(change, WritesRecorded):
+                pending.append((line, change))
+                continue
+            _apply_writes(cat, log, pending)
+            _apply(log, f"line {line}", change, cat, names)
+        _apply_writes(cat, log, pending)
+        _settle_files(con, rid, run, data_root)
+        cat.settle_run(rid, lambda: run_dirs.writer_alive(data_root, run.directory))
+        d, g = S.datasets, S.groups
+        return int(con.execute(sa.select(sa.func.count()).select_from(
+            S.writes.join(d, d.c.id == S.writes.c.dataset_id).join(g, g.c.id == d.c.group_id))
+            .where(g.c.run_id == rid)).scalar_one())
 
 
-def _insert_groups(con: sa.Connection, rid: int, run: _Run
-                   ) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
-    """Groups and datasets in their order, with each dataset's step summary; their new ids."""
-    summary: dict[tuple[str, str], list[int]] = {}
-    nbytes: dict[tuple[str, str], int] = {}
-    for (gname, dname, step), w in run.writes.items():
-        summary.setdefault((gname, dname), []).append(step)
-        nbytes[(gname, dname)] = nbytes.get((gname, dname), 0) + int(w["nbytes"])
-    group_ids: dict[str, int] = {}
-    dataset_ids: dict[tuple[str, str], int] = {}
-    for pos, (gname, g) in enumerate(run.groups.items()):
-        gid = con.execute(S.groups.insert().values(
-            run_id=rid, name=gname, level=int(g["level"]), position=pos, kind=g["kind"],
-            steps_per_file=g["steps_per_file"], truncated_after=g["truncated_after"],
-            archive=g["archive"], subfiles=g.get("subfiles")).returning(S.groups.c.id)).scalar_one()
-        group_ids[gname] = int(gid)
-        for i, (dname, d) in enumerate(g["datasets"].items()):
-            steps = summary.get((gname, dname), [])
-            did = con.execute(S.datasets.insert().values(
-                group_id=gid, name=dname, position=i, dtype=d["dtype"], shape=json.dumps(list(d["shape"])),
-                storage_order=d["order"], dims=None if d.get("dims") is None else json.dumps(list(d["dims"])),
-                distribution=None if d["distribution"] is None else json.dumps(d["distribution"]),
-                nsteps=len(steps), first_step=min(steps, default=None), last_step=max(steps, default=None),
-                nbytes_written=nbytes.get((gname, dname), 0)).returning(S.datasets.c.id)).scalar_one()
-            dataset_ids[(gname, dname)] = int(did)
-    return group_ids, dataset_ids
+def _changes(log: MetaLog, names: Names, run_id: int) -> Iterator[tuple[int, Change[Any]]]:
+    """``(line, change)`` of every record after the run's that the catalog did not refuse (no ``abort`` names it),
+    its names turned into ids by *names* (which the caller teaches as it defines groups)."""
+    records = log.records
+    aborted = {rec.get("ref") for rec in records if rec.get("t") == "abort"}
+    for line, rec in enumerate(records[1:], start=2):
+        if rec.get("id") in aborted:
+            continue
+        try:
+            change = change_of(rec, names, run_id)
+        except KeyError as exc:  # a name no earlier record defines (the checks of read_meta let none through)
+            raise IntegrityError(f"{log.path} line {line}: names {exc.args[0]!r}, which no earlier record defines; "
+                                 "it is not an SDM meta-file") from None
+        if change is not None:
+            yield line, change
 
 
-def _insert_files(con: sa.Connection, rid: int, run: _Run, data_root: Path) -> dict[str, int]:
-    """The run's data files: those its writes name and the others in its directory (left by overwrites, crashes).
+def _replay(log: MetaLog) -> list[Change[Any]]:
+    """The changes a checked meta-file holds, read back without a catalog (ids made up): what a rebuild applies.
 
-    A file's high-water mark is the larger of its last write's end and its size on disk,
-    so new space is never given out over bytes already there.
+    Raises
+    ------
+    IntegrityError
+        The meta-file does not start with a run record.
     """
-    ends: dict[str, int] = {}
-    for w in run.writes.values():
-        for x in w.get("extents") or [w]:
-            ends[x["path"]] = max(ends.get(x["path"], 0), int(x["offset"]) + int(x["nbytes"]))
-    files = dict(run.files)
-    rel_dir = str(run.info["dir"])
-    named = {f"{component(g)}.sdm": 3 for g, grp in run.groups.items() if grp["level"] == 3}
-    named.update({f"{component(g)}.{component(d)}.sdm": 2
-                  for g, grp in run.groups.items() if grp["level"] == 2 for d in grp["datasets"]})
+    records = log.records
+    if not records or records[0].get("t") != "run":
+        raise IntegrityError(f"{log.path} does not start with a run record; it is not an SDM meta-file")
+    run = RunCreated.from_record(records[0], Names(), 0)
+    names = Names()
+    out: list[Change[Any]] = [run]
+    for _, change in _changes(log, names, run.run_id):
+        if isinstance(change, GroupDefined) and change.name not in names.group_ids:
+            first = len(names.datasets) + 1
+            names.learn(SimpleNamespace(id=len(names.groups) + 1, name=change.name, datasets=[
+                SimpleNamespace(id=first + i, name=s.name) for i, s in enumerate(change.specs)]))
+        out.append(change)
+    return out
+
+
+def _apply(log: MetaLog, lines: str, change: Change[Any], cat: Catalog, names: Names) -> None:
+    """Apply one change as the recorder does; a refusal of the catalog is the meta-file's fault: an IntegrityError
+    naming its line(s)."""
+    try:
+        change.learn(change.apply(cat), names)
+    except (CatalogError, StorageError):
+        raise
+    except SDMError as exc:
+        raise IntegrityError(f"{log.path} {lines}: the catalog refuses this record ({exc}); a session never "
+                             "journals what its catalog refused, so the meta-file was edited or not written by SDM: "
+                             "restore the run directory from a copy") from None
+
+
+def _apply_writes(cat: Catalog, log: MetaLog, pending: list[tuple[int, WritesRecorded]]) -> None:
+    """Apply consecutive ``writes`` records in one call (their rows in order, each with its own time); empties
+    *pending*."""
+    if not pending:
+        return
+    first, last = pending[0][0], pending[-1][0]
+    merged = WritesRecorded(pending[0][1].run_id, tuple(w for _, c in pending for w in c.rows), pending[0][1].written_at)
+    pending.clear()
+    _apply(log, f"line {first}" if first == last else f"lines {first}-{last}", merged, cat, Names())
+
+
+def _settle_files(con: sa.Connection, rid: int, run: RunCreated, data_root: Path) -> None:
+    """The run's data files: those its writes made, with high-water marks at least their size on disk and their
+    last row's end, and the other data files of its directory (left by overwrites, crashes).
+
+    So new space is never given out over bytes already there.
+    """
+    f, sp = S.files, S.spans()
+    held = {str(p): (int(i), int(e)) for p, i, e in con.execute(
+        sa.select(f.c.path, f.c.id, f.c.alloc_end).where(f.c.run_id == rid))}
+    ends = {int(i): int(e) for i, e in con.execute(
+        sa.select(sp.c.file_id, sa.func.max(sp.c.offset + sp.c.nbytes))
+        .where(sp.c.file_id.in_([i for i, _ in held.values()] or [-1])).group_by(sp.c.file_id))}
+    rel_dir = run.directory
+    g, d = S.groups, S.datasets
+    named: dict[str, int] = {}
+    for gname, level, dname in con.execute(sa.select(g.c.name, g.c.level, d.c.name).select_from(
+            g.join(d, d.c.group_id == g.c.id)).where(g.c.run_id == rid, g.c.level > 1)):
+        named[f"{component(gname)}.sdm" if level == 3 else f"{component(gname)}.{component(dname)}.sdm"] = int(level)
+    found: dict[str, int] = {}
     for p in sorted((data_root / rel_dir).glob("*.sdm")):
         level = 1 if _LEVEL1.search(p.name) else named.get(p.name)
         if level is not None and escapes(data_root, rel_dir, f"{rel_dir}/{p.name}") is None:  # never a link
-            files.setdefault(f"{rel_dir}/{p.name}", level)
-    rows = []
-    for path, level in files.items():
+            found[f"{rel_dir}/{p.name}"] = level
+    for path in sorted(set(held) | set(found)):
         try:
             size = (data_root / path).stat().st_size
         except OSError:
             size = 0
-        rows.append(dict(run_id=rid, path=path, level=level, created_at=_time(run.info["created"]),
-                         alloc_end=max(ends.get(path, 0), size)))
-    if rows:
-        con.execute(S.files.insert(), rows)
-    got = con.execute(sa.select(S.files.c.path, S.files.c.id).where(S.files.c.run_id == rid))
-    return {str(p): int(i) for p, i in got}
-
-
-def _insert_extents(con: sa.Connection, run: _Run, dataset_ids: dict[tuple[str, str], int],
-                    file_ids: dict[str, int]) -> None:
-    """The extents of the run's subfiled steps (their writes rows just inserted)."""
-    subfiled = [w for w in run.writes.values() if w.get("extents")]
-    if not subfiled:
-        return
-    w = S.writes
-    ids = {(int(d), int(st)): int(i) for i, d, st in con.execute(
-        sa.select(w.c.id, w.c.dataset_id, w.c.step).where(w.c.extents > 0,
-                                                        w.c.dataset_id.in_(sorted(set(dataset_ids.values())))))}
-    con.execute(S.extents.insert(), [dict(
-        write_id=ids[(dataset_ids[(x["group"], x["dataset"])], int(x["step"]))], seq=k, file_id=file_ids[e["path"]],
-        offset=int(e["offset"]), nbytes=int(e["nbytes"]), start=int(e["start"]), checksum=e["checksum"],
-        checksum_algo=e["checksum_algo"]) for x in subfiled for k, e in enumerate(x["extents"])])
+        if path in held:
+            fid, end = held[path]
+            want = max(end, ends.get(fid, 0), size)
+            if want != end:
+                con.execute(f.update().where(f.c.id == fid).values(alloc_end=want))
+        else:
+            con.execute(f.insert().values(run_id=rid, path=path, level=found[path], created_at=run.created,
+                                          alloc_end=size))
 
 
 def _rebuild_histories(cat: Catalog, data_root: Path, notes: list[str]) -> int:

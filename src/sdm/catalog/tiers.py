@@ -132,7 +132,7 @@ def copies(cat: "Catalog", run_id: int, paths: Any = None) -> dict[str, list[Cop
     implicit fast copy)."""
     q, params = (_COPIES, {"r": int(run_id)}) if paths is None else (_COPIES_OF, {"r": int(run_id), "p": list(paths)})
     out: dict[str, list[Copy]] = {}
-    with cat.engine.connect() as con:
+    with cat._connect() as con:
         for path, end, tier, location, size, checksum, state, verified_at in con.execute(q, params):
             found = out.setdefault(path, [])
             if tier is None:
@@ -150,8 +150,9 @@ def _file_id(con: sa.Connection, run_id: int, path: str) -> int:
 
 
 def put_copy(cat: "Catalog", run_id: int, path: str, tier: str, *, location: str, size: int,
-             checksum: str | None = None, state: str = "copying", verified_at: datetime | None = None) -> None:
-    """Record (or replace) the copy of a file on *tier*, in one transaction.
+             checksum: str | None = None, state: str = "copying", verified_at: datetime | None = None,
+             created_at: datetime | None = None) -> None:
+    """Record (or replace) the copy of a file on *tier*, in one transaction (*created_at*: of a new row, default now).
 
     Raises
     ------
@@ -165,17 +166,18 @@ def put_copy(cat: "Catalog", run_id: int, path: str, tier: str, *, location: str
         raise InvalidArgumentError(f"copy state must be one of {', '.join(S.COPY_STATES)}, got {state!r}")
     with cat._tx() as con:
         upsert_copy(con, _file_id(con, run_id, path), tier=tier, location=location, size=size, checksum=checksum,
-                    state=state, verified_at=verified_at)
+                    state=state, verified_at=verified_at, created_at=created_at)
 
 
 def upsert_copy(con: sa.Connection, file_id: int, *, tier: str, location: str, size: int, checksum: str | None,
-                state: str, verified_at: datetime | None) -> None:
-    """Record (or replace) the copy of file *file_id* on *tier*, in the transaction of *con*."""
+                state: str, verified_at: datetime | None, created_at: datetime | None = None) -> None:
+    """Record (or replace) the copy of file *file_id* on *tier*, in the transaction of *con* (*created_at*: of a
+    new row, default now)."""
     c = S.copies
     values = dict(location=location, size=int(size), checksum=checksum, state=state, verified_at=verified_at)
     done = con.execute(c.update().where(c.c.file_id == file_id, c.c.tier == tier).values(**values)).rowcount
     if not done:
-        con.execute(c.insert().values(file_id=file_id, tier=tier, created_at=_now(), **values))
+        con.execute(c.insert().values(file_id=file_id, tier=tier, created_at=created_at or _now(), **values))
 
 
 def drop_copy(cat: "Catalog", run_id: int, path: str, tier: str) -> None:
@@ -215,7 +217,7 @@ def operations(cat: "Catalog", run_id: int | None = None) -> list[Operation]:
     q = sa.select(t).order_by(t.c.started_at, t.c.id)
     if run_id is not None:
         q = q.where(t.c.run_id == int(run_id))
-    with cat.engine.connect() as con:
+    with cat._connect() as con:
         rows: list[Any] = list(con.execute(q).mappings())
     return [Operation(int(r["id"]), r["run_id"], r["operation"], r["tier"], r["who"], utc(r["started_at"]),
                       _when(r["finished_at"]), int(r["files"]), int(r["nbytes"]), r["seconds"], r["outcome"], r["detail"])

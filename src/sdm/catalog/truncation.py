@@ -28,7 +28,7 @@ from .records import Truncation
 __all__ = ["truncate"]
 
 
-def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str] | None, writers: int,
+def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str] | None, writers: int | None,
              shown_url: str, confine: Callable[[str, str], Any] | None = None) -> Truncation:
     """Erase every step after *after_step* of the groups named (every group: None) of a run.
 
@@ -38,7 +38,8 @@ def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str
         Inside a write transaction (the caller commits).
     writers : int
         Writing sessions the caller itself holds on the run (a session: 1); more refuse
-        the truncation, since another job could be writing into the space given back.
+        the truncation, since another job could be writing into the space given back
+        (None: no check, a rebuild replaying a truncation made when it was allowed).
     confine : callable, optional
         ``confine(path, record)`` is called, before the caller commits, for every file the
         truncation gives back (to be deleted or cut); it raises to refuse the whole
@@ -56,7 +57,7 @@ def truncate(con: Connection, run_id: int, after_step: int, groups: Sequence[str
     run = con.execute(sa.select(r.c.state, r.c.writers).where(r.c.id == run_id).with_for_update()).first()
     if run is None:
         raise RunNotFoundError(f"no run {run_id} in catalog {shown_url!r}")
-    if run.state == "open" and int(run.writers) > writers:
+    if writers is not None and run.state == "open" and int(run.writers) > writers:
         raise RunStateError(
             f"run {run_id} is being written by {int(run.writers) - writers} other session(s); truncate it when it "
             "has no other writer"

@@ -184,7 +184,7 @@ def _constants(session: "Session", location: str) -> "RemoteConstants":
 
     def lookup() -> dict[str, Any] | None:
         for target in targets:
-            record = session.catalog_call("latest_calibration", target)
+            record = session.open_catalog().latest_calibration(target)
             if record is not None:
                 return dict(record["constants"])
         return None

@@ -50,6 +50,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..catalog import tiers as rows
+from ..catalog.changes import CopyDropped, CopyPut
+from ..catalog.recorder import Recorder
 from ..errors import IntegrityError, InvalidArgumentError, RunStateError, StorageError
 from . import runs
 from .confine import confine, escapes, location_escapes, location_refusal, refusal, row_record
@@ -239,21 +241,12 @@ _JOURNALS: dict[int, Any] = {}
 def _put(cat: "Catalog", run_id: int, path: str, tier: str, *, state: str = "copying", **values: Any) -> None:
     """Record a copy; a verified one is first appended to the run's meta-file (``copy``), so a rebuilt
     catalog knows where the bytes are."""
-    journal = _JOURNALS.get(run_id)
-    if journal is not None and state == "verified":
-        when = values.get("verified_at")
-        journal.append({"t": "copy", "path": path, "tier": tier, "location": values["location"],
-                        "size": int(values["size"]), "checksum": values.get("checksum"),
-                        "verified_at": None if when is None else when.isoformat()})
-    rows.put_copy(cat, run_id, path, tier, state=state, **values)
+    Recorder(cat, _JOURNALS.get(run_id)).record(CopyPut(run_id, path, tier, state=state, **values))
 
 
 def _drop(cat: "Catalog", run_id: int, path: str, tier: str) -> None:
     """Forget a copy; first appended to the run's meta-file (``uncopy``)."""
-    journal = _JOURNALS.get(run_id)
-    if journal is not None:
-        journal.append({"t": "uncopy", "path": path, "tier": tier})
-    rows.drop_copy(cat, run_id, path, tier)
+    Recorder(cat, _JOURNALS.get(run_id)).record(CopyDropped(run_id, path, tier))
 
 
 def _journal(root: Path, rel_dir: str) -> Any:
