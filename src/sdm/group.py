@@ -579,9 +579,10 @@ class Group:
         places = self._reserve_everywhere(names, int(step), plan, [self._nbytes[n] for n in names], layouts)
         accesses = [self._access(n, True, statsets, i) for i, n in enumerate(names)]
         archived = self.record.archive is not None
+        chosen = s.planner.choose_many(method or s.method, [None if archived or lay is not None else a
+                                                            for a, lay in zip(accesses, layouts)])
         decisions = [_ARCHIVE_WRITE if archived else _Decision(get_method("servers"), lay.reason) if lay is not None
-                     else _noted(s.planner.choose(method or s.method, a), note)
-                     for a, lay, note in zip(accesses, layouts, notes)]
+                     else _noted(d, note) for d, lay, note in zip(chosen.decisions, layouts, notes)]  # type: ignore[arg-type]
         n = len(names)
         extent_digests: list[list[int]] = [[0] * len(lay.extents) if lay is not None else [] for lay in layouts]
         threads = s.checksum and self._spare_cores()
@@ -592,6 +593,8 @@ class Group:
         subfiles: dict[Path, None] = {}  # the subfiles this rank wrote (each its own: synced here alone)
         digests: list[str] = [""] * n  # archive-tier objects: their digests (rank 0)
         for i, ((view, arr), decision, (rel, offset, _, _), name) in enumerate(zip(prepared, decisions, places, names)):  # type: ignore[arg-type]
+            if chosen.settles(i):  # a trial ended earlier in this dump (agreed here): its winner writes the rest
+                decision = decisions[i] = _noted(chosen.settle(i, seconds, s.comm), notes[i])
             backend: Any = self._store() if archived else s.files
             path: Any = rel if archived else self._absolute(rel)
             sync_now = s.sync and not appends(self.level)
