@@ -195,6 +195,16 @@ def summarise(samples: list[dict]) -> dict[str, Any]:
     return {"rows": rows, "geomean": geo}
 
 
+COLUMNS = ("round", "config", "workload", "dumps", "method", "seconds", "methods")
+
+
+def compact(result: dict[str, Any]) -> dict[str, Any]:
+    """*result* with its samples as rows of :data:`COLUMNS` (seconds to 4 digits; auto's methods only)."""
+    rows = [[x["round"], x["config"], x["workload"], x["dumps"], x["method"], float(f"{x['seconds']:.4g}"),
+             x["methods"] or None] for x in result["samples"]]
+    return {**result, "samples": {"columns": COLUMNS, "rows": rows}}
+
+
 def markdown(results: list[dict], meta: dict[str, Any]) -> str:
     lines = ["# `auto` against the best fixed method on short runs", "",
              f"SDM {meta['sdm_version']} ({meta['git_commit']}), {meta['date']}, host {meta['host']} with "
@@ -278,7 +288,8 @@ def main() -> None:
             "cores": os.cpu_count(), "fs": "/dev/shm (tmpfs)" if os.path.isdir("/dev/shm") else "the temp dir",
             "rounds": a.rounds, "load": os.getloadavg()}
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "auto_short.json").write_text(json.dumps({"meta": meta, "results": results}, separators=(",", ":")))
+    (a.out / "auto_short.json").write_text(json.dumps({"meta": meta, "results": [compact(r) for r in results]},
+                                                      separators=(",", ":")))
     text = markdown(results, meta)
     (a.out / "auto_short.md").write_text(text)
     plot(results, a.out / "auto_short.png")
