@@ -14,6 +14,7 @@ __all__ = [
     "CatalogUnavailableError",
     "CatalogVersionError",
     "CatalogDamagedError",
+    "CalibrationError",
     "NotFoundError",
     "ApplicationNotFoundError",
     "RunNotFoundError",
@@ -86,6 +87,10 @@ class CatalogDamagedError(CatalogError):
     SDM never replaces a damaged catalog by a new empty one: restore it from a backup
     (or rebuild it from the runs' meta-files) and open it again.
     """
+
+
+class CalibrationError(SDMError, ValueError):
+    """A calibration's fit is degenerate (a byte that costs nothing, a fit worse than a constant): not stored."""
 
 
 class NotFoundError(SDMError, KeyError):

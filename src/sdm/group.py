@@ -582,10 +582,12 @@ class Group:
         shared = self._shared_files(places, layouts, method) if not archived else {}
         # the planner's view of each access (not needed for a dataset written in a combined call)
         accesses = [None if i in shared else self._access(n, True, statsets, i) for i, n in enumerate(names)]
+        chosen = s.planner.choose_many(method or s.method, [None if archived or lay is not None else a
+                                                            for a, lay in zip(accesses, layouts)])
         decisions = [_ARCHIVE_WRITE if archived else _Decision(get_method("servers"), lay.reason) if lay is not None
                      else _combined_decision(len(shared[i]), method or s.method) if i in shared
-                     else _noted(s.planner.choose(method or s.method, a), note)
-                     for i, (a, lay, note) in enumerate(zip(accesses, layouts, notes))]
+                     else _noted(d, note)  # type: ignore[arg-type]
+                     for i, (d, lay, note) in enumerate(zip(chosen.decisions, layouts, notes))]
         combined = {id(members): members for members in shared.values()}  # one call per file, alike everywhere
         n = len(names)
         extent_digests: list[list[int]] = [[0] * len(lay.extents) if lay is not None else [] for lay in layouts]
@@ -608,6 +610,8 @@ class Group:
         for i, ((view, arr), decision, (rel, offset, _, _), name) in enumerate(zip(prepared, decisions, places, names)):  # type: ignore[arg-type]
             if i in done:
                 continue
+            if chosen.settles(i):  # a trial ended earlier in this dump (agreed here): its winner writes the rest
+                decision = decisions[i] = _noted(chosen.settle(i, seconds, s.comm), notes[i])
             backend: Any = self._store() if archived else s.files
             path: Any = rel if archived else self._absolute(rel)
             sync_now = s.sync and not appends(self.level)

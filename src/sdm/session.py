@@ -44,7 +44,10 @@ from .errors import (
 from .group import Dataset, Group
 from .layout import Distribution
 from .layout.agreement import agree_view, by_value
+from .catalog import planner_choices as choices
 from .planner import Planner, choose_method
+from .planner.learned import MOST_ROWS, from_rows
+from .planner.model import METHODS
 from .segments import check_kind, release_space
 from .storage.backends.mpiio import MPIIOBackend
 from .storage import FileCache, check_level, check_name, check_steps_per_file, durability, runs, trailer
@@ -177,19 +180,22 @@ class Session:
                 raise
             if mode != "w" and root is None:
                 data_root = Path(rec.root)
-            # a catalog made just now holds no calibration
+            # a catalog made just now holds no calibration and no learned choices
             calibration = None if self.catalog.created else self.catalog.latest_calibration(str(data_root))
-            return redact_url(url), str(data_root), rec, calibration, previous  # the password stays on rank 0
+            learned = [] if self.catalog.created else choices.load(self.catalog, str(data_root), MOST_ROWS)
+            return redact_url(url), str(data_root), rec, (calibration, learned), previous  # the password stays on rank 0
 
         try:
-            self.catalog_url, root_text, self.run, calibration, self.previous_state = root_call_resting(self.comm, setup)
+            self.catalog_url, root_text, self.run, (calibration, learned), self.previous_state = root_call_resting(
+                self.comm, setup)
         except BaseException:
             self.comm.Free()
             raise
         self.root = Path(root_text)
         self.run_id = self.run.id
         self.run_dir = self.run.dir or runs.legacy_run_dir(self.run.application, self.run.id)
-        self.planner = Planner(calibration, planner_hints, self.hints)
+        self.planner = Planner(calibration, planner_hints, self.hints, learned=from_rows(learned, METHODS),
+                               run_id=self.run_id)
         self.files = MPIIOBackend(self.comm, writable=(mode != "r"), capacity=open_files, info=_info(hints),
                                sync_mode=durability.sync_mode(self.hints))
         self.sources = FileCache(self.comm, writable=False, capacity=8, info=_info(hints))  # imported files
@@ -366,6 +372,8 @@ class Session:
                     self.catalog.mark_interrupted(self.run_id)
                 else:
                     self._record(RunClosed(self.run_id))
+                if self.planner.measured:  # what this session's trials settled, for later runs on this target
+                    choices.store(self.catalog, str(self.root), [v.as_row(k) for k, v in self.planner.measured.items()])
         finally:
             self._release_run()
         if failure is not None:

@@ -28,7 +28,7 @@ def make_version_1(url: str) -> None:
     engine = engine_for(url)
     try:
         with engine.begin() as con:
-            for table in ("extents", "tier_operations", "copies", "infos"):  # 0011, 0008, 0007
+            for table in ("planner_choices", "extents", "tier_operations", "copies", "infos"):  # 0012, 0011, 0008, 0007
                 con.execute(sa.text(f"DROP TABLE {table}"))
             for t in reversed(S.V2_TABLES):
                 con.execute(sa.text(f"DROP TABLE {t.name}"))

@@ -137,7 +137,7 @@ def test_a_0006_catalog_is_upgraded_and_takes_infos(catalog_url: str) -> None:
     cat = Catalog(catalog_url)
     run = cat.create_run("app", nprocs=1, root="/data", attributes={"k": 1})
     with cat.engine.begin() as con:  # back to revision 0006: no table infos (nor those of 0008, nor 0009's column)
-        for table in ("extents", "tier_operations", "copies", "infos"):
+        for table in ("planner_choices", "extents", "tier_operations", "copies", "infos"):
             con.execute(sa.text(f"DROP TABLE {table}"))
         con.execute(sa.text("ALTER TABLE groups DROP COLUMN archive"))
         con.execute(sa.text("ALTER TABLE datasets DROP COLUMN dims"))
@@ -147,7 +147,7 @@ def test_a_0006_catalog_is_upgraded_and_takes_infos(catalog_url: str) -> None:
     cat.close()
     cat = Catalog(catalog_url, create=False)  # upgraded in place
     try:
-        assert cat.schema_version == "0011" and sa.inspect(cat.engine).has_table("infos")
+        assert cat.schema_version == "0012" and sa.inspect(cat.engine).has_table("infos")
         assert cat.run(run).attributes == {"k": 1} and cat.infos(run) == []
         cat.set_info(run, "units", np.array(["m"]))
         np.testing.assert_array_equal(cat.info(run, "units").array(), np.array(["m"]))

@@ -236,7 +236,7 @@ def test_step_summaries_are_rebuilt_when_a_0004_catalog_is_upgraded(catalog_url:
         for column in ("kind", "steps_per_file", "truncated_after", "archive", "subfiles"):  # and 0006, 0009, 0011's
             con.execute(sa.text(f"ALTER TABLE groups DROP COLUMN {column}"))
         con.execute(sa.text("ALTER TABLE writes DROP COLUMN extents"))  # 0011
-        for table in ("extents", "tier_operations", "copies", "infos"):  # and the tables of 0011, 0008 and 0007
+        for table in ("planner_choices", "extents", "tier_operations", "copies", "infos"):  # of 0012, 0011, 0008, 0007
             con.execute(sa.text(f"DROP TABLE {table}"))
         con.execute(sa.text("UPDATE alembic_version SET version_num = '0004'"))
         sums = dict(con.execute(sa.text("SELECT dataset_id, SUM(nbytes) FROM writes GROUP BY dataset_id")).all())

@@ -30,7 +30,7 @@ from rich.text import Text
 
 from .. import config
 from ..catalog.urls import mask_urls, redact_url
-from ..errors import SDMError
+from ..errors import CalibrationError, SDMError
 from ..storage.mounts import fs_type
 
 __all__ = ["register", "bench_app", "run_ncio", "run_calibration", "write_ncio", "fs_type"]
@@ -237,6 +237,8 @@ def calibrate_cmd(
     url = _catalog_url(catalog, directory)
     try:
         row = _save(url, directory, model, samples, direct)
+    except CalibrationError as exc:  # measured, but unusable: said, and not stored
+        _fail(f"calibration of {directory} not stored: {exc}")
     except SDMError as exc:
         _fail(f"measured, but could not store the calibration in {redact_url(url)}: {exc}")
     if as_json:

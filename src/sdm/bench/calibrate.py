@@ -11,7 +11,11 @@ A short micro-benchmark, run collectively by the ranks that will use the target:
    sequential and jumping, holes, noncontiguous memory, interleaved ranks;
 3. a fit of the constants to those timings: nonnegative least squares on relative
    errors, with a weak pull towards the defaults so that a constant the runs hardly
-   see stays plausible.
+   see stays plausible;
+4. a check of the fit (:func:`fit_problems`): a fit under load can be degenerate -- a
+   byte cost of 0, or constants that predict the samples no better than one constant
+   time would -- and then ranks the methods worse than the defaults do.  Such a fit
+   is refused (:class:`~sdm.errors.CalibrationError`), never stored.
 
 The constants, the ROMIO settings in effect and every sample are stored in the
 catalog's ``io_calibrations`` table for the target directory, where sessions writing
@@ -21,6 +25,7 @@ under that directory find them (``Planner``, ``sdm predict``).
 from __future__ import annotations
 
 import functools
+import math
 import os
 import statistics
 import tempfile
@@ -33,13 +38,15 @@ from typing import Any, Callable
 import numpy as np
 from mpi4py import MPI
 
+from ..errors import CalibrationError
 from .measure import (WARM_BYTES, data_file, pattern_access, run_method, sample_calls, scratch_file, steady_memory,
                       timed)
 from ..storage.durability import make_durable
 from ..planner.model import CONSTANTS, DEFAULTS, CostModel, structure
 from .patterns import Pattern
 
-__all__ = ["RUNS", "QUICK_RUNS", "REPEATS", "Sample", "calibrate", "fit", "nnls", "store"]
+__all__ = ["RUNS", "QUICK_RUNS", "REPEATS", "MIN_SIZES", "Sample", "calibrate", "check_fit", "fit", "fit_problems",
+           "nnls", "store"]
 
 K, M = 1 << 10, 1 << 20
 REPEATS = 5  #: timed repeats per calibration sample (median)
@@ -65,9 +72,13 @@ RUNS: tuple[tuple[str, Pattern], ...] = (
     ("posix", Pattern(64, 512, 16 * K)), ("list", Pattern(64, 512, 16 * K)),  # a new page per region
     ("servers", Pattern(64, 32768)),  # several rounds
 )
-#: A smaller set for tests and a first look: one small noncontiguous pattern per method.
-QUICK_RUNS: tuple[tuple[str, Pattern], ...] = tuple(
-    (m, Pattern(64, 64)) for m in ("posix", "list", "datatype", "sieving", "collective", "servers"))
+#: A smaller set for tests and a first look: one small noncontiguous pattern per method, and two
+#: larger posix ones (so that the byte costs see :data:`MIN_SIZES` sizes).
+QUICK_RUNS: tuple[tuple[str, Pattern], ...] = (
+    *((m, Pattern(64, 64)) for m in ("posix", "list", "datatype", "sieving", "collective", "servers")),
+    ("posix", Pattern(4 * K, 16)), ("posix", Pattern(256 * K, 2)))
+#: Distinct bytes per rank the samples must move for a fit to tell byte costs from fixed ones.
+MIN_SIZES = 3
 
 
 @dataclass(frozen=True)
@@ -141,6 +152,59 @@ def fit(samples: list[Sample], prior: dict[str, float] | None = None, weight: fl
     scale = np.array([prior[k] if prior[k] > 0 else 1.0 for k in names])  # solve in units of the prior
     x = nnls(a * scale, b) * scale
     return {**{k: float(v) for k, v in zip(names, x)}, **known}
+
+
+def _relative_rms(predicted: np.ndarray, measured: np.ndarray) -> float:
+    return float(np.sqrt(np.mean((predicted / measured - 1.0) ** 2)))
+
+
+def fit_problems(samples: list[Sample], constants: dict[str, float]) -> list[str]:
+    """What makes a fit of *constants* to *samples* unusable (empty: none), in words.
+
+    Refused: a constant that is not a finite number >= 0; a byte cost (``byte_w``,
+    ``byte_r``) of 0 or less (bandwidth without limit: every method that moves more
+    bytes looks free); samples of fewer than :data:`MIN_SIZES` distinct sizes (bytes per
+    rank), which cannot tell a byte's cost from a call's; and a fit whose relative error
+    on the samples is no smaller than that of the best single constant time for every
+    sample (the constants explain nothing of the differences between samples).  Without
+    *samples* only the constants are checked.
+    """
+    out = []
+    bad = sorted(k for k, v in constants.items() if not (math.isfinite(v) and v >= 0))
+    if bad:
+        out.append(f"{', '.join(bad)} not a finite number >= 0")
+    zero = [k for k in ("byte_w", "byte_r") if k not in bad and constants.get(k, 0.0) <= 0]
+    if zero:
+        out.append(f"{' and '.join(zero)} fitted to 0 (a byte would cost nothing)")
+    timed = [s for s in samples if math.isfinite(s.seconds) and s.seconds > 0]
+    sizes = len({s.pattern.size * s.pattern.count for s in timed})
+    if samples and sizes < MIN_SIZES:
+        out.append(f"the samples move {sizes} distinct size{'s' if sizes != 1 else ''} per rank "
+                   f"(at least {MIN_SIZES} tell a byte's cost from a call's)")
+    if timed and not bad:
+        measured = np.array([s.seconds for s in timed])
+        predicted = np.array([sum(n * constants.get(k, 0.0) for k, n in s.counts.items()) for s in timed])
+        flat = float(np.sum(1 / measured) / np.sum(1 / measured ** 2))  # the best constant for relative errors
+        err, flat_err = _relative_rms(predicted, measured), _relative_rms(np.full_like(measured, flat), measured)
+        if err >= flat_err:
+            out.append(f"its error on the samples (rms {err:.0%} of the measured times) is no smaller than one "
+                       f"constant time's ({flat_err:.0%})")
+    return out
+
+
+def check_fit(samples: list[Sample], constants: dict[str, float]) -> None:
+    """Refuse a degenerate fit (see :func:`fit_problems`).
+
+    Raises
+    ------
+    CalibrationError
+        With every problem found, and what to do.
+    """
+    problems = fit_problems(samples, constants)
+    if problems:
+        raise CalibrationError(f"the fit is degenerate: {'; '.join(problems)}. Not stored: calibrate again when "
+                               f"the machine is quieter, or with more --repeats; until then `auto` uses the "
+                               f"default constants (or the calibration stored before)")
 
 
 # ------------------------------------------------------------------------ measuring
@@ -333,9 +397,16 @@ def _calibrate(comm: MPI.Intracomm, directory: Path, quick: bool, repeats: int,
 
 def store(url: str, target: str | Path, model: CostModel, samples: list[Sample] | None = None,
           direct: dict[str, float] | None = None) -> int:
-    """Save *model* as the calibration of *target* in the catalog at *url* (rank 0 only); returns its id."""
+    """Save *model* as the calibration of *target* in the catalog at *url* (rank 0 only); returns its id.
+
+    Raises
+    ------
+    CalibrationError
+        The fit is degenerate (:func:`check_fit` with *samples*): nothing is stored.
+    """
     from ..catalog import Catalog
 
+    check_fit(list(samples or ()), dict(model.constants))
     cat = Catalog(url, create=True)
     try:
         extra = {"direct": direct or {}, "samples": [s.as_dict() for s in samples or ()]}

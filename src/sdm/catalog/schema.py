@@ -53,7 +53,10 @@ verification time; a file without a row lives on the fast tier only, at its path
 file), ``writes.extents`` (how many extents a step is cut into; 0: one run of bytes at
 the row's file and offset) and ``extents`` (each extent of a subfiled step: its file,
 offset, bytes, first byte in the canonical stream, ``xxh3-64`` checksum; the row's
-file and offset are its first extent's).
+file and offset are its first extent's); 0012 = ``planner_choices``: per storage target
+and access pattern (a digest of the access and the session's hints) the method a
+trial measured fastest, the trial's medians and the run that measured it
+(:mod:`sdm.planner.learned`).
 Catalogs made before Alembic carry their version in the table ``sdm_schema``; they are
 stamped with the matching revision and upgraded in place on open.
 """
@@ -82,7 +85,7 @@ from sqlalchemy import (
 from sqlalchemy import Table
 
 #: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0011"
+SCHEMA_VERSION = "0012"
 
 #: Run states (``runs.state``).
 RUN_STATES = ("open", "closed", "interrupted")
@@ -366,6 +369,21 @@ tier_operations = Table(
     Index("ix_tier_operations_run", "run_id", "started_at"),
 )
 
+
+# ----------------------------------------------------------------------------- version 12
+
+planner_choices = Table(
+    "planner_choices",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("target", Text, nullable=False),  # storage target, as io_calibrations.target
+    Column("pattern", String(32), nullable=False),  # sdm.planner.learned.pattern_digest
+    Column("method", String(32), nullable=False),  # the method the trial measured fastest
+    Column("summary", Text, nullable=False),  # the trial's medians, winner first
+    Column("run_id", Integer, nullable=False),  # the run whose trial measured it (not a key: runs may go)
+    Column("measured_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("target", "pattern", name="uq_planner_choices_target_pattern"),
+)
 
 
 def spans() -> "Subquery":

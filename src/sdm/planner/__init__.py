@@ -8,7 +8,10 @@ fastest, unless others are predicted close to it: then the first accesses measur
 them (:mod:`~sdm.planner.trials`, fed by :meth:`Planner.observe`) and the measured
 fastest is kept.  Without a calibration the constants are orders of magnitude, so
 "close" is wide (3x): the model shortlists, the trials decide; ``sdm calibrate``
-narrows it.  The application's hints (:mod:`~sdm.planner.hints`) keep their MDMS
+narrows it.  The datasets of one pattern in a dump take the trial's turns one after
+another, so the first dump settles it (:mod:`~sdm.planner.dump`), and what trials
+learned is kept in the catalog per storage target for later runs
+(:mod:`~sdm.planner.learned`).  The application's hints (:mod:`~sdm.planner.hints`) keep their MDMS
 meaning.  The decision and its reason are recorded with every write in the catalog.
 """
 
@@ -16,15 +19,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..errors import HintError, InvalidArgumentError
 from ..io import IOMethod, get_method, method_names
+from .dump import DumpPlan
 from .hints import Hints, conforms
+from .learned import RECHECK, Learned, pattern_digest
 from .model import METHODS, CostModel
 from .trials import TIE, UNCALIBRATED, Trial, contenders
 
-__all__ = ["Access", "Decision", "Planner", "choose_method", "rank_stats_tuple", "row_bytes"]
+__all__ = ["Access", "Decision", "DumpPlan", "Learned", "Planner", "choose_method", "rank_stats_tuple", "row_bytes"]
 
 
 @dataclass(frozen=True)
@@ -138,16 +143,27 @@ class Planner:
         predictions take into account.
     model : CostModel, optional
         A model to use instead of the one *calibration* describes.
+    learned : mapping, optional
+        What earlier runs' trials settled on this target: pattern digest ->
+        :class:`~sdm.planner.learned.Learned` (from the catalog, identical on every rank).
+    run_id : int, optional
+        The session's run: a learned choice older than :data:`~sdm.planner.learned.RECHECK`
+        runs is measured again.  Trials settled in this session are kept in :attr:`measured`.
     """
 
     def __init__(self, calibration: dict[str, Any] | None = None, hints: dict[str, Any] | None = None,
-                 mpi_hints: dict[str, Any] | None = None, *, model: CostModel | None = None) -> None:
+                 mpi_hints: dict[str, Any] | None = None, *, model: CostModel | None = None,
+                 learned: Mapping[str, Learned] | None = None, run_id: int | None = None) -> None:
         self.calibration = calibration
         self.hints = dict(hints or {})
         self.mpi_hints = dict(mpi_hints or {})
         self.model = model if model is not None else CostModel.from_calibration(calibration)
         self._decided: dict[tuple, Decision] = {}  # an application writes the same access every step
         self._trials: dict[tuple, tuple[Trial, str]] = {}  # ties being measured, and what was predicted
+        self.learned: dict[str, Learned] = dict(learned or {})
+        self.run_id = run_id
+        #: Trials settled in this session: pattern digest -> what they measured (for the catalog).
+        self.measured: dict[str, Learned] = {}
 
     def choose(self, requested: str, access: Access | None = None) -> Decision:
         """Resolve a requested method name (or ``"auto"``) for *access*.
@@ -174,6 +190,10 @@ class Planner:
             return self._decided[key]
         if key is not None and key in self._trials:
             return _trying(*self._trials[key])
+        stored = self._learned(key) if key is not None else None
+        if stored is not None:
+            _bounded(self._decided)[key] = stored
+            return stored
         decision = self._auto(access)
         if isinstance(decision, tuple):  # a tie: the next accesses measure it
             _bounded(self._trials)[key] = decision
@@ -181,6 +201,32 @@ class Planner:
         if key is not None:
             _bounded(self._decided)[key] = decision
         return decision
+
+    def choose_many(self, requested: str, accesses: Sequence[Access | None]) -> DumpPlan:
+        """The decisions of one dump's datasets (None: a dataset chosen for elsewhere), as a
+        :class:`~sdm.planner.dump.DumpPlan`: the datasets of one pattern take a trial's turns
+        one after another, and those after its last turn the winner (:meth:`DumpPlan.settle`)."""
+        return DumpPlan(self, requested, accesses)
+
+    def trying(self, access: Access, turn: int) -> Decision:
+        """The decision of turn *turn* of *access*'s trial (:meth:`choose` started it)."""
+        trial, predicted = self._trials[access.key()]
+        return _trying(trial, predicted, turn)
+
+    def digest(self, access: Access) -> str:
+        """The name under which what a trial learns about *access* is kept across runs."""
+        return pattern_digest(access.key(), self.hints, self.mpi_hints)
+
+    def _learned(self, key: tuple) -> Decision | None:
+        """The decision an earlier run's trial settled for the pattern *key* on this target, if still trusted."""
+        if not self.learned:
+            return None
+        got = self.learned.get(pattern_digest(key, self.hints, self.mpi_hints))
+        if got is None or got.due(self.run_id) or got.method not in method_names():
+            return None
+        return Decision(get_method(got.method),
+                        f"auto: {got.method} learned on this target by the trial of run {got.run_id} ({got.summary}); "
+                        f"measured again from run {got.run_id + RECHECK}")
 
     def trial(self, access: Access) -> Trial | None:
         """The tie *access*'s ``auto`` accesses are measuring (:meth:`choose` starts it), or None."""
@@ -202,6 +248,8 @@ class Planner:
         if trial.observe(method, seconds):
             del self._trials[key]
             winner = trial.winner()
+            if self.run_id is not None:
+                _bounded(self.measured)[self.digest(access)] = Learned(winner, trial.summary(), self.run_id)
             _bounded(self._decided)[key] = Decision(
                 get_method(winner),
                 f"auto: {winner} measured fastest of a tie ({trial.summary()}; median of {trial.runs} "
@@ -254,11 +302,12 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms"
 
 
-def _trying(trial: Trial, predicted: str) -> Decision:
-    """The decision for the next access of a trial."""
-    return Decision(get_method(trial.current()),
-                    f"auto (trial, access {trial.done + 1} of {trial.length}): trying {trial.current()} of "
-                    f"{', '.join(trial.methods)}; {predicted}")
+def _trying(trial: Trial, predicted: str, turn: int | None = None) -> Decision:
+    """The decision for turn *turn* of a trial (default: its next access)."""
+    turn = trial.done if turn is None else turn
+    method = trial.methods[turn % len(trial.methods)]
+    return Decision(get_method(method), f"auto (trial, access {turn + 1} of {trial.length}): trying {method} of "
+                                        f"{', '.join(trial.methods)}; {predicted}")
 
 
 def _bounded(cache: dict) -> dict:
