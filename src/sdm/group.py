@@ -84,6 +84,8 @@ _MASK = (1 << 64) - 1
 #: How an archive-tier group writes (:mod:`sdm.io.remote`): the one method that makes whole objects.
 _ARCHIVE_WRITE = _Decision(get_method("remote-collective"), "archive tier: aggregators assemble the object and upload "
                            "its parts (an object cannot be updated in part)")
+#: ``auto`` writes datasets of at most this many bytes that share a file in one combined call
+_COMBINE_AUTO_BYTES = 4 << 20
 _THREADED_SHARE = 1 << 22  # bytes of a piece from which its checksum share runs beside the I/O
 
 
@@ -579,7 +581,7 @@ class Group:
                           else ([None] * len(names), [""] * len(names)))
         places = self._reserve_everywhere(names, int(step), plan, [self._nbytes[n] for n in names], layouts)
         archived = self.record.archive is not None
-        shared = self._shared_files(places, layouts, method) if not archived else {}
+        shared = self._shared_files(names, places, layouts, method) if not archived else {}
         # the planner's view of each access (not needed for a dataset written in a combined call)
         accesses = [None if i in shared else self._access(n, True, statsets, i) for i, n in enumerate(names)]
         chosen = s.planner.choose_many(method or s.method, [None if archived or lay is not None else a
@@ -671,22 +673,26 @@ class Group:
                           [self._nbytes[n] for n in names], digests if archived else None,
                           subfiled=(layouts, extent_digests))
 
-    def _shared_files(self, places: Sequence[tuple[str, int, int, int | None]], layouts: Sequence[Any],
+    def _shared_files(self, names: Sequence[str], places: Sequence[tuple[str, int, int, int | None]],
+                      layouts: Sequence[Any],
                       method: str | None) -> dict[int, list[int]]:
         """The datasets of a dump that share a file with another one: ``{index: members of its file}``.
 
         Only at levels 2 and 3 (a level-1 file holds one dataset), for fast-tier datasets
-        that are not subfiled, and when the call leaves the method to SDM (``auto``) or
-        names one that moves bytes through a file view (``collective``, ``datatype``):
-        those are written by one combined call per file (:mod:`sdm.io.combined`).  The
-        same on every rank (from agreed values only).
+        that are not subfiled, and when the call names a method that moves bytes through
+        a file view (``collective``, ``datatype``) or leaves the method to SDM (``auto``:
+        for datasets of at most :data:`_COMBINE_AUTO_BYTES`, whose access costs more in
+        fixed per-call work than in bytes; a larger one is planned on its own): those are
+        written by one combined call per file (:mod:`sdm.io.combined`).  The same on
+        every rank (from agreed values only).
         """
         chosen = method or self.session.method
         if not appends(self.level) or (chosen != "auto" and chosen not in COMBINABLE):
             return {}
+        limit = _COMBINE_AUTO_BYTES if chosen == "auto" else None
         files: dict[str, list[int]] = {}
-        for i, (place, lay) in enumerate(zip(places, layouts)):
-            if lay is None:
+        for i, (place, lay, name) in enumerate(zip(places, layouts, names)):
+            if lay is None and (limit is None or self._nbytes[name] <= limit):
                 files.setdefault(place[0], []).append(i)
         out: dict[int, list[int]] = {}
         for members in files.values():

@@ -182,7 +182,9 @@ class Session:
                 data_root = Path(rec.root)
             # a catalog made just now holds no calibration and no learned choices
             calibration = None if self.catalog.created else self.catalog.latest_calibration(str(data_root))
-            learned = [] if self.catalog.created else choices.load(self.catalog, str(data_root), MOST_ROWS)
+            # (learned from the trials of writes: a read-only session makes none and needs none)
+            learned = [] if self.catalog.created or mode == "r" else choices.load(self.catalog, str(data_root),
+                                                                                   MOST_ROWS)
             return redact_url(url), str(data_root), rec, (calibration, learned), previous  # the password stays on rank 0
 
         try:

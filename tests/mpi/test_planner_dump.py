@@ -30,7 +30,8 @@ def _dump(s: sdm.Session, step: int, seed: int) -> list[np.ndarray]:
     rank, size = s.comm.Get_rank(), s.comm.Get_size()
     grid = tuple(MPI.Compute_dims(size, [0, 0]))
     g = s.group("g") if "g" in s.groups else s.make_group(
-        "g", [f"v{k}" for k in range(K)], dtype="f8", shape=SHAPE, view=sdm.Cyclic())
+        "g", [f"v{k}" for k in range(K)], dtype="f8", shape=SHAPE, view=sdm.Cyclic(),
+        level=2)  # a file per dataset: at level 3 these small datasets would be written in one combined call
     arrays = [global_array(SHAPE, "f8", "C", seed=seed + k) for k in range(K)]
     g.write_step(step, {f"v{k}": local_from_global(a, cyclic_indices(SHAPE, grid, rank))[0]
                         for k, a in enumerate(arrays)})
