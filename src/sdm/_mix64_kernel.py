@@ -35,13 +35,7 @@ except Exception as exc:  # noqa: BLE001 - numba absent or broken: numpy compute
 __all__ = ["ROWS_PER_CALL", "mix64_share"]
 
 ROWS_PER_CALL = 1 << 14  #: rows (runs of the inner axis) per call of the compiled loop: bounds numpy's arrays
-_MASK = (1 << 64) - 1
-_K = 0x9E3779B97F4A7C15
-_SEED = 0x243F6A8885A308D3
-_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
-_R = np.uint64(33)
-_U64 = np.uint64
+from .integrity import _C1, _C2, _K, _MASK, _R, _SEED, _U64  # the algorithm's constants, defined once
 
 
 def _mix_runs_py(flat: Any, row_off: Any, row_term: Any, n: int, step: int, col_term: Any, col_inc: Any,
