@@ -366,16 +366,14 @@ class Session:
         trailers = None
         try:
             if self.catalog is not None:
-                _, trailers = capture(self._give_back_space, rank=0)  # before the trailers, which go at the ends
-                if trailers is None:
-                    _, trailers = capture(self._write_trailers, rank=0)
+                self._give_back_space()  # before the trailers, which go at the files' ends
+                self._store_learned()
+                _, trailers = capture(self._write_trailers, rank=0)
                 if interrupted:  # no close record: the run stays interrupted, also for a rebuild
                     self._release_run()
                     self.catalog.mark_interrupted(self.run_id)
                 else:
                     self._record(RunClosed(self.run_id))
-                if self.planner.measured:  # what this session's trials settled, for later runs on this target
-                    choices.store(self.catalog, str(self.root), [v.as_row(k) for k, v in self.planner.measured.items()])
         finally:
             self._release_run()
         if failure is not None:
@@ -383,13 +381,26 @@ class Session:
         if trailers is not None:
             raise trailers.exception(1)
 
+    def _store_learned(self) -> None:
+        """Rank 0 at close: what this session's trials settled, for later runs on this target (a cache: a
+        catalog that refuses it, e.g. on a full disk, only makes the next run try again)."""
+        assert self.catalog is not None
+        if self.planner.measured:
+            try:
+                choices.store(self.catalog, str(self.root), [v.as_row(k) for k, v in self.planner.measured.items()])
+            except CatalogError:
+                pass
+
     def _give_back_space(self) -> None:
         """Rank 0 at close: the file space its groups reserved ahead and did not use, given back to the files
         whose high-water mark is still where this session left it (otherwise ``sdm gc`` does it)."""
         assert self.catalog is not None
         unused = [u for g in self._groups.values() for u in g._pool.unused()]
         if unused:
-            self.catalog.give_back(self.run_id, unused)
+            try:
+                self.catalog.give_back(self.run_id, unused)
+            except CatalogError:  # e.g. a full disk: the space stays reserved, as after a crash (`sdm gc` gives it back)
+                pass
 
     def _write_trailers(self) -> None:
         """Rank 0 at close: a trailer at the end of every level-2/3 file this session wrote (committed rows only)."""
