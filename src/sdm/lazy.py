@@ -239,22 +239,22 @@ class _StepArray:
 
 def _rows(g: "Group", name: str) -> dict[int, tuple[Any, Any, int]]:
     """Serial: every step of *name* as ``(backend, key, offset)``: its file on the fast tier, else its
-    verified archive copy (:meth:`sdm.Group._locate`; one catalog query for the rows, one for the copies
+    verified archive copy (:meth:`sdm.engine.state.GroupState._locate`; one catalog query for the rows, one for the copies
     of the files not found)."""
     from .catalog.tiers import copies
 
     s = g.session
     rows = s.open_catalog().dataset_writes(g.dataset(name).id)
     missing = sorted({w.path for step, w in rows.items()
-                      if not w.extents and not g._absolute(w.path, row_record(s.run_id, g.name, name, step)).exists()})
+                      if not w.extents and not g.engine._absolute(w.path, row_record(s.run_id, g.name, name, step)).exists()})
     held = copies(s.open_catalog(), s.run_id, missing) if missing else {}
     found: dict[int, tuple[Any, Any, int]] = {}
     for step, w in rows.items():
         if w.extents:  # subfiled: no one file (read through Group.read)
             found[step] = (None, None, 0)
             continue
-        path, offset = g._locate(name, step, w, held)
-        backend, key, _ = g._backend_of(path)
+        path, offset = g.engine._locate(name, step, w, held)
+        backend, key, _ = g.engine._backend_of(path)
         found[step] = (backend, key, offset)
     return found
 
@@ -264,7 +264,7 @@ def dataset_array(group: "Group", name: Any) -> DatasetArray:
     if not isinstance(name, str) or name not in group.datasets:
         raise KeyError(f"group {group.name!r} has no dataset {name!r}; its datasets are {group.datasets}"
                        f"{closest(name, group.datasets)}")
-    if group._is_ranked(name):
+    if group.engine._is_ranked(name):
         raise InvalidArgumentError(f"ranked dataset {name!r} has no global shape to index; read it with "
                                    "group.read(name, step, ranks=...)")
     return DatasetArray(group, name)

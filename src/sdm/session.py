@@ -269,7 +269,7 @@ class Session:
         self._closed = ops.closed = True
         try:
             for g in self._groups.values():
-                g._free()
+                g.engine._free()
             self.files.close_all()
             self.sources.close_all()
             if self.mode != "r":
@@ -312,7 +312,7 @@ class Session:
         """
         self._closed = self._ops.closed = True
         for g in self._groups.values():
-            g._free()
+            g.engine._free()
         if self._committer is not None:
             self._committer.shutdown(wait=True)
             self._committer = None
@@ -395,7 +395,7 @@ class Session:
         """Rank 0 at close: the file space its groups reserved ahead and did not use, given back to the files
         whose high-water mark is still where this session left it (otherwise ``sdm gc`` does it)."""
         assert self.catalog is not None
-        unused = [u for g in self._groups.values() for u in g._pool.unused()]
+        unused = [u for g in self._groups.values() for u in g.engine._pool.unused()]
         if unused:
             try:
                 self.catalog.give_back(self.run_id, unused)
@@ -676,7 +676,7 @@ class Session:
         self.described.update(rel for rel, _ in done.cut_files)  # a cut file loses its trailer: a new one at close
         for name in done.groups:
             if name in self._groups:
-                self._groups[name]._truncated(done.after_step)
+                self._groups[name].engine._truncated(done.after_step)
         return done
 
     # ------------------------------------------------------------------ import

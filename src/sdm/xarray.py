@@ -160,8 +160,8 @@ def _variables(session: Any, group: Any, lock: threading.Lock, drop: set[str]) -
     """The group's variables, coordinates, and the datasets left out."""
     from .lazy import DatasetArray
 
-    arrays = {n: DatasetArray(group, n) for n in group.datasets if n not in drop and not group._is_ranked(n)}
-    skipped = [n for n in group.datasets if group._is_ranked(n)]
+    arrays = {n: DatasetArray(group, n) for n in group.datasets if n not in drop and not group.engine._is_ranked(n)}
+    skipped = [n for n in group.datasets if group.engine._is_ranked(n)]
     steps = np.array(sorted({int(s) for a in arrays.values() for s in a.steps}), dtype=np.int64)
     variables: dict[str, Any] = {}
     named: dict[str, int] = {}

@@ -184,7 +184,7 @@ def test_header_padding_and_other_rows(comm, mpi_tmp, dtype, row):
 
 def test_header_fields_by_offset(comm, mpi_tmp):
     """The documented offsets: magic at 0, then uint64 length, nranks, total, max, row bytes, counts."""
-    from sdm._ranked_io import header_bytes, parse_header
+    from sdm.engine.ranked import header_bytes, parse_header
 
     raw = header_bytes([2, 0, 5], 48, 16)  # 72 bytes of fields, padded to a multiple of 16
     assert raw[0:8] == b"SDMRANK1"

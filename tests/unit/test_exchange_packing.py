@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from sdm import integrity
 from sdm._collective import digest, pack_float, unpack_float
-from sdm.group import _PLAN_WIDTH, _pack_read_plan, _signed, _unpack_read_plan
+from sdm.engine.read import _pack_read_plan, _signed, _unpack_read_plan
+from sdm.engine.state import _PLAN_WIDTH
 
 
 def test_digest_is_the_same_in_every_process():

@@ -5,7 +5,7 @@ every rank gives a local array of ``(n_local, *row_shape)`` with any ``n_local >
 and the step stores the rows of all ranks one after the other, in rank order, after a
 small header with every rank's row count (``docs/format.md``, "Ranked sections").  The
 dataset's catalog shape is the shape of one row (``()``: rows of single values).  The
-I/O is in :mod:`sdm._ranked_io`.
+I/O is in :mod:`sdm.engine.ranked`.
 """
 
 from __future__ import annotations

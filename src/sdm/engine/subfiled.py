@@ -18,22 +18,22 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from . import integrity
-from .catalog.changes import SpaceReserved
-from .errors import IntegrityError
-from .io.base import Transfer
-from .io.subfiles import Place, move
-from .io._support import int_hint
-from .planner.subfiles import choose_subfiles
-from .storage.mounts import fs_type
-from .storage.confine import row_record
-from .storage.durability import node_comm
-from .storage.subfiles import ALIGN, Extent, cut, subfile_path, write_extent
+from .. import integrity
+from ..catalog.changes import SpaceReserved
+from ..errors import IntegrityError
+from ..io.base import Transfer
+from ..io.subfiles import Place, move
+from ..io._support import int_hint
+from ..planner.subfiles import choose_subfiles
+from ..storage.mounts import fs_type
+from ..storage.confine import row_record
+from ..storage.durability import node_comm
+from ..storage.subfiles import ALIGN, Extent, cut, subfile_path, write_extent
 
 if TYPE_CHECKING:
-    from .catalog import WriteRecord
-    from .group import Group
-    from .layout.views import ResolvedView
+    from ..catalog import WriteRecord
+    from .state import GroupState as Group
+    from ..layout.views import ResolvedView
 
 __all__ = ["Layout", "layouts", "reserve", "row_fields", "write", "read_plan", "read", "check_read", "copy_previous"]
 
@@ -164,12 +164,12 @@ def extents_of(w: "WriteRecord", shape: Sequence[int], order: str) -> list[Exten
 
 def read_plan(g: "Group", name: str, step: int, w: "WriteRecord") -> list[tuple[str, int, int, int, str]]:
     """Rank 0: ``(plan path, offset, nbytes, start, checksum)`` of each extent of a subfiled row, each on the
-    fast tier or its verified archive copy (:meth:`sdm.Group._locate_span`)."""
+    fast tier or its verified archive copy (:meth:`sdm.engine.state.GroupState._locate_span`)."""
     held: dict[str, list[Any]] | None = None
     missing = [e.path for k, e in enumerate(w.extents)
                if not g._absolute(e.path, row_record(g.session.run_id, g.name, name, step, k)).exists()]
     if missing:
-        from .catalog.tiers import copies
+        from ..catalog.tiers import copies
 
         held = copies(g.session.open_catalog(), g.session.run_id, missing)
     out = []

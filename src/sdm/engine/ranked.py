@@ -6,12 +6,12 @@ of every rank in rank order, in the dataset's dtype; the row's ``nbytes`` is the
 and the rows together, so it changes from step to step.
 
 A write, as the data flows: local checks on every rank and rank 0's plan -> the opening
-exchange of :meth:`sdm.Group._agree_call`, whose layout statistics are every rank's row
+exchange of :meth:`sdm.engine.state.GroupState._agree_call`, whose layout statistics are every rank's row
 counts (so a step with the counts of an earlier one moves no more than a block write)
 -> rank 0 reserves header and rows through the catalog, one ``Bcast`` -> rank 0 writes
 the header, every rank its rows at the prefix sum of the counts before it, in one
 ``Write_at_all`` -> sync -> the closing reduction of errors, timings and checksum
-shares -> the commit of :meth:`sdm.Group._commit_dump`.  The checksum covers the stored
+shares -> the commit of :meth:`sdm.engine.state.GroupState._commit_dump`.  The checksum covers the stored
 bytes, header included: each rank's share is of its rows at their word positions, rank
 0's also of the header, so ``sdm verify`` checks a ranked step as any other.
 
@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 from mpi4py import MPI
 
-from . import _validate as check
-from . import integrity
-from ._collective import Failure, agree, capture, root_call
-from .catalog.changes import DistributionSet
-from .convert import describe
-from .dtypes import check_dtype, from_text
-from .errors import (
+from .. import _validate as check
+from .. import integrity
+from .._collective import Failure, agree, capture, root_call
+from ..catalog.changes import DistributionSet
+from ..convert import describe
+from ..dtypes import check_dtype, from_text
+from ..errors import (
     DistributionError,
     IntegrityError,
     InvalidArgumentError,
@@ -49,15 +49,15 @@ from .errors import (
     SDMError,
     StorageError,
 )
-from .layout.ranked import KIND
-from .storage.sections import FIXED, MAGIC, RankedCounts, header_bytes, header_length, parse_header
-from .planner import choose_method
-from .storage import appends
-from .io.remote import put_collective
-from .storage.failures import storage_error
+from ..layout.ranked import KIND
+from ..storage.sections import FIXED, MAGIC, RankedCounts, header_bytes, header_length, parse_header
+from ..planner import choose_method
+from ..storage import appends
+from ..io.remote import put_collective
+from ..storage.failures import storage_error
 
 if TYPE_CHECKING:
-    from .group import Group
+    from .state import GroupState as Group
 
 __all__ = ["MAGIC", "FIXED", "RankedCounts", "header_bytes", "header_length", "parse_header", "stream_share",
            "set_view", "write", "read", "counts"]

@@ -1,0 +1,101 @@
+"""Checks the write and read protocols make on every rank before the opening exchange."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _validate as check
+from .. import convert
+from ..errors import (
+    CollectiveMismatchError,
+    DistributionError,
+    LocalArrayError,
+)
+from ..layout import Distribution, MapArray
+from ..layout.views import ResolvedView
+
+
+
+__all__: list[str] = []
+
+
+def _not_global(name: str) -> DistributionError:
+    """The error for a ranked dataset given another view or asked for its piece."""
+    return DistributionError(f"dataset {name!r} is ranked (sdm.Ranked): each rank gives its own rows, there is no "
+                             "global array to cut into pieces")
+
+
+def _has_gaps(view: Distribution) -> bool:
+    """Whether a view may leave elements unwritten (a map array without coverage)."""
+    return isinstance(view, MapArray) and not view.coverage
+
+
+def _key(value: object) -> object:
+    """A picklable, comparable form of an argument that never raises (for the call check)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    return value if value is None or isinstance(value, str) else repr(value)
+
+
+def _check_step(step: object) -> None:
+    check.integer(step, "time step")
+
+
+def _check_same_call(payloads: list, what: str) -> None:
+    calls = [p[0] for p in payloads]
+    if any(c != calls[0] for c in calls):
+        diffs = {r: c for r, c in enumerate(calls) if c != calls[0]}
+        raise CollectiveMismatchError(
+            f"ranks made different {what} calls: rank 0 {calls[0]}, others {diffs}; "
+            "every rank must call with the same dataset and step"
+        )
+
+
+def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_read: bool,
+                 casting: str | None = None) -> tuple[np.ndarray, convert.Conversion | None]:
+    """Check a local array against the view: a usable (contiguous) array and the conversion it needs.
+
+    A write's array of another dtype comes back converted to the stored one (the one
+    copy, which also makes a non-contiguous array contiguous); a read's *out* comes
+    back as it is, with the conversion from the stored dtype to its own.
+    """
+    if not isinstance(array, np.ndarray):
+        if for_read:
+            raise LocalArrayError(f"out for dataset {name!r} must be a numpy array, got {type(array).__name__}")
+        try:
+            array = np.asarray(array)
+        except (TypeError, ValueError, OverflowError):
+            array = None
+        if array is None or array.dtype.hasobject:
+            raise LocalArrayError(
+                f"the local array of dataset {name!r} on rank {rank} must be a numpy array of {view.dtype}"
+            )
+    conv = None
+    if array.dtype != view.dtype:
+        what = (f"dataset {name!r} stores {convert.describe(view.dtype)} but {'out' if for_read else 'the local array'} "
+                f"on rank {rank} is {convert.describe(array.dtype)}")
+        conv = convert.conversion(view.dtype, array.dtype, casting, what) if for_read else \
+            convert.conversion(array.dtype, view.dtype, casting, what)
+    expected = view.piece.memory_shape
+    if array.shape != expected:
+        ghost = f" (interior {view.piece.counts} plus ghosts {view.piece.ghosts})" if view.piece.has_ghosts else ""
+        raise LocalArrayError(
+            f"dataset {name!r} with view {view.dist!r} expects a local array of shape {expected}{ghost} on rank "
+            f"{rank}, got {array.shape}"
+        )
+    needs_c = view.piece.kind == "map"
+    if not (array.flags.c_contiguous or (array.flags.f_contiguous and not needs_c)):
+        if for_read:
+            what = "C-contiguous" if needs_c else "C- or Fortran-contiguous"
+            raise LocalArrayError(f"out for dataset {name!r} must be {what}")
+        if conv is None:
+            array = np.array(array, order="C" if needs_c or view.order != "F" else "F")  # one copy, in the storage order
+    if for_read and not array.flags.writeable:
+        raise LocalArrayError(f"out for dataset {name!r} is read-only")
+    if conv is not None and not for_read:  # the conversion is the copy (made contiguous in the same pass)
+        return convert.pack(conv, array, view.piece, view.order), conv
+    return array, conv

@@ -1,0 +1,666 @@
+"""The state of one group as the engine works on it, and the steps its writes and reads share.
+
+A :class:`sdm.Group` is the user's handle; its :class:`~sdm.engine.group_engine.GroupEngine`
+(this class with the write and read protocols of :mod:`sdm.engine.write` and
+:mod:`sdm.engine.read`) holds what the protocol needs: the catalog records, the resolved
+data views, the steps written, the checked paths, the space reserved ahead, the layout
+statistics seen; and the steps every access shares: the opening exchange
+(:meth:`GroupState._agree_call`), the placement of a dump (:meth:`GroupState._reserve`), one
+transfer through the storage seam (:meth:`GroupState._transfer`), the closing exchange
+(:meth:`GroupState._closing`) and the commit (:meth:`GroupState._commit_dump`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import datetime, timezone
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import _validate as check
+from .. import integrity
+from . import ranked as _ranked_io
+from . import subfiled as _subfiled
+from .._collective import (agree, capture, digest, pack_float, reduce_exchange, root_call, root_vector,
+                          unpack_float)
+from ..catalog import DatasetRecord, GroupRecord
+from ..catalog.changes import DistributionSet, SpaceReserved, WritesRecorded
+from ..dtypes import from_text
+from .operations import EXTRA
+from .space import SpacePool
+from ..errors import (
+    CollectiveMismatchError,
+    DatasetNotFoundError,
+    DistributionError,
+    InternalError,
+    InvalidArgumentError,
+    SDMError,
+    StepExistsError,
+    StepNotFoundError,
+    StorageError,
+)
+from ..io import Transfer, get_method
+from ..io import remote as _remote
+from ..layout import Block, Distribution, MapArray, Piece
+from ..layout.agreement import agree_view
+from ..layout.datatypes import freeing
+from ..layout.ranked import Ranked, is_ranked
+from ..layout.views import ResolvedView
+from ..planner import Access, Decision as _Decision, choose_method, row_bytes
+from ..storage import appends, copy_range, extend_file, relative_path
+from ..storage.confine import confine, confine_location, row_record
+from ..storage.backends import is_object, object_at
+from ..storage.durability import node_comm
+from ..suggest import closest
+from ..storage.failures import storage_error
+
+from .checks import _check_same_call, _has_gaps, _not_global
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+__all__ = ["GroupState"]
+
+_RESERVE_TRIES = 64  # level-1 versions tried when earlier ones are taken (crash leftovers)
+_PLAN_WIDTH = EXTRA - 2  # int64 words of rank 0's read plan in the opening exchange (a path of up to 512 bytes)
+_STATS_KEPT = 256  # layout statistics kept per group (forgotten all at once, alike on every rank)
+_MASK = (1 << 64) - 1
+#: How an archive-tier group writes (:mod:`sdm.io.remote`): the one method that makes whole objects.
+_ARCHIVE_WRITE = _Decision(get_method("remote-collective"), "archive tier: aggregators assemble the object and upload "
+                           "its parts (an object cannot be updated in part)")
+#: ``auto`` writes datasets of at most this many bytes that share a file in one combined call
+_COMBINE_AUTO_BYTES = 4 << 20
+_THREADED_SHARE = 1 << 22  # bytes of a piece from which its checksum share runs beside the I/O
+
+
+class GroupState:
+    """One group's state and the steps its accesses share (rank-local; see the module docstring)."""
+
+    def __init__(self, session: "Session", record: GroupRecord) -> None:
+        self.session = session
+        self.record = record
+        self.name = record.name
+        self.level = record.level
+        self._datasets: dict[str, DatasetRecord] = {d.name: d for d in record.datasets}
+        if any(d.steps is None for d in record.datasets):  # Catalog.group reads every step
+            raise InternalError(f"group {record.name!r} was read without its steps; this is a bug, please report it")
+        self._steps: dict[str, set[int]] = {d.name: set(d.steps or ()) for d in record.datasets}
+        self._nbytes: dict[str, int] = {d.name: d.nbytes for d in record.datasets}
+        self._views: dict[str, ResolvedView] = {}
+        self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
+        self._relatives: dict[tuple[str, int, int], str] = {}  # (dataset, step, version) -> relative path
+        self._pool = SpacePool(self._reserve_chunks)  # rank 0: file space reserved ahead (levels 2 and 3)
+        self._epoch = 0  # data_view calls so far (part of the views' layout keys)
+        self._threads: bool | None = None  # checksum shares beside the I/O (see _ShareJob)
+        self._stats_seen: dict[tuple[int, ...], list] = {}  # every rank's layout statistics, by their hashes
+        self._ranked: set[str] = {d.name for d in record.datasets if is_ranked(d.distribution)}  # sdm.Ranked datasets
+        self._archive_store: Any = None  # the object store of an archive-tier group (see _store)
+        self._placement: tuple[int, str] | None = None  # nodes and file system (sdm._subfiled, subfiled groups)
+
+    def dataset(self, name: str) -> DatasetRecord:
+        """The catalog record of a dataset (dtype, shape, order).
+
+        Raises
+        ------
+        DatasetNotFoundError
+        """
+        try:
+            return self._datasets[name]
+        except (KeyError, TypeError):
+            raise DatasetNotFoundError(
+                f"group {self.name!r} has no dataset {name!r}; its datasets are {list(self._datasets)}"
+                f"{closest(name, list(self._datasets))}"
+            ) from None
+
+    def _store(self) -> Any:
+        """The object store of an archive-tier group (made once)."""
+        if self._archive_store is None:
+            from ..storage.backends.objectstore import ObjectStore
+
+            self._archive_store = ObjectStore(str(self.record.archive))
+        return self._archive_store
+
+    def _truncated(self, after_step: int) -> None:
+        """Every rank, after ``Session.truncate`` committed: forget the erased steps."""
+        self.record = replace(self.record, truncated_after=after_step)
+        self._pool.clear()  # the truncation lowered the files' marks: the space reserved ahead is not ours
+        for steps in self._steps.values():
+            steps.difference_update([s for s in steps if s > after_step])
+
+    def _is_ranked(self, name: object) -> bool:
+        """Whether *name* is a ranked dataset (:class:`sdm.layout.ranked.Ranked`)."""
+        try:
+            return name in self._ranked
+        except TypeError:  # an unhashable name: refused later as an unknown dataset
+            return False
+
+    def _view(self, name: str) -> ResolvedView:
+        v = self._views.get(name)
+        if v is None:
+            rec = self.dataset(name)
+            if name in self._ranked:
+                raise _not_global(name)
+            s = self.session
+            piece = Block().piece(rec.shape, s.size, s.rank)  # default view, same on all ranks
+            v = self._views[name] = ResolvedView(Block(), piece, from_text(rec.dtype), rec.order,
+                                                 layout=("default", s.size, rec.shape, rec.dtype, rec.order))
+        return v
+
+    def _spare_cores(self) -> bool:
+        """Whether this node has a core for every rank and one more (collective the first time, where
+        every rank calls it: after the reservation, which every rank passed)."""
+        if self._threads is None:
+            ranks = node_comm(self.session.comm).Get_size()
+            try:
+                cores = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                cores = os.cpu_count() or 1
+            self._threads = cores > ranks
+        return self._threads
+
+    def _agree_call(self, what: str, call: tuple, failure: Any, plan: Any, stats: Any,
+                    packed_plan: Sequence[int] | None = None) -> tuple[Any, list]:
+        """The exchange that opens an access: the same call on every rank, no failure, every layout.
+
+        The session's opening exchange of the operation (:mod:`sdm.engine.operations`:
+        one ``Iallgather`` of fixed size, the operation's name and sequence number first)
+        carrying a hash of the call's arguments, a hash of the rank's layout statistics
+        (the planner's input) and, for a read, rank 0's plan packed into integers
+        (*packed_plan*).  Layout statistics
+        seen before come from a cache that is the same on every rank (keyed by what
+        every rank received); new ones, a call that differs between ranks, or a plan that
+        does not fit make every rank take the generic pickled exchange instead.
+
+        Returns
+        -------
+        (plan, statsets)
+            Rank 0's plan (its own *plan* on rank 0; unpacked from the exchange, or None
+            for a write, elsewhere) and every rank's *stats*, in rank order.
+
+        Raises
+        ------
+        SDMError
+            The failure of the lowest failed rank, on every rank; CollectiveMismatchError
+            when ranks made different calls.
+        """
+        s = self.session
+        mine = np.zeros(2 + _PLAN_WIDTH, dtype=np.int64)
+        mine[0] = digest(stats)
+        if packed_plan is not None and len(packed_plan) <= _PLAN_WIDTH:
+            mine[1] = len(packed_plan) + 1
+            mine[2:2 + len(packed_plan)] = packed_plan
+        got = s._ops.enter(what, failure, digest(call), mine)  # column 0: the call's digest, then *mine*
+        plan_missing = what == "read" and not got[0, 2]
+        if (got[:, 0] != got[0, 0]).any() or plan_missing:  # rare: the arguments travel pickled
+            payloads = agree(s.comm, None, (call, plan, stats))
+            _check_same_call(payloads, what)
+            return payloads[0][1], [p[2] for p in payloads]
+        key = tuple(int(x) for x in got[:, 1])
+        statsets = self._stats_seen.get(key)
+        if statsets is None:  # new layouts: every rank misses alike (the key is what all received)
+            statsets = s.comm.allgather(stats)
+            if len(self._stats_seen) >= _STATS_KEPT:
+                self._stats_seen.clear()
+            self._stats_seen[key] = statsets
+        if what == "read":
+            plan = got[0, 3:3 + int(got[0, 2]) - 1]
+        return plan, statsets
+
+    def _closing(self, failure: Any, seconds: Sequence[float], shares: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The exchange that closes an access: every rank's failure, the slowest seconds, the checksums.
+
+        One ``Allreduce`` (:func:`sdm._collective.reduce_exchange`) of fixed size, whatever
+        the number of ranks: the largest of each of *seconds* and the sum modulo ``2**64``
+        of each of *shares*, which is :func:`sdm.integrity.combine` of every rank's shares
+        (the checksum is a sum of per-word terms, so the order of the ranks does not
+        matter).
+
+        Returns
+        -------
+        (numpy.ndarray, numpy.ndarray)
+            The slowest rank's seconds (float64) and the combined checksums (uint64), the
+            same on every rank.
+
+        Raises
+        ------
+        SDMError
+            The failure of the lowest failed rank, on every rank.
+        """
+        top, sums = reduce_exchange(self.session.comm, failure, [pack_float(max(t, 0.0)) for t in seconds], shares)
+        return unpack_float(top), sums
+
+    def _relative(self, name: str, step: int, version: int) -> str:
+        """The data file (relative to the root) of one version of a step of *name* (every rank alike)."""
+        key = (name, step, version)
+        rel = self._relatives.get(key)
+        if rel is None:
+            if len(self._relatives) >= 4096:
+                self._relatives.clear()
+            rel = self._relatives[key] = str(relative_path(self.session.run_dir, self.level, self.name, name, step,
+                                                           version, self.record.steps_per_file))
+        return rel
+
+    def _absolute(self, rel: str, record: str = "") -> Path:
+        """Absolute path of a catalog-relative path, checked once to lie inside the run's directory
+        (:func:`sdm.storage.confine.confine`; *record* names the row for the message)."""
+        path = self._paths.get(rel)
+        if path is None:
+            s = self.session
+            path = self._paths[rel] = confine(s.root, s.run_dir, rel, record or row_record(s.run_id, self.name))
+        return path
+
+    def _access(self, name: str, writing: bool, statsets: list, index: int = 0, kind: str | None = None) -> Access:
+        """The planner's view of access *index* of a call, built from every rank's layout statistics
+        (*kind*: the pieces' kind, default the data view's)."""
+        rec = self.dataset(name)
+        itemsize = from_text(rec.dtype).itemsize
+        access = Access.from_stats(
+            [p[index] for p in statsets],
+            writing=writing,
+            level=self.level,
+            itemsize=itemsize,
+            total_bytes=self._nbytes[name],
+            hints=self.session.planner.hints,
+            order=rec.order,
+            row_bytes=row_bytes(rec.shape, itemsize, rec.order),
+        )
+        return replace(access, kind=kind or self._view(name).piece.kind)
+
+    def _transfer(
+        self, backend: Any, path: Any, offset: int, view: ResolvedView, arr: np.ndarray, method, writing: bool,
+        sync: bool = False, *, stats: Sequence[Any] = (), copy: str = "", size: int = 0,
+        digests: tuple[list[str], int] | None = None,
+    ) -> tuple[float, Any]:
+        """Move this rank's bytes through *backend* (the storage seam); returns ``(seconds, sync failure)``
+        (open excluded, sync included).
+
+        *path* is the backend's key (an absolute path for ``mpiio``, the object's key for
+        ``objectstore``); *stats* every rank's layout statistics of this access; for an
+        object, *copy* is its archive copy's checksum (read) or *size* its size (write),
+        and ``digests[0][digests[1]]`` receives, on rank 0, the digest of the object
+        written. The collective calls (the method's I/O, ``MPI_File_sync`` when every
+        rank syncs, the close of a level-1 file) are made on every rank even when an
+        earlier one failed here, so a failure on one rank never leaves the others
+        waiting; the I/O error is raised afterwards, the sync's failure returned for the
+        caller's exchange (the sync itself is agreed on there).
+        """
+        s = self.session
+        if method.backend != backend.name:
+            raise InternalError(f"method {method.name!r} works through {method.backend}, the bytes are in {backend.name}")
+        fh = backend.open(path, cache=appends(self.level))
+        if backend.name == "objectstore":
+            fh.copy, fh.size = copy, size
+        error: SDMError | None = None
+        synced = None
+        t0 = time.perf_counter()
+        try:
+            mem, made = view.memory(arr)
+            with freeing(made):
+                try:
+                    t = Transfer(fh, offset, view.etype, view.ftype, mem, view.piece, arr, view.order, s.comm, s.hints,
+                                 s.files.views(path) if backend is s.files else {}, view.layout, stats,
+                                 s.root / s.run_dir / _remote.CACHE_DIR)
+                    (method.write if writing else method.read)(t)
+                    if digests is not None and backend.name == "objectstore":
+                        digests[0][digests[1]] = fh.digest
+                except MPI.Exception as exc:
+                    error = storage_error(exc, f"MPI-IO {'write' if writing else 'read'} of {path} failed", path,
+                                          needed=size - offset if writing else None)
+                except SDMError as exc:  # the method's own error: the sync below is still made on every rank
+                    error = exc
+                if writing and sync and backend is s.files:
+                    synced = s.files.sync_unagreed(path, fh)
+        finally:
+            backend.release(path, fh)
+        if error is not None:
+            raise error
+        return time.perf_counter() - t0, synced
+
+    def _locate(self, name: str, step: int, w: Any, held: dict[str, list[Any]] | None = None) -> tuple[str, int]:
+        """Rank 0: where the bytes of write row *w* are: ``(its file, offset)`` on the fast tier, else the
+        :func:`sdm.io.remote.plan_path` of its verified archive copy and the offset there.
+
+        *held*: the run's copies of the files looked at (``sdm.catalog.tiers.copies``), when the caller
+        fetched them for many rows at once; else they are looked up for this file.
+
+        Raises
+        ------
+        StorageError
+            The file is missing with no archive copy, or shorter than the row.
+        """
+        return self._locate_span(name, step, w.path, w.offset, w.nbytes, held)
+
+    def _locate_span(self, name: str, step: int, rel: str, offset: int, nbytes: int,
+                     held: dict[str, list[Any]] | None = None) -> tuple[str, int]:
+        """Rank 0: :meth:`_locate` for *nbytes* at *offset* of the file *rel* (a row, or an extent of one)."""
+        s = self.session
+        row = row_record(s.run_id, self.name, name, step)
+        full = self._absolute(rel, row)
+        try:
+            size = os.path.getsize(full)
+        except OSError as exc:
+            if held is None:
+                from ..catalog.tiers import copies
+
+                held = copies(s.open_catalog(), s.run_id, [rel])
+            copy = _remote.archived(held.get(rel, []), offset + nbytes)
+            if copy is not None:  # purged from the fast tier: read from the archive copy
+                confine_location(copy.location, s.run_dir, rel, row)
+                where, at = _remote.object_place(copy.location)  # a superfile member: its offset in the object
+                return _remote.plan_path(where, copy.checksum), at + offset
+            raise StorageError(f"data file {full} of run {s.run_id} is missing", errno=exc.errno) from None
+        if size < offset + nbytes:
+            raise StorageError(
+                f"data file {full} holds {size} bytes but step {step} of {name!r} needs bytes "
+                f"{offset}..{offset + nbytes}; the file was truncated"
+            )
+        return rel, offset
+
+    def _read_bytes(self, rel: str, offset: int, nbytes: int) -> bytes:
+        """Rank 0: *nbytes* at *offset* of the run's file *rel* on the fast tier."""
+        (data,) = self.session.files.read(self._absolute(rel), [(offset, nbytes)])
+        return data
+
+    def _backend_of(self, path: str) -> tuple[Any, Any, str]:
+        """The backend holding the bytes of a read plan's *path*, their key there, and the archive copy's
+        checksum (empty on the fast tier)."""
+        if is_object(path):
+            location, copy = path.partition("#")[::2]
+            store, key = object_at(location)
+            return store, key, copy
+        return self.session.files, self._absolute(path), ""
+
+    def _free(self) -> None:
+        for v in self._views.values():
+            v.free()
+        self._views.clear()
+
+    def _partial_checksum(self, name: str, view: ResolvedView, arr: np.ndarray, algorithm: str) -> int:
+        """This rank's share of the checksum (*algorithm*) of the elements it owns."""
+        rec = self.dataset(name)
+        return integrity.piece_share(view.piece, arr, rec.order, algorithm)
+
+    def _reserve_chunks(self, wanted: Sequence[tuple[str, int]]) -> list[int]:
+        """Rank 0: one catalog transaction reserving *wanted* ``(path, nbytes)`` chunks (:class:`SpacePool`)."""
+        s = self.session
+        got = s.record(SpaceReserved(s.run_id, tuple((rel, self.level, nbytes, False) for rel, nbytes in wanted)))
+        return [int(x or 0) for x in got]  # never None: no request here owns a whole file
+
+    def _plan_read(self, name: str, step: int) -> tuple:
+        """Rank 0: where the bytes of one step are and their checksum: ``(path, offset, checksum, algorithm)``,
+        and for a subfiled step its extents' :func:`sdm._subfiled.read_plan`."""
+        s = self.session
+        rec = self.dataset(name)
+        w = s.open_catalog().lookup_write(rec.id, step)
+        if w is None:
+            steps = sorted(s.open_catalog().dataset_writes(rec.id))
+            raise StepNotFoundError(
+                f"dataset {name!r} (group {self.name!r}, run {s.run_id}) was never written at step {step}; "
+                f"written steps: {steps}"
+            )
+        if w.extents:
+            return w.path, w.offset, w.checksum, w.checksum_algo, _subfiled.read_plan(self, name, step, w)
+        path, offset = self._locate(name, step, w)
+        return path, offset, w.checksum, w.checksum_algo
+
+    def _plan_write(self, names: Sequence[str], step: int, overwrite: bool) -> list[int | None]:
+        """Rank 0: the version each dataset's write replaces (None: a new step), or why it cannot be written."""
+        s = self.session
+        replaced: list[int | None] = []
+        cut = self.record.truncated_after
+        for name in names:
+            rec = self.dataset(name)
+            if cut is not None and step <= cut and step not in self._steps[name]:
+                raise InvalidArgumentError(
+                    f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) comes before the group's "
+                    f"truncation after step {cut}: new steps must be > {cut}"
+                )
+            # steps this session has not seen need no lookup: the commit still refuses duplicates
+            known = step in self._steps[name] or s.mode == "a" or overwrite
+            existing = s.open_catalog().lookup_write(rec.id, step) if known else None
+            if existing is not None and not overwrite:
+                raise StepExistsError(
+                    f"step {step} of dataset {name!r} (group {self.name!r}, run {s.run_id}) was already written; "
+                    "pass overwrite=True to replace it"
+                )
+            if (existing is not None and self.record.archive is not None and name not in self._ranked
+                    and _has_gaps(self._view(name).dist)):
+                raise InvalidArgumentError(
+                    f"step {step} of dataset {name!r} cannot be overwritten on the archive tier with a map that leaves "
+                    "rows unwritten (they would keep their earlier values in a file, but an object is written whole); "
+                    "write every row, or overwrite on the fast tier")
+            replaced.append(existing.version if existing is not None else None)
+        return replaced
+
+    def _reserve_everywhere(self, names: Sequence[str], step: int, replaced: Any, sizes: Sequence[int],
+                            layouts: Sequence[Any] | None = None) -> list[tuple[str, int, int, int | None]]:
+        """Rank 0 reserves *sizes* bytes (:meth:`_reserve`); every rank gets ``(path, offset, version, replaced)``.
+
+        A subfiled dataset's :class:`sdm._subfiled.Layout` in *layouts* gets the offset of
+        each of its extents (its place is then the data file's path, which names the subfiles).
+        """
+        s = self.session
+        n = len(names)
+        layouts = list(layouts) if layouts is not None else [None] * n
+        width = 3 * n + sum(len(lay.extents) for lay in layouts if lay is not None)
+
+        def reserve() -> list[int]:
+            places = self._reserve(names, step, replaced, sizes, layouts)
+            return ([p[1] for p in places] + [p[2] for p in places] + [-1 if p[3] is None else p[3] for p in places]
+                    + [o for lay in layouts if lay is not None for o in lay.offsets])
+
+        got = root_vector(s.comm, width, reserve)
+        out = []
+        at = 3 * n
+        for i, name in enumerate(names):
+            version = int(got[n + i])
+            rel = self._relative(name, step, version)
+            old = int(got[2 * n + i])
+            out.append((rel, int(got[i]), version, None if old < 0 else old))
+            lay = layouts[i]
+            if lay is not None:
+                lay.offsets = [int(x) for x in got[at:at + len(lay.extents)]]
+                at += len(lay.extents)
+        return out
+
+    def _reserve(self, names: Sequence[str], step: int, replaced: Sequence[int | None], sizes: Sequence[int],
+                 layouts: Sequence[Any] | None = None) -> list[tuple[str, int, int, int | None]]:
+        """Rank 0, once every rank agreed to the write: fresh space (*sizes* bytes) for each dataset.
+
+        Returns ``(relative path, offset, version, version replaced)`` per dataset. Every
+        version is written to fresh space reserved through the catalog (a new file at
+        level 1, space past the file's high-water mark at levels 2 and 3): the bytes of
+        a committed row are never modified, and two writers never share bytes.
+        """
+        s = self.session
+        versions = [1 if old is None else old + 1 for old in replaced]
+        places: list[tuple[str, int] | None] = [None] * len(names)
+        for i, lay in enumerate(layouts or ()):
+            if lay is not None:  # subfiled: its extents' space is reserved below, in the subfiles
+                places[i] = (self._relative(names[i], step, versions[i]), 0)
+        if appends(self.level) and self.record.archive is None:  # from the space reserved ahead
+            todo = [i for i, p in enumerate(places) if p is None]
+            rels = [self._relative(names[i], step, versions[i]) for i in todo]
+            for i, rel, start in zip(todo, rels, self._pool.take([(rel, sizes[i]) for rel, i in zip(rels, todo)])):
+                places[i] = (rel, start)
+        for _ in range(_RESERVE_TRIES):
+            todo = [i for i, p in enumerate(places) if p is None]
+            if not todo:
+                break
+            rels = [self._relative(names[i], step, versions[i]) for i in todo]
+            offsets = s.record(SpaceReserved(s.run_id, tuple(
+                (rel, self.level, sizes[i], not appends(self.level)) for rel, i in zip(rels, todo)
+            )))
+            for i, rel, offset in zip(todo, rels, offsets):
+                if offset is None:  # that version's file is taken (a crashed or concurrent write): next one
+                    versions[i] += 1
+                else:
+                    places[i] = (rel, offset)
+        if any(p is None for p in places):
+            raise StorageError(f"could not reserve a new file for step {step} in {_RESERVE_TRIES} tries")
+        reserved = [p for p in places if p is not None]
+        subfiled = [i for i, lay in enumerate(layouts or ()) if lay is not None]
+        if subfiled and layouts is not None:  # every extent's space, in one transaction
+            _subfiled.reserve(self, [reserved[i][0] for i in subfiled], [layouts[i] for i in subfiled])
+        out = []
+        ends: dict[str, int] = {}  # each file's end after this dump: extended once
+        for name, (rel, offset), version, old, nbytes, lay in zip(names, reserved, versions, replaced, sizes,
+                                                                  layouts or [None] * len(names)):
+            if self.record.archive is not None:  # an object, made whole by the write (unwritten bytes: zeros)
+                out.append((rel, offset, version, old))
+                continue
+            if lay is not None:  # subfiled: a range in each extent's subfile (the data file itself is not used)
+                if old is not None and _has_gaps(self._view(name).dist):
+                    prev = s.open_catalog().lookup_write(self.dataset(name).id, step)
+                    assert prev is not None  # the version it replaces
+                    _subfiled.copy_previous(self, prev, rel, lay, self._read_bytes)
+                out.append((rel, offset, version, old))
+                continue
+            ends[rel] = max(ends.get(rel, 0), offset + nbytes)
+            if old is not None and name not in self._ranked and _has_gaps(self._view(name).dist):
+                extend_file(self._absolute(rel), offset + nbytes)
+                # rows the gappy map does not write keep their earlier values, as they would in place
+                prev = s.open_catalog().lookup_write(self.dataset(name).id, step)
+                assert prev is not None  # the version it replaces
+                copy_range(self._absolute(prev.path), prev.offset, self._absolute(rel), offset, nbytes)
+            out.append((rel, offset, version, old))
+        for rel, end in ends.items():
+            extend_file(self._absolute(rel), end)
+        return out
+
+    def _check_write_method(self, method: str | None) -> None:
+        """Refuse a write method the group's tier cannot write with (the name validated too).
+
+        Raises
+        ------
+        InvalidArgumentError
+        """
+        if not _remote.is_method(method):
+            choose_method(method or self.session.method)  # validates the name
+        elif self.record.archive is None:
+            raise InvalidArgumentError(f"method {method!r} writes to the archive tier, and group {self.name!r} writes "
+                                       f"to the fast tier; choose a fast-tier method or 'auto'")
+        elif method != _ARCHIVE_WRITE.method.name:
+            raise InvalidArgumentError(f"method {method!r} cannot write to the archive tier: an object cannot be updated "
+                                       f"in part, so group {self.name!r} writes whole objects with "
+                                       f"{_ARCHIVE_WRITE.method.name!r} (or 'auto')")
+
+    def _commit_dump(self, names: Sequence[str], step: int, places: Sequence[tuple[str, int, int, int | None]],
+                     checksums: Sequence[str], decisions: Sequence[Any], seconds: Sequence[float], overwrite: bool,
+                     sizes: Sequence[int], digests: Sequence[str] | None = None,
+                     subfiled: tuple[list, list[list[int]]] | None = None) -> None:
+        """Every rank, once the bytes of a dump are written and agreed: rank 0 commits its rows (or queues them).
+
+        *digests*: the objects' digests of an archive-tier group (rank 0); each row then
+        carries its object's verified archive copy, committed with it. *subfiled*: each
+        dataset's :class:`sdm._subfiled.Layout` (or None) and its extents' checksums.
+        """
+        s = self.session
+        rows = self._rows(names, step, places, checksums, decisions, seconds, overwrite, sizes) if s.rank == 0 else []
+        layouts = subfiled[0] if subfiled is not None else [None] * len(names)
+        for row, lay, sums in zip(rows, layouts, subfiled[1] if subfiled is not None else [[]] * len(names)):
+            if lay is not None:
+                row.update(_subfiled.row_fields(row["path"], lay, sums, s.checksum))
+        if digests is not None and s.rank == 0:
+            store, now = self._store(), datetime.now(timezone.utc)
+            for row, sha, nbytes in zip(rows, digests, sizes):
+                row["copy"] = {"tier": "archive", "location": store.location(row["path"]),
+                               "size": int(row["offset"]) + int(nbytes), "checksum": sha, "verified_at": now}
+        if s.async_commit:
+            if s.rank == 0:  # in the background; a failure surfaces at the next call or at close
+                s._commit_later(rows)
+        else:
+            root_vector(s.comm, 0, self._commit, rows)
+        for name in names:
+            self._steps[name].add(step)
+        if appends(self.level):  # described by a trailer when the session closes (sdm.storage.trailer)
+            s.described.update(p[0] for p, lay in zip(places, layouts) if lay is None)
+
+    def _rows(
+        self,
+        names: Sequence[str],
+        step: int,
+        places: Sequence[tuple[str, int, int, int | None]],
+        checksums: Sequence[str],
+        decisions: Sequence[Any],
+        seconds: Sequence[float],
+        overwrite: bool,
+        sizes: Sequence[int],
+    ) -> list[dict[str, Any]]:
+        """Rank 0: the catalog rows of one dump (*sizes*: the bytes of each)."""
+        s = self.session
+        rows = []
+        for name, (rel, offset, version, old), checksum, decision, secs, nbytes in zip(
+                names, places, checksums, decisions, seconds, sizes):
+            rec = self.dataset(name)
+            rows.append(dict(
+                dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=nbytes,
+                checksum=checksum, checksum_algo=integrity.ALGORITHM if checksum else "none",
+                method=decision.method.name, reason=decision.reason, seconds=secs, nprocs=s.size, overwrite=overwrite,
+                version=version, replaces=old,
+            ))
+        return rows
+
+    def _commit(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Rank 0: record the writes of one dump in one catalog transaction."""
+        self.session.record(WritesRecorded.of(self.session.run_id, rows))
+        return []
+
+    def _set_data_view(self, view: Distribution, datasets: Sequence[str] | None = None) -> None:
+        s = self.session
+        names, failure = capture(lambda: list(self._datasets) if datasets is None else check.names(datasets, "datasets"),
+                                 rank=s.rank)
+        # first, before any collective that depends on the kind: the same view everywhere
+        agree_view(s.comm, view, f"data_view of group {self.name!r}", names)
+        agree(s.comm, failure)
+        assert names is not None
+        if isinstance(view, Ranked):  # the same kind on every rank (agreed above)
+            return _ranked_io.set_view(self, names)
+
+        def resolve() -> tuple[list[str], dict[str, Piece]]:
+            if not isinstance(view, Distribution):
+                raise InvalidArgumentError(
+                    f"a data view must be a Distribution (Block, Cyclic, MapArray, ...), got {type(view).__name__}"
+                )
+            names = list(self._datasets) if datasets is None else check.names(datasets, "datasets")
+            for n in names:
+                rec = self.dataset(n)
+                if n in self._ranked:
+                    raise _not_global(n)
+                if isinstance(view, MapArray) and rec.order == "F" and len(rec.shape) > 1:
+                    raise DistributionError(
+                        f"dataset {n!r} is stored in Fortran order; map-array views need C order "
+                        "(rows with their components contiguous)"
+                    )
+            return names, {n: view.piece(self.dataset(n).shape, s.size, s.rank) for n in names}
+
+        resolved, failure = capture(resolve, rank=s.rank)
+        listed = agree(s.comm, failure, resolved[0] if resolved else None)
+        if any(n != listed[0] for n in listed):  # the walks below are collective
+            raise CollectiveMismatchError(
+                f"ranks set data views of different datasets: {dict(enumerate(listed))}; every rank must name the same ones"
+            )
+        names, pieces = resolved  # type: ignore[misc]
+        self._epoch += 1  # every rank is here: the views' layout keys change alike
+        checked: set[tuple[int, ...]] = set()
+        for n in names:  # collective: every rank walks the same names
+            shape = self.dataset(n).shape
+            if shape not in checked:
+                checked.add(shape)
+                _, failure = capture(view.check, shape, pieces[n], s.comm, rank=s.rank)
+                agree(s.comm, failure)
+        for n in names:
+            old = self._views.pop(n, None)
+            if old is not None:
+                old.free()
+            rec = self.dataset(n)
+            self._views[n] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order,
+                                          layout=("view", self.record.id, self._epoch, rec.shape, rec.dtype, rec.order))
+        if s.mode != "r":
+            ids = [self.dataset(n).id for n in names]
+            root_call(s.comm, s.record, DistributionSet(tuple(ids), view.to_json()))

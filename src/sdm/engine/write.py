@@ -1,0 +1,296 @@
+"""The write protocol of one dump: check, agree, place, move, sync, close, commit (every rank).
+
+See docs/design.md, "A write": one opening exchange, one placement (from the space reserved
+ahead), one combined call per file for the small datasets that share it
+(:mod:`sdm.io.combined`) and one transfer per other dataset, one sync per file, one
+closing exchange, one commit of every row.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import _validate as check
+from .. import convert, integrity
+from . import ranked as _ranked_io
+from . import subfiled as _subfiled
+from .._collective import (capture)
+from ..errors import (
+    InvalidArgumentError,
+    InvalidNameError,
+    SDMError,
+)
+from ..io import get_method
+from ..io.combined import COMBINABLE, Part, combined_types, move_combined
+from ..io import remote as _remote
+from ..layout.views import ResolvedView
+from ..planner import Decision as _Decision
+from ..storage import appends
+from ..storage.durability import fsync_path
+from ..storage.failures import storage_error
+
+from .checks import _check_array, _check_step, _key
+from .state import _ARCHIVE_WRITE, _COMBINE_AUTO_BYTES, _THREADED_SHARE, GroupState
+
+
+__all__ = ["Writing"]
+
+
+class _ShareJob:
+    """This rank's checksum share of one write, computed beside the I/O when the piece is large.
+
+    The share reads the local array, as the I/O does; both only read it.  When the
+    node has a core to spare for every rank (``threaded``), a large piece's share runs
+    in a worker thread while MPI-IO moves the bytes and the file is synced (numpy and
+    MPI-IO both release the GIL); otherwise, and for a small piece, it runs in
+    :meth:`result`, after the I/O: with every core taken, a second thread per rank
+    only competes with the MPI library's own polling.
+    """
+
+    _pool: Any = None
+
+    def __init__(self, view: ResolvedView, arr: np.ndarray, order: str, threaded: bool) -> None:
+        self.args = (view.piece, arr, order, integrity.ALGORITHM)
+        self.future = None
+        if threaded and view.nbytes >= _THREADED_SHARE:
+            if _ShareJob._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _ShareJob._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sdm-checksum")
+            self.future = _ShareJob._pool.submit(integrity.piece_share, *self.args)
+
+    def result(self) -> int:
+        """The share (waits for the worker)."""
+        if self.future is not None:
+            return int(self.future.result())
+        return integrity.piece_share(*self.args)
+
+
+class Writing(GroupState):
+    """The write protocol of a group (mixed into :class:`~sdm.engine.group_engine.GroupEngine`)."""
+
+    def _write_dump(
+        self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False, method: str | None = None,
+        casting: str | None = None,
+    ) -> None:
+        s = self.session
+        s._check_writable("write")
+        names = list(arrays) if isinstance(arrays, Mapping) else []
+        if any(self._is_ranked(n) for n in names):  # the same on every rank that passes the same names
+            s._ops.enter("write")
+            return _ranked_io.write(self, step, arrays, overwrite=overwrite, method=method, casting=casting)
+
+        def local() -> list[tuple[ResolvedView, np.ndarray]]:
+            _check_step(step)
+            if not isinstance(arrays, Mapping):
+                raise InvalidArgumentError(
+                    f"write_step needs a dict of dataset name to local array, got {type(arrays).__name__}"
+                )
+            if not names or len(set(names)) != len(names):
+                raise InvalidNameError(f"write_step needs distinct dataset names, got {names}")
+            check.flag(overwrite, "overwrite")
+            check.text(method, "method", optional=True)
+            self._check_write_method(method)
+            convert.check_casting(casting)
+            return [(self._view(n), _check_array(arrays[n], self._view(n), n, s.rank, for_read=False, casting=casting)[0])
+                    for n in names]
+
+        prepared, failure = capture(local, rank=s.rank)
+        plan = None
+        if s.rank == 0:
+            failure = s._settle() or failure  # an earlier dump's commit failure surfaces first
+            if failure is None:
+                plan, failure = capture(self._plan_write, names, int(step), overwrite, rank=0)
+        stats = [v.stats(a) for v, a in prepared] if prepared else None
+        call = (tuple(_key(n) for n in names), _key(step), _key(overwrite), _key(method))
+        # exchange 1: every rank's call, failure and layout in one fixed-size allgather
+        _, statsets = self._agree_call("write", call, failure, plan, stats)
+        # exchange 2: rank 0 reserves fresh space, which it may only do once every rank
+        # has accepted the call (exchange 1), and every rank needs the offsets before it
+        # writes: one small Bcast of (offset, version, replaced version) per dataset
+        layouts, notes = (_subfiled.layouts(self, names) if self.record.subfiles is not None
+                          else ([None] * len(names), [""] * len(names)))
+        places = self._reserve_everywhere(names, int(step), plan, [self._nbytes[n] for n in names], layouts)
+        archived = self.record.archive is not None
+        shared = self._shared_files(names, places, layouts, method) if not archived else {}
+        # the planner's view of each access (not needed for a dataset written in a combined call)
+        accesses = [None if i in shared else self._access(n, True, statsets, i) for i, n in enumerate(names)]
+        chosen = s.planner.choose_many(method or s.method, [None if archived or lay is not None else a
+                                                            for a, lay in zip(accesses, layouts)])
+        decisions = [_ARCHIVE_WRITE if archived else _Decision(get_method("servers"), lay.reason) if lay is not None
+                     else _combined_decision(len(shared[i]), method or s.method) if i in shared
+                     else _noted(d, note)  # type: ignore[arg-type]  # planned: not None
+                     for i, (d, lay, note) in enumerate(zip(chosen.decisions, layouts, notes))]
+        combined = {id(members): members for members in shared.values()}  # one call per file, alike everywhere
+        n = len(names)
+        extent_digests: list[list[int]] = [[0] * len(lay.extents) if lay is not None else [] for lay in layouts]
+        threads = s.checksum and self._spare_cores()
+        seconds = [0.0] * n
+        partials = [0] * n
+        failure = None
+        deferred: dict[Path, None] = {}  # open files synced once, after every transfer
+        subfiles: dict[Path, None] = {}  # the subfiles this rank wrote (each its own: synced here alone)
+        digests: list[str] = [""] * n  # archive-tier objects: their digests (rank 0)
+        for members in combined.values():  # every rank holds the same groups, in the same order
+            both, f = capture(self._write_combined, members, prepared, places, [self._nbytes[x] for x in names],
+                               decisions[members[0]].method.name, threads, rank=s.rank)
+            if both is not None:
+                for i, took, mine in zip(members, both[0], both[1]):
+                    seconds[i], partials[i] = took, mine
+            deferred[self._absolute(places[members[0]][0])] = None
+            failure = failure or f
+        done = {i for members in combined.values() for i in members}
+        for i, ((view, arr), decision, (rel, offset, _, _), name) in enumerate(zip(prepared, decisions, places, names)):  # type: ignore[arg-type]
+            if i in done:
+                continue
+            if chosen.settles(i):  # a trial ended earlier in this dump (agreed here): its winner writes the rest
+                decision = decisions[i] = _noted(chosen.settle(i, seconds, s.comm), notes[i])
+            backend: Any = self._store() if archived else s.files
+            path: Any = rel if archived else self._absolute(rel)
+            sync_now = s.sync and not appends(self.level)
+            lay = layouts[i]
+            if lay is not None:  # subfiled: each extent in its own subfile, checksummed by its owner (xxh3-64)
+                moved, f = capture(_subfiled.write, self, view, arr, rel, lay, subfiles, [p[i] for p in statsets],
+                                   rank=s.rank)
+                if moved is not None:
+                    seconds[i], extent_digests[i] = moved
+                failure = failure or f
+                continue
+            share = _ShareJob(view, arr, self.dataset(name).order, threads) if s.checksum and failure is None else None
+            if archived and method is not None and _remote.is_method(method):
+                decision = decisions[i] = _Decision(get_method(method), f"method {method!r} asked for")
+            out, f = capture(self._transfer, backend, path, offset, view, arr, decision.method, True, sync_now,
+                             rank=s.rank, stats=[p[i] for p in statsets], size=offset + self._nbytes[name],
+                             digests=(digests, i))
+            if out is not None:
+                seconds[i], sync_failure = out
+                f = f or sync_failure
+            if appends(self.level):
+                deferred[path] = None
+            if share is not None:
+                value, f2 = capture(share.result, rank=s.rank)
+                partials[i] = value or 0
+                f = f or f2
+            failure = failure or f
+        if s.sync and (deferred or subfiles):
+            t0 = time.perf_counter()
+            for path in deferred:  # every rank holds the same files, in the same order
+                f = s.files.sync_unagreed(path)
+                failure = failure or f
+            for path in subfiles:  # this rank's own subfiles: no collective
+                failure = failure or capture(fsync_path, path, rank=s.rank)[1]
+            per = (time.perf_counter() - t0) / n
+            seconds = [t + per for t in seconds]
+        # exchange 3: errors (I/O, sync, checksum), the slowest rank's seconds and the sum of
+        # the checksum shares, in one reduction; a rank is past it only when every node's sync
+        # is done, so the commit below follows the sync
+        try:
+            slowest, sums = self._closing(failure, seconds, partials + [d for ds in extent_digests for d in ds])
+        except SDMError:
+            s.files.reset_views()  # a view may have been set on some ranks only
+            raise
+        checksums = [integrity.to_hex(int(x)) if s.checksum else "" for x in sums[:n]]
+        at = n
+        for i, lay in enumerate(layouts):  # every extent's digest: the sum of its owner's and zeros
+            if lay is not None:
+                extent_digests[i] = [int(x) for x in sums[at:at + len(lay.extents)]]
+                at += len(lay.extents)
+                checksums[i] = integrity.extents_checksum(extent_digests[i]) if s.checksum else ""
+        if not archived:
+            for i, (a, decision, secs, lay) in enumerate(zip(accesses, decisions, slowest, layouts)):  # alike everywhere
+                if lay is None and a is not None:
+                    s.planner.observe(a, decision.method.name, float(secs))
+        self._commit_dump(names, int(step), places, checksums, decisions, [float(x) for x in slowest], overwrite,
+                          [self._nbytes[n] for n in names], digests if archived else None,
+                          subfiled=(layouts, extent_digests))
+
+    def _shared_files(self, names: Sequence[str], places: Sequence[tuple[str, int, int, int | None]],
+                      layouts: Sequence[Any],
+                      method: str | None) -> dict[int, list[int]]:
+        """The datasets of a dump that share a file with another one: ``{index: members of its file}``.
+
+        Only at levels 2 and 3 (a level-1 file holds one dataset), for fast-tier datasets
+        that are not subfiled, and when the call names a method that moves bytes through
+        a file view (``collective``, ``datatype``) or leaves the method to SDM (``auto``:
+        for datasets of at most :data:`_COMBINE_AUTO_BYTES`, whose access costs more in
+        fixed per-call work than in bytes; a larger one is planned on its own): those are
+        written by one combined call per file (:mod:`sdm.io.combined`).  The same on
+        every rank (from agreed values only).
+        """
+        chosen = method or self.session.method
+        if not appends(self.level) or (chosen != "auto" and chosen not in COMBINABLE):
+            return {}
+        limit = _COMBINE_AUTO_BYTES if chosen == "auto" else None
+        files: dict[str, list[int]] = {}
+        for i, (place, lay, name) in enumerate(zip(places, layouts, names)):
+            if lay is None and (limit is None or self._nbytes[name] <= limit):
+                files.setdefault(place[0], []).append(i)
+        out: dict[int, list[int]] = {}
+        for members in files.values():
+            if len(members) > 1:
+                out.update((i, members) for i in members)
+        return out
+
+    def _write_combined(self, members: Sequence[int], prepared: Sequence[tuple[ResolvedView, np.ndarray]],
+                        places: Sequence[tuple[str, int, int, int | None]], sizes: Sequence[int], method: str,
+                        threads: bool) -> tuple[list[float], list[int]]:
+        """This rank's part of one combined write: the datasets *members* of one file in one view and one call.
+
+        Returns each dataset's seconds (the call's, shared out by size) and checksum share.
+        The collective calls are made on every rank even when building the types failed
+        here (the failure is raised afterwards, for the closing exchange).
+        """
+        s = self.session
+        path = self._absolute(places[members[0]][0])
+        jobs = [_ShareJob(prepared[i][0], prepared[i][1], prepared[i][0].order, threads) if s.checksum else None
+                for i in members]
+        made: list[MPI.Datatype] = []
+        error: SDMError | None = None
+        t0 = time.perf_counter()
+        fh = s.files.open(path, cache=True)
+        try:
+            parts = []
+            for i in members:
+                view, arr = prepared[i]
+                mem, extra = view.memory(arr)
+                made.extend(extra)
+                parts.append(Part(places[i][1], sizes[i], view.ftype, mem, view.layout))
+            types = combined_types(parts)
+            try:
+                move_combined(fh, method, types, writing=True, hints=s.hints, views=s.files.views(path))
+            except MPI.Exception as exc:
+                error = storage_error(exc, f"MPI-IO write of {path} failed", path)
+            finally:
+                types.free()
+        finally:
+            for t in made:
+                if t != MPI.DATATYPE_NULL:
+                    t.Free()
+            s.files.release(path, fh)
+        if error is not None:
+            raise error
+        secs = time.perf_counter() - t0
+        total = sum(sizes[i] for i in members) or 1
+        return ([secs * sizes[i] / total for i in members],
+                [job.result() if job is not None else 0 for job in jobs])
+
+
+def _combined_decision(count: int, method: str) -> _Decision:
+    """The decision for a dataset written with *count* - 1 others of its file in one call (*method*:
+    the one asked for, or ``auto``: ``collective``)."""
+    if method in COMBINABLE:
+        return _Decision(get_method(method), f"method {method!r} asked for; {count} datasets of the dump in one file: "
+                         "one file view and one call for all of them (sdm.io.combined)")
+    return _Decision(get_method("collective"), f"{count} datasets of the dump in one file: one file view and one "
+                     "collective call for all of them (sdm.io.combined)")
+
+
+def _noted(decision: _Decision, note: str) -> _Decision:
+    """*decision* with *note* (why a subfiled group's write kept one file) before its reason."""
+    return replace(decision, reason=f"subfiles: {note}; {decision.reason}") if note else decision
