@@ -86,8 +86,8 @@ PRELOAD = {  # imported before "ready", so the kill lands in the command's work
     "rebuild": ["sqlalchemy", "sdm.catalog", "sdm.catalog.rebuild"],
     "export": ["mpi4py.MPI", "h5py", "netCDF4", "zarr", "sdm.exporting", "sdm.exporting.hdf5",
                "sdm.exporting.netcdf", "sdm.exporting.zarrv3", "sdm.session"],
-    "migrate": ["sdm.catalog", "sdm.storage.tiers", "sdm.storage.backends.objectstore"],
-    "purge": ["sdm.catalog", "sdm.storage.tiers", "sdm.storage.backends.objectstore"],
+    "migrate": ["sdm.catalog", "sdm.ops.tiers", "sdm.storage.backends.objectstore"],
+    "purge": ["sdm.catalog", "sdm.ops.tiers", "sdm.storage.backends.objectstore"],
 }
 
 

@@ -30,7 +30,7 @@ Cases (:data:`CASES`, run in this order; ``--only`` picks some):
     every rank needs 256 rows of 64 bytes spread over the whole array.
     ``remote-sieving`` (and ``remote-collective``) against ``remote-naive``.
 ``migrate``
-    :func:`sdm.storage.tiers.migrate` of a run of 4 files of 64 MiB against a plain client
+    :func:`sdm.ops.tiers.migrate` of a run of 4 files of 64 MiB against a plain client
     copy of the same files (:meth:`ObjectStore.put_file` of each, no verification) to the
     same server, with ``verify="read-back"`` (the default: every object read back and
     compared byte for byte with its file) and ``verify="upload"`` (the server's check of each signed upload's
@@ -245,7 +245,7 @@ def worker_archive_write(args: argparse.Namespace) -> None:
 
     import sdm
     from sdm.catalog import Catalog
-    from sdm.storage import tiers
+    from sdm.ops import tiers
     from sdm.storage.backends.objectstore import ObjectStore
 
     comm = MPI.COMM_WORLD
@@ -320,7 +320,7 @@ def case_write(bench: Bench) -> dict[str, Any]:
 def case_superfile(bench: Bench) -> dict[str, Any]:
     """Many small datasets read from the archive: one object per file against one superfile (1 rank)."""
     from sdm.catalog import Catalog
-    from sdm.storage import tiers
+    from sdm.ops import tiers
 
     samples: dict[str, list[float]] = {}
     ratios: dict[str, dict[str, Any]] = {}
@@ -409,7 +409,7 @@ class Bench:
         """The run of the read cases: written on 4 ranks, migrated to the server, its fast copy purged (once)."""
         if self.read_run is None:
             from sdm.catalog import Catalog
-            from sdm.storage import tiers
+            from sdm.ops import tiers
 
             run_id = int(self.job("write")["run"])
             cat = Catalog(self.catalog)
@@ -475,7 +475,7 @@ def _migrate_run(bench: Bench, files: int, per_file: int) -> tuple[int, list[Pat
 def case_migrate(bench: Bench) -> dict[str, Any]:
     """``tiers.migrate`` of a run against a plain ``put_file`` of its files, to the server directly."""
     from sdm.catalog import Catalog
-    from sdm.storage import tiers
+    from sdm.ops import tiers
 
     files, per_file = (4, 1 * MiB) if bench.args.quick else (4, 64 * MiB)
     run_id, paths, keys = _migrate_run(bench, files, per_file)
@@ -515,7 +515,7 @@ def case_migrate(bench: Bench) -> dict[str, Any]:
 
 def _migrate_parts(cat: Any, run_id: int, store: Any, paths: list[Path], keys: list[str]) -> dict[str, float]:
     """Seconds of each check :func:`tiers.migrate` makes besides the upload, on the files just copied by *store*."""
-    from sdm.storage import tiers
+    from sdm.ops import tiers
     from sdm.storage.digests import file_digest
 
     sizes = [p.stat().st_size for p in paths]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .exporting import export, import_file
     from .session import Session, open
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 # Names load on first use: `import sdm` costs little more than its exceptions, never
 # initializes MPI (which may fail or hang on a login node) and never imports SQLAlchemy.
@@ -96,24 +96,24 @@ def migrate(runs: Any = None, *, to: str, **kwargs: Any) -> list[Any]:
     """Copy runs to the archive tier ``to="s3://BUCKET/PREFIX"`` and verify every copy (``sdm migrate``).
 
     ``runs`` are run ids, or select with ``where=["key=value", ...]`` and ``application=``;
-    ``endpoint=``, ``catalog=`` and ``progress=`` as for :func:`sdm.storage.tiers.run`, which
-    documents the rules. Returns one :class:`~sdm.storage.tiers.TierReport` per run.
+    ``endpoint=``, ``catalog=`` and ``progress=`` as for :func:`sdm.ops.tiers.run`, which
+    documents the rules. Returns one :class:`~sdm.ops.tiers.TierReport` per run.
     """
-    from .storage import tiers
+    from .ops import tiers
 
     return tiers.run("migrate", runs, to=to, **kwargs)
 
 
 def stage(runs: Any = None, **kwargs: Any) -> list[Any]:
     """Bring runs back from the archive tier to the fast tier, verified (``sdm stage``); as :func:`migrate`."""
-    from .storage import tiers
+    from .ops import tiers
 
     return tiers.run("stage", runs, **kwargs)
 
 
 def purge(runs: Any = None, *, tier: str = "fast", **kwargs: Any) -> list[Any]:
     """Remove runs' copies from *tier*, refused unless a verified copy exists elsewhere (``sdm purge``)."""
-    from .storage import tiers
+    from .ops import tiers
 
     return tiers.run("purge", runs, tier=tier, **kwargs)
 

@@ -35,7 +35,7 @@ except Exception as exc:  # noqa: BLE001 - numba absent or broken: numpy compute
 __all__ = ["ROWS_PER_CALL", "mix64_share"]
 
 ROWS_PER_CALL = 1 << 14  #: rows (runs of the inner axis) per call of the compiled loop: bounds numpy's arrays
-from .integrity import _C1, _C2, _K, _MASK, _R, _SEED, _U64  # the algorithm's constants, defined once
+from ._mix64 import _C1, _C2, _K, _MASK, _R, _SEED, _U64  # the algorithm's constants, defined once
 
 
 def _mix_runs_py(flat: Any, row_off: Any, row_term: Any, n: int, step: int, col_term: Any, col_inc: Any,

@@ -26,7 +26,7 @@ from . import integrity
 from ._collective import agree, capture, root_call
 from .catalog.changes import ImportRecorded
 from .dtypes import check_dtype
-from .errors import InvalidArgumentError, InvalidNameError, StorageError
+from .errors import InvalidArgumentError, StorageError
 from .io import Transfer, get_method
 from .layout import Block, Distribution, MapArray
 from .layout.agreement import agree_view

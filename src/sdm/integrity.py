@@ -143,13 +143,7 @@ _hashed_with_numpy = 0
 _compiled_kernel: list[Any] | None = []  # [] not tried yet, [module] loaded, None not loadable here
 _kernel_lock = threading.Lock()
 
-_MASK = (1 << 64) - 1
-_K = 0x9E3779B97F4A7C15
-_SEED = 0x243F6A8885A308D3
-_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
-_R = np.uint64(33)
-_U64 = np.uint64
+from ._mix64 import _C1, _C2, _K, _MASK, _R, _SEED, _U64
 
 
 def kernel_for(nbytes: int, kernel: str | None = None) -> Any:

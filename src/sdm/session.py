@@ -30,6 +30,7 @@ from .catalog.metafile import MetaFile
 from .catalog.recorder import Recorder
 from .catalog.selection import run_choice
 from .catalog.values import encode, merge_attributes
+from .engine.hints import planner_hints as planner_hints_checked, session_hints
 from .engine.operations import Late, Operations, close_wait, collective
 from .errors import (
     CatalogError,
@@ -886,7 +887,7 @@ def _check_open(mode: Any, catalog: Any, root: Any, run: Any, attributes: Any, p
     for value, what in ((sync, "sync"), (checksum, "checksum")):
         check.optional_flag(value, what)
     check.flag(verify, "verify")
-    return {"hints": check.session_hints(hints), "planner_hints": check.planner_hints(planner_hints)}
+    return {"hints": session_hints(hints), "planner_hints": planner_hints_checked(planner_hints)}
 
 
 def _plain(obj: Any) -> Any:

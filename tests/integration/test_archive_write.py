@@ -24,7 +24,7 @@ from sdm.catalog import Catalog
 from sdm.catalog.rebuild import rebuild
 from sdm.catalog.tiers import copies
 from sdm.maintenance import verify_run
-from sdm.storage import tiers
+from sdm.ops import tiers
 from sdm.storage.sections import parse_header
 from sdm.storage.backends.objectstore import ObjectStore
 

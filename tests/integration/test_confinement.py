@@ -41,7 +41,7 @@ from sdm.catalog.metafile import BACKUP, META, line_of, parse_line
 from sdm.catalog.rebuild import rebuild
 from sdm.errors import IntegrityError
 from sdm.maintenance import gc_run, verify_run
-from sdm.storage import tiers
+from sdm.ops import tiers
 from sdm.storage.backends.objectstore import ObjectStore
 
 pytestmark = pytest.mark.timeout(300)

@@ -1,7 +1,7 @@
 """Reads from the archive tier without staging (``sdm.io.remote``) on a real S3 server (versitygw).
 
 A run (levels 1 and 3, C and Fortran order) is written on one process, migrated with
-:func:`sdm.storage.tiers.migrate` and purged from the fast tier; ``mpiexec`` jobs
+:func:`sdm.ops.tiers.migrate` and purged from the fast tier; ``mpiexec`` jobs
 (``_remote_job.py``) then read it at 1-4 ranks with every remote method and ``auto``,
 every distribution (Block, Cyclic, BlockCyclic, Subarray with ghosts, MapArray with a
 ghost row), ``verify=True``, byte for byte against numpy references.  The subfile cache
@@ -21,7 +21,7 @@ from sdm.catalog import Catalog
 from sdm.catalog.tiers import copies
 from sdm.io import remote
 from sdm.maintenance import verify_run
-from sdm.storage import tiers
+from sdm.ops import tiers
 from sdm.storage.backends.objectstore import ObjectStore
 
 from _remote_job import DATASETS, SHAPE, reference

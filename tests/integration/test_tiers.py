@@ -1,4 +1,4 @@
-"""Migrate, stage and purge (``sdm.storage.tiers``) between the file system and a real S3 server (versitygw).
+"""Migrate, stage and purge (``sdm.ops.tiers``) between the file system and a real S3 server (versitygw).
 
 A run is written through SDM on one process; its files are migrated to the object store,
 their objects compared byte for byte with the files and their digests recomputed with
@@ -30,7 +30,7 @@ from sdm.catalog import Catalog
 from sdm.catalog import tiers as rows
 from sdm.errors import IntegrityError, InvalidArgumentError, RunStateError, StorageError
 from sdm.maintenance import verify_run
-from sdm.storage import tiers
+from sdm.ops import tiers
 from sdm.storage.digests import file_digest
 from sdm.storage.backends.objectstore import ObjectStore
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import sdm
-from sdm import _validate
+from sdm.engine import hints as engine_hints
 from sdm._cli.main import app
 from sdm.catalog import Catalog, DatasetSpec
 from sdm.errors import InternalError, SDMError
@@ -188,9 +188,9 @@ HINT_KEYS = st.sampled_from(["cb_nodes", "cb_buffer_size", "sdm_sync", "sdm_io_s
                                                           "magic", 3, 2.5, None, True, [1], ["posix"]]), max_size=3),
                          st.sampled_from(["x", [1]])))
 def test_fuzz_hints(hints, planner):
-    res, parsed = outcome(lambda: _validate.session_hints(hints))
+    res, parsed = outcome(lambda: engine_hints.session_hints(hints))
     if res == "ok":
         assert parsed == hints and all(isinstance(k, str) and isinstance(v, str) for k, v in hints.items())
-    res, parsed = outcome(lambda: _validate.planner_hints(planner))
+    res, parsed = outcome(lambda: engine_hints.planner_hints(planner))
     if res == "ok":
         Hints.parse(parsed)  # parses again, the same way

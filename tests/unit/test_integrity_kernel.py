@@ -236,7 +236,7 @@ def test_no_writable_cache_directory_falls_back_to_numpy(tmp_path):
     """A read-only install with no writable cache directory: numba can keep no code, numpy computes."""
     pkg = tmp_path / "install"
     (pkg / "sdm").mkdir(parents=True)
-    for f in ("__init__.py", "integrity.py", "errors.py", "_mix64_kernel.py"):
+    for f in ("__init__.py", "integrity.py", "errors.py", "_mix64.py", "_mix64_kernel.py"):
         (pkg / "sdm" / f).write_bytes((SRC / "sdm" / f).read_bytes())
     (pkg / "sdm" / "__init__.py").write_text("")  # the two modules alone, not the whole package
     (pkg / "sdm" / "__pycache__").write_text("a file: no cache directory can be made here")

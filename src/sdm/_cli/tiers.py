@@ -32,7 +32,7 @@ def _split(items: list[str] | None) -> tuple[list[int], list[str]]:
 
 def _do(operation: str, items: list[str] | None, application: str | None, catalog: str | None, as_json: bool,
         **options: Any) -> None:
-    from ..storage import tiers
+    from ..ops import tiers
 
     runs, where = _split(items)
     with _progress(operation) as bar:

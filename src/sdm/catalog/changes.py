@@ -140,7 +140,7 @@ class RunCreated(Change[None]):
     sdm: str | None = None
 
     def to_record(self, names: Names) -> Record:
-        from .. import __version__
+        from .._version import __version__
 
         return {"t": "run", "application": self.application, "run": int(self.run_id), "catalog": self.catalog_id,
                 "nprocs": int(self.nprocs), "problem_size": self.problem_size,

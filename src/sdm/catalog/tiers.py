@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from ..errors import InvalidArgumentError, NotFoundError
 from . import schema as S
 from .loading import utc
+from ..storage.naming import MEMBER, member, member_location  # noqa: F401 (the catalog's names for them)
 
 if TYPE_CHECKING:
     from .catalog import Catalog
@@ -89,21 +90,6 @@ class Operation:
     detail: str | None
 
 
-#: Separates a superfile's location from a member's offset in it (``copies.location``).
-MEMBER = "@"
-
-
-def member_location(superfile: str, offset: int) -> str:
-    """The location of a file packed at *offset* of the superfile object *superfile*."""
-    return f"{superfile}{MEMBER}{int(offset)}"
-
-
-def member(location: str) -> tuple[str, int | None]:
-    """``(object location, offset in it)`` of a copy's location; the offset is None for a whole object."""
-    head, sep, tail = location.rpartition(MEMBER)
-    if sep and tail.isdigit() and head.startswith("s3://"):
-        return head, int(tail)
-    return location, None
 
 
 def _now() -> datetime:

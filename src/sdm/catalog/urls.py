@@ -55,7 +55,7 @@ _MASKED = re.compile(r"\*\*\*(?=['\"\s]|$)")
 _PARAM = re.compile(r"(?<=[?&])(?P<key>[^&=?]*)=(?P<value>.*?)(?=&[^&=?]*=|$)", re.S)
 # where a parser may cut a password: the URL's delimiters, spaces and quotes
 _PIECES = re.compile(r"[@:/?#&=\s'\"\\]+")
-# the offset of a superfile's member after its object's name (sdm.storage.tiers): not a user part's end
+# the offset of a superfile's member after its object's name (sdm.ops.tiers): not a user part's end
 _MEMBER = re.compile(r"@\d+(?![^\s'\"),\]>])")
 #: Pieces of a secret at least this long are scrubbed from text on their own.
 PIECE = 4

@@ -43,15 +43,17 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import GroupNotFoundError, IntegrityError, InvalidArgumentError, SDMError, StorageError
+from .base import STEP, Progress, Sink, Source, SourceArray
+from .reports import ExportReport, ImportReport, parse_steps
 
 if TYPE_CHECKING:
     from ..catalog import DatasetRecord, GroupRecord, RunRecord
@@ -63,141 +65,6 @@ __all__ = ["ARRAY_FORMATS", "FORMATS", "ExportReport", "ImportReport", "export",
 #: The formats, by their names on the command line.
 ARRAY_FORMATS = ("hdf5", "netcdf", "zarr")  # a run's datasets as arrays over (step, *shape)
 FORMATS = (*ARRAY_FORMATS, "exodus")  # exodus: a finite element model (sdm.fem.runs)
-
-#: The name of the step dimension and of its coordinate.
-STEP = "step"
-
-Progress = Callable[[int, int], None]
-
-
-@dataclass
-class ExportReport:
-    """What :func:`export` wrote."""
-
-    run: int
-    format: str
-    out: str
-    groups: list[str]
-    arrays: int
-    steps: int  #: steps of datasets read and written
-    nbytes: int  #: bytes of data written (before compression)
-    seconds: float
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class ImportReport:
-    """What :func:`import_file` wrote."""
-
-    run: int
-    application: str
-    source: str
-    format: str
-    groups: list[str]
-    datasets: int
-    steps: int  #: steps of datasets written
-    nbytes: int
-    seconds: float
-    notes: list[str] = field(default_factory=list)
-
-
-class SteppedSink:
-    """What every format's writer shares: the file's root, whether to compress, and writing a step.
-
-    Subclasses open their file and set :attr:`root`.
-    """
-
-    root: Any
-    compression: bool
-
-    def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
-        """Write one step of *array* (its leading index), or the whole array when *index* is None."""
-        if index is None:
-            array[...] = data
-        else:
-            array[index] = data
-
-
-class Sink(Protocol):
-    """A file being written (one per format): groups, dimensions, arrays and attributes."""
-
-    root: Any
-
-    def group(self, parent: Any, name: str) -> Any:
-        """A new group *name* in *parent*."""
-
-    def dimension(self, group: Any, name: str, size: int, values: np.ndarray | None) -> None:
-        """Declare dimension *name* of *size* in *group*; *values*: its coordinate (the steps), if any."""
-
-    def array(self, group: Any, name: str, dtype: np.dtype, shape: tuple[int, ...], dims: tuple[str, ...],
-              fill: Any) -> Any:
-        """A new array (first dimension ``step`` when *dims* start with it)."""
-
-    def attrs(self, obj: Any, attrs: dict[str, Any]) -> None:
-        """Set attributes on a group or an array."""
-
-    def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
-        """Write step *index* of *array* (``None``: the whole array)."""
-
-    def close(self) -> None:
-        """Finish the file."""
-
-
-@dataclass
-class SourceArray:
-    """One array of a file to import."""
-
-    name: str
-    dtype: np.dtype
-    shape: tuple[int, ...]  #: one step's shape
-    steps: list[int] | None  #: step numbers along the first dimension; None: no step dimension
-    attrs: dict[str, Any]
-    read: Callable[[int | None], np.ndarray]  #: step index (None: the whole array) -> values
-
-
-class Source(Protocol):
-    """A file being imported (one per format)."""
-
-    def groups(self) -> Iterator[tuple[str | None, dict[str, Any], list[SourceArray], list[str]]]:
-        """``(name or None for the root, attributes, arrays, names of sub-groups)`` per group."""
-
-    def attrs(self) -> dict[str, Any]:
-        """The root's attributes."""
-
-    def close(self) -> None:
-        """Close the file."""
-
-
-# ------------------------------------------------------------------ arguments
-def parse_steps(spec: str | None) -> tuple[int, int | None, int]:
-    """``START:STOP[:STRIDE]`` (STOP excluded, as a Python slice), ``START:``, ``:STOP`` or ``K``.
-
-    Returns
-    -------
-    (start, stop or None, stride)
-
-    Raises
-    ------
-    InvalidArgumentError
-        Anything else (negative numbers, a stride < 1, text).
-    """
-    if spec is None:
-        return 0, None, 1
-    bad = InvalidArgumentError(f"bad steps {spec!r}: write START:STOP[:STRIDE] (STOP excluded), START:, :STOP or one "
-                               "step K, with integers >= 0 and STRIDE >= 1")
-    parts = str(spec).strip().split(":")
-    if len(parts) > 3 or not all(p.strip().isdigit() or (p.strip() == "" and len(parts) > 1) for p in parts):
-        raise bad
-    nums = [int(p) if p.strip() else None for p in parts]
-    if len(nums) == 1:
-        assert nums[0] is not None
-        return nums[0], nums[0] + 1, 1
-    start, stop = nums[0] or 0, nums[1]
-    stride = 1 if len(nums) < 3 or nums[2] is None else nums[2]
-    if stride < 1:
-        raise bad
-    return start, stop, stride
-
 
 def _selected(steps: tuple[int, ...] | list[int], start: int, stop: int | None, stride: int) -> list[int]:
     return [s for s in steps if s >= start and (stop is None or s < stop) and (s - start) % stride == 0]
@@ -560,36 +427,6 @@ def _source(fmt: str, path: Path) -> Source:
     from .zarrv3 import ZarrSource
 
     return ZarrSource(path)
-
-
-def step_numbers(values: Any, length: int, where: str) -> list[int]:
-    """The step numbers a file gives along an array's first dimension (its ``step`` coordinate), checked.
-
-    Parameters
-    ----------
-    values : array_like
-        The coordinate's values as the file holds them.
-    length : int
-        The array's first dimension.
-    where : str
-        The file and array, for the message.
-
-    Raises
-    ------
-    IntegrityError
-        Not *length* distinct integers in ``0 .. 2**63 - 1`` (whole numbers stored as
-        floating point are taken as the integers they are).
-    """
-    arr = np.asarray(values)
-    ok = arr.ndim == 1 and arr.size == length and arr.dtype.kind in "iuf"
-    if ok and arr.dtype.kind == "f":
-        ok = bool(np.isfinite(arr).all() and (arr == np.floor(arr)).all())
-    steps = [int(x) for x in arr] if ok else []
-    if not ok or any(not 0 <= x <= 2**63 - 1 for x in steps) or len(set(steps)) != len(steps):
-        shown = repr(arr.tolist() if arr.size <= 8 else f"{arr.size} values of {arr.dtype}")[:80]
-        raise IntegrityError(f"{where}: its {STEP!r} coordinate must hold {length} distinct integers >= 0 (one per "
-                             f"index of the first dimension), not {shown}; the file was not written as SDM exports")
-    return steps
 
 
 def _missing_steps(attrs: dict[str, Any], where: str) -> set[int]:

@@ -13,7 +13,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from . import STEP, SourceArray, SteppedSink, step_numbers
+from .base import STEP, SourceArray, SteppedSink, step_numbers
 
 __all__ = ["HDF5Sink", "HDF5Source"]
 

@@ -15,7 +15,7 @@ from typing import Any
 import netCDF4
 import numpy as np
 
-from . import STEP, SourceArray, SteppedSink, step_numbers
+from .base import STEP, SourceArray, SteppedSink, step_numbers
 
 __all__ = ["NetCDFSink", "NetCDFSource"]
 

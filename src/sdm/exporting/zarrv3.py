@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import zarr
 
-from . import STEP, SourceArray, SteppedSink, step_numbers
+from .base import STEP, SourceArray, SteppedSink, step_numbers
 
 __all__ = ["INNER_BYTES", "ZarrSink", "ZarrSource", "inner_chunks"]
 

@@ -18,7 +18,7 @@ from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from ..catalog import RunRecord
-    from ..exporting import ExportReport, ImportReport
+    from ..exporting.reports import ExportReport, ImportReport
 
 __all__ = ["export_exodus", "import_exodus"]
 
@@ -36,7 +36,7 @@ def export_exodus(rec: "RunRecord", url: str, root: Any, target: Path, name: str
     """
     import sdm
 
-    from ..exporting import ExportReport, parse_steps
+    from ..exporting.reports import ExportReport, parse_steps
     from . import exodus
     from .store import read_mesh, read_results
 
@@ -74,7 +74,7 @@ def import_exodus(src: Path, application: str, kwargs: dict[str, Any], progress:
     """
     import sdm
 
-    from ..exporting import ImportReport
+    from ..exporting.reports import ImportReport
     from . import exodus
     from .store import write_mesh, write_results
 

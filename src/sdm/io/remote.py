@@ -3,7 +3,7 @@
 These are :class:`~sdm.io.IOMethod` s of the ``objectstore`` backend
 (:mod:`sdm.storage.backends`): their :attr:`Transfer.fh <sdm.io.Transfer>` is an
 :class:`~sdm.storage.backends.objectstore.ObjectHandle`.  When the bytes of a dataset's
-step are on the archive tier only (the fast copy was purged, :mod:`sdm.storage.tiers`,
+step are on the archive tier only (the fast copy was purged, :mod:`sdm.ops.tiers`,
 or the group writes to the archive), :meth:`sdm.Group.read` reads them from the object
 without staging the whole file, with one of the methods of Shen, Liao and Choudhary
 (sections 4.1-4.3), each rank filling its own piece of any distribution:
@@ -45,7 +45,7 @@ copy with the session's method.
 
 The subfile cache: per object, ``<hash>.bytes`` holds the cached bytes at their offsets
 in the object (a sparse file) and ``<hash>.json`` the ranges it holds and the archive
-copy's checksum (``sha256:...``, recorded by :func:`sdm.storage.tiers.migrate`).  Bytes
+copy's checksum (``sha256:...``, recorded by :func:`sdm.ops.tiers.migrate`).  Bytes
 are written and synced before rank 0 adds their ranges to the index (written aside and
 renamed), so the index never claims bytes the file does not hold.  The cache is
 invalidated when the archive copy's checksum differs from the index's (a new object
@@ -113,8 +113,8 @@ def plan_path(location: str, checksum: str | None) -> str:
 
 def object_place(location: str) -> tuple[str, int]:
     """``(object location, where the copy's bytes start in it)``: 0 for a whole object, the member's
-    offset for a file packed in a superfile (:func:`sdm.storage.tiers.pack`)."""
-    from ..catalog.tiers import member
+    offset for a file packed in a superfile (:func:`sdm.ops.tiers.pack`)."""
+    from ..storage.naming import member
 
     where, at = member(location)
     return where, at or 0
@@ -122,7 +122,7 @@ def object_place(location: str) -> tuple[str, int]:
 
 def _packed(location: str) -> bool:
     """Whether an object is a superfile (many small files in one object)."""
-    from ..storage.tiers import SUPERFILE_SUFFIX
+    from ..storage.naming import SUPERFILE_SUFFIX
 
     return location.endswith(SUPERFILE_SUFFIX)
 

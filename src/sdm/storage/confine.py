@@ -128,8 +128,7 @@ def location_escapes(location: object, rel_dir: str, path: str, archive: str | N
     ``<archive>/<rel_dir>/.../<name>.sdmpack``; *archive* is the object store's URL when
     known (else any ``s3://bucket/prefix`` in front is accepted).
     """
-    from ..catalog.tiers import member
-    from .tiers import SUPERFILE_SUFFIX
+    from .naming import SUPERFILE_SUFFIX, member
 
     if not isinstance(location, str) or not location.startswith("s3://"):
         return "is not an s3:// location"

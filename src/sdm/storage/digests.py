@@ -3,7 +3,7 @@
 Two forms:
 
 ``sha256:<hex>``
-    The SHA-256 of the whole file (what :func:`sdm.storage.tiers.migrate` records).
+    The SHA-256 of the whole file (what :func:`sdm.ops.tiers.migrate` records).
 ``sha256-parts:<part bytes>:<hex>``
     For an object uploaded in parts by several processes (writes to the archive tier,
     :func:`sdm.io.remote.put_collective`): the SHA-256 of the concatenated binary SHA-256

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import InvalidNameError
 
-__all__ = ["check_name", "component", "inside"]
+__all__ = ["check_name", "component", "inside", "MEMBER", "member", "member_location", "SUPERFILE_SUFFIX"]
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX = 96
@@ -63,3 +63,24 @@ def inside(root: Path, relative: Path) -> Path:
     if full != root and root not in full.parents:
         raise InvalidNameError(f"path {relative} would leave the data root {root}")
     return full
+
+
+# --------------------------------------------------------------------------- archive locations
+#: The name ending of a superfile object (several small files of a run packed in one; ``sdm migrate``).
+SUPERFILE_SUFFIX = ".sdmpack"
+
+#: Separates a superfile's location from a member's offset in it (``copies.location``).
+MEMBER = "@"
+
+
+def member_location(superfile: str, offset: int) -> str:
+    """The location of a file packed at *offset* of the superfile object *superfile*."""
+    return f"{superfile}{MEMBER}{int(offset)}"
+
+
+def member(location: str) -> tuple[str, int | None]:
+    """``(object location, offset in it)`` of a copy's location; the offset is None for a whole object."""
+    head, sep, tail = location.rpartition(MEMBER)
+    if sep and tail.isdigit() and head.startswith("s3://"):
+        return head, int(tail)
+    return location, None

@@ -181,7 +181,7 @@ def index_of(run: dict[str, Any], group: Any, path: str, writes: Iterable[tuple[
 
     *writes* yields ``(dataset name, WriteRecord)`` of the file's committed rows.
     """
-    from .. import __version__
+    from .._version import __version__
 
     rows = sorted(writes, key=lambda item: item[1].offset)
     names = {name for name, _ in rows}

@@ -50,12 +50,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..catalog import tiers as rows
+from ..storage.naming import SUPERFILE_SUFFIX
 from ..catalog.changes import CopyDropped, CopyPut
 from ..catalog.recorder import Recorder
 from ..errors import IntegrityError, InvalidArgumentError, RunStateError, StorageError
-from . import runs
-from .confine import confine, escapes, location_escapes, location_refusal, refusal, row_record
-from .digests import DIGEST, file_digest
+from ..storage import runs
+from ..storage.confine import confine, escapes, location_escapes, location_refusal, refusal, row_record
+from ..storage.digests import DIGEST, file_digest
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
@@ -462,7 +463,6 @@ def _fast_copy(cat: "Catalog", run_id: int, path: str, local: Path, size: int) -
 # --------------------------------------------------------------------------- superfiles
 #: The largest superfile migrate makes (bytes of its members).
 SUPERFILE_LIMIT = 64 << 20
-SUPERFILE_SUFFIX = ".sdmpack"
 
 
 def _packs(files: list[tuple[str, Path, int]]) -> list[list[tuple[str, Path, int]]]:
@@ -498,7 +498,7 @@ def pack(cat: "Catalog", run_id: int, store: Any, members: list[tuple[str, Path,
     str
         The superfile's key.
     """
-    from . import trailer
+    from ..storage import trailer
 
     rel_dir = str(Path(members[0][0]).parent)
     key = f"{rel_dir}/superfile-{os.urandom(6).hex()}{SUPERFILE_SUFFIX}"
@@ -697,7 +697,7 @@ def select_runs(cat: "Catalog", runs: Any = None, *, application: str | None = N
 
 def archive_store(cat: "Catalog", run_id: int, endpoint: str | None = None) -> Any:
     """The object store a run's archive copies are in (from their recorded location), or None if it has none."""
-    from .backends.objectstore import ObjectStore
+    from ..storage.backends.objectstore import ObjectStore
 
     for path, found in rows.copies(cat, run_id).items():
         archive = _find(found, rows.ARCHIVE)
@@ -742,7 +742,7 @@ def run(operation: str, runs: Any = None, *, where: Any = None, application: str
     """
     from .. import config
     from ..catalog import Catalog
-    from .backends.objectstore import ObjectStore
+    from ..storage.backends.objectstore import ObjectStore
 
     if operation not in ("migrate", "stage", "purge"):
         raise InvalidArgumentError(f"tier operation must be migrate, stage or purge, got {operation!r}")

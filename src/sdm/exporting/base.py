@@ -1,0 +1,118 @@
+"""What every format's writer and reader shares: the step dimension, the sink and source interfaces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import IntegrityError
+
+__all__ = ["STEP", "Progress", "SteppedSink", "Sink", "SourceArray", "Source", "step_numbers"]
+
+#: The name of the step dimension and of its coordinate.
+STEP = "step"
+
+Progress = Callable[[int, int], None]
+
+
+class SteppedSink:
+    """What every format's writer shares: the file's root, whether to compress, and writing a step.
+
+    Subclasses open their file and set :attr:`root`.
+    """
+
+    root: Any
+    compression: bool
+
+    def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
+        """Write one step of *array* (its leading index), or the whole array when *index* is None."""
+        if index is None:
+            array[...] = data
+        else:
+            array[index] = data
+
+
+class Sink(Protocol):
+    """A file being written (one per format): groups, dimensions, arrays and attributes."""
+
+    root: Any
+
+    def group(self, parent: Any, name: str) -> Any:
+        """A new group *name* in *parent*."""
+
+    def dimension(self, group: Any, name: str, size: int, values: np.ndarray | None) -> None:
+        """Declare dimension *name* of *size* in *group*; *values*: its coordinate (the steps), if any."""
+
+    def array(self, group: Any, name: str, dtype: np.dtype, shape: tuple[int, ...], dims: tuple[str, ...],
+              fill: Any) -> Any:
+        """A new array (first dimension ``step`` when *dims* start with it)."""
+
+    def attrs(self, obj: Any, attrs: dict[str, Any]) -> None:
+        """Set attributes on a group or an array."""
+
+    def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
+        """Write step *index* of *array* (``None``: the whole array)."""
+
+    def close(self) -> None:
+        """Finish the file."""
+
+
+@dataclass
+class SourceArray:
+    """One array of a file to import."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]  #: one step's shape
+    steps: list[int] | None  #: step numbers along the first dimension; None: no step dimension
+    attrs: dict[str, Any]
+    read: Callable[[int | None], np.ndarray]  #: step index (None: the whole array) -> values
+
+
+class Source(Protocol):
+    """A file being imported (one per format)."""
+
+    def groups(self) -> Iterator[tuple[str | None, dict[str, Any], list[SourceArray], list[str]]]:
+        """``(name or None for the root, attributes, arrays, names of sub-groups)`` per group."""
+
+    def attrs(self) -> dict[str, Any]:
+        """The root's attributes."""
+
+    def close(self) -> None:
+        """Close the file."""
+
+
+# ------------------------------------------------------------------ arguments
+
+
+def step_numbers(values: Any, length: int, where: str) -> list[int]:
+    """The step numbers a file gives along an array's first dimension (its ``step`` coordinate), checked.
+
+    Parameters
+    ----------
+    values : array_like
+        The coordinate's values as the file holds them.
+    length : int
+        The array's first dimension.
+    where : str
+        The file and array, for the message.
+
+    Raises
+    ------
+    IntegrityError
+        Not *length* distinct integers in ``0 .. 2**63 - 1`` (whole numbers stored as
+        floating point are taken as the integers they are).
+    """
+    arr = np.asarray(values)
+    ok = arr.ndim == 1 and arr.size == length and arr.dtype.kind in "iuf"
+    if ok and arr.dtype.kind == "f":
+        ok = bool(np.isfinite(arr).all() and (arr == np.floor(arr)).all())
+    steps = [int(x) for x in arr] if ok else []
+    if not ok or any(not 0 <= x <= 2**63 - 1 for x in steps) or len(set(steps)) != len(steps):
+        shown = repr(arr.tolist() if arr.size <= 8 else f"{arr.size} values of {arr.dtype}")[:80]
+        raise IntegrityError(f"{where}: its {STEP!r} coordinate must hold {length} distinct integers >= 0 (one per "
+                             f"index of the first dimension), not {shown}; the file was not written as SDM exports")
+    return steps
