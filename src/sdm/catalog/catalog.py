@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import errno
 import json
+import sqlite3
+import threading
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
@@ -157,7 +159,11 @@ class Catalog:
         self._id: str | None = None
         #: Whether this object created the catalog (an SQLite file it made: no run, no calibration yet)
         self.created = False
-        sa_url = normalize_url(url)
+        self._sa_url = sa_url = normalize_url(url)
+        self._engine: Engine | None = None
+        #: The catalog's own SQLite connection (lean reads, see sdm.catalog.reader), one user at a time
+        self._own: sqlite3.Connection | None = None
+        self._own_lock = threading.Lock()
         shown = repr(self.url)
         path = D.sqlite_path(sa_url)
         error: CatalogError | None = None
@@ -165,19 +171,22 @@ class Catalog:
             if path is not None:
                 self._id = self._prepare_sqlite(path, shown, create)
                 self.created = self._id is not None
-            self.engine: Engine = D.make_engine(sa_url)
-            if not self.created:  # a file made just now holds the head revision
+                if not self.created:  # at the current revision: read without an engine (made when needed)
+                    found = D.sqlite_connection(path)
+                    if found is not None:
+                        self._own, self._id = found
+            if not self.created and self._own is None:  # a file made just now holds the head revision
                 try:
                     self._id = D.ensure_schema(self.engine, shown, create=create)
                 except CatalogError as exc:
                     if exc.errno != errno.ENOSPC or path is None or create:
                         raise
-                    self.engine = D.reading_engine(sa_url)  # a reader on a full disk: no -shm file to make
-                    self._id = D.ensure_schema(self.engine, shown, create=False)
+                    self._engine = D.reading_engine(sa_url)  # a reader on a full disk: no -shm file to make
+                    self._id = D.ensure_schema(self._engine, shown, create=False)
         except CatalogError:
             self._dispose()
             raise
-        except (SQLAlchemyError, OSError, ValueError) as exc:
+        except (SQLAlchemyError, OSError, ValueError, sqlite3.Error) as exc:
             self._dispose()
             if D.is_damage(exc):
                 error = CatalogDamagedError(
@@ -211,8 +220,19 @@ class Catalog:
             raise CatalogUnavailableError(f"catalog {shown}: cannot create {parent}: {exc}") from exc
         return D.create_sqlite_file(path, shown)
 
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine of the catalog (the process's, made at first use; see :func:`database.make_engine`)."""
+        if self._engine is None:
+            self._engine = D.make_engine(self._sa_url)
+        return self._engine
+
     def _dispose(self) -> None:
-        engine = getattr(self, "engine", None)
+        own, self._own = getattr(self, "_own", None), None
+        if own is not None:
+            with self._own_lock:
+                own.close()
+        engine = getattr(self, "_engine", None)
         if engine is not None:
             engine.dispose()
 
@@ -233,8 +253,8 @@ class Catalog:
         return S.SCHEMA_VERSION
 
     def close(self) -> None:
-        """Release the connection pool."""
-        self.engine.dispose()
+        """Release the catalog's connections (its own and the engine's pool)."""
+        self._dispose()
 
     def _tx(self) -> Any:
         """A write transaction (inside :meth:`batch`: the batch's, committed with it)."""
@@ -702,19 +722,27 @@ class Catalog:
         """A :class:`~sdm.catalog.reader.Reader` for one call's reads: on the lean read path, or
         inside :meth:`batch` on the batch's transaction; a database failure raised as
         :class:`CatalogError` (URL masked; ``errno.ENOSPC`` for a full disk)."""
-        dbapi_error = self.engine.dialect.loaded_dbapi.Error
         try:
             if self._batch is not None:
                 yield RD.Reader.over(self._batch)
+            elif self._own is not None:
+                with self._own_lock, RD.transaction(self._own, "sqlite") as reader:
+                    yield reader
             else:
                 with RD.lean(self.engine) as reader:
                     yield reader
         except SQLAlchemyError as exc:
             raise CatalogError(f"catalog {self.url!r} failed to {what}: {_short(exc)}") from None
-        except dbapi_error as exc:
-            full = D.disk_full(exc, D.sqlite_path(str(self.engine.url)))
+        except self._driver_error() as exc:
+            full = D.disk_full(exc, D.sqlite_path(self._sa_url))
             raise CatalogError(f"catalog {self.url!r} failed to {what}: {_short(exc)}",
                                errno=errno.ENOSPC if full else None) from None
+
+    def _driver_error(self) -> type[Exception]:
+        """The base class of the driver's exceptions."""
+        if D.sqlite_path(self._sa_url) is not None or self._engine is None:
+            return sqlite3.Error
+        return self._engine.dialect.loaded_dbapi.Error
 
     @contextmanager
     def _reading(self, what: str) -> Iterator[None]:

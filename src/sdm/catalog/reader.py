@@ -8,10 +8,13 @@ as SQL text (:mod:`sdm.catalog.queries`, :mod:`sdm.catalog.loading`) with named
 parameters (``:name``; a list parameter as ``IN :name``) and run through a
 :class:`Reader`:
 
-* outside a write transaction, :func:`lean` checks a driver connection (``sqlite3`` or
-  ``psycopg``) out of the engine's pool (its ``connect`` settings applied), opens one
-  read transaction (a consistent snapshot over the several statements of one call) and
-  rolls it back at the end; no SQLAlchemy statement, compilation or result processing;
+* outside a write transaction, on a driver connection (``sqlite3`` or ``psycopg``), in
+  one read transaction (a consistent snapshot over the several statements of one call)
+  rolled back at the end (:func:`transaction`): an SQLite catalog at the current
+  revision is read through its own connection, made when it is opened (no SQLAlchemy
+  engine is made until a method needs one); other catalogs through a connection of the
+  engine's pool (:func:`lean`). No SQLAlchemy statement, compilation or result
+  processing;
 * inside one (``Catalog.batch``, e.g. ``sdm rebuild``), the same text runs on the
   transaction's SQLAlchemy connection (``exec_driver_sql``), which sees its changes.
 
@@ -34,7 +37,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from . import schema as S
 
-__all__ = ["Reader", "lean", "render", "TRACE"]
+__all__ = ["Reader", "lean", "transaction", "render", "TRACE"]
 
 #: Callbacks given each statement the lean path sends (tests count statements with it; the
 #: SQLAlchemy path has its own ``before_cursor_execute`` event).
@@ -139,30 +142,39 @@ class Reader:
 
 @contextmanager
 def lean(engine: Engine) -> Iterator[Reader]:
-    """A :class:`Reader` on a driver connection of *engine*'s pool, in one read transaction.
-
-    The connection goes back to the pool at the end (its transaction rolled back: a read
-    changes nothing). The driver's own exceptions pass through.
-    """
-    dialect = engine.dialect.name
+    """A :class:`Reader` on a driver connection of *engine*'s pool, in one read transaction
+    (see :func:`transaction`); the connection goes back to the pool at the end."""
     raw = engine.raw_connection()
     try:
-        cur = raw.cursor()
-
-        def run(sql: str, params: dict[str, Any]) -> tuple[list[str], list[Any]]:
-            for callback in TRACE:
-                callback(sql)
-            cur.execute(sql, params)
-            return [d[0] for d in cur.description or ()], list(cur.fetchall())
-
-        if dialect == "sqlite":  # the engine's connections run in autocommit: one snapshot for the call
-            run("BEGIN", {})
-        try:
-            yield Reader(dialect, run)
-        finally:
-            try:
-                cur.close()
-            finally:
-                raw.rollback()
+        with transaction(raw, engine.dialect.name) as reader:
+            yield reader
     finally:
         raw.close()
+
+
+@contextmanager
+def transaction(raw: Any, dialect: str) -> Iterator[Reader]:
+    """A :class:`Reader` on the driver connection *raw*, in one read transaction rolled back at
+    the end (a read changes nothing). The driver's own exceptions pass through.
+
+    SQLite connections of SDM run in autocommit (the engine's, and the catalog's own, see
+    :func:`sdm.catalog.database.sqlite_connection`): the transaction is begun here;
+    psycopg's begins with the first statement.
+    """
+    cur = raw.cursor()
+
+    def run(sql: str, params: dict[str, Any]) -> tuple[list[str], list[Any]]:
+        for callback in TRACE:
+            callback(sql)
+        cur.execute(sql, params)
+        return [d[0] for d in cur.description or ()], list(cur.fetchall())
+
+    try:
+        if dialect == "sqlite":
+            run("BEGIN", {})
+        yield Reader(dialect, run)
+    finally:
+        try:
+            cur.close()
+        finally:
+            raw.rollback()
