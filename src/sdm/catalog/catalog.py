@@ -159,16 +159,20 @@ class Catalog:
         self._id: str | None = None
         #: Whether this object created the catalog (an SQLite file it made: no run, no calibration yet)
         self.created = False
-        self._sa_url = sa_url = normalize_url(url)
+        sa_url = normalize_url(url)
         self._engine: Engine | None = None
         #: The catalog's own SQLite connection (lean reads, see sdm.catalog.reader), one user at a time
         self._own: sqlite3.Connection | None = None
         self._own_lock = threading.Lock()
         shown = repr(self.url)
         path = D.sqlite_path(sa_url)
+        #: An SQLite catalog's file, and its engine's URL (made when a method first needs it; no secret in it)
+        self._sqlite_file, self._sqlite_url = path, (sa_url if path is not None else None)
         error: CatalogError | None = None
         try:
-            if path is not None:
+            if path is None:
+                self._engine = D.make_engine(sa_url)
+            else:
                 self._id = self._prepare_sqlite(path, shown, create)
                 self.created = self._id is not None
                 if not self.created:  # at the current revision: read without an engine (made when needed)
@@ -224,7 +228,8 @@ class Catalog:
     def engine(self) -> Engine:
         """The SQLAlchemy engine of the catalog (the process's, made at first use; see :func:`database.make_engine`)."""
         if self._engine is None:
-            self._engine = D.make_engine(self._sa_url)
+            assert self._sqlite_url is not None, "other catalogs make their engine when opened"
+            self._engine = D.make_engine(self._sqlite_url)
         return self._engine
 
     def _dispose(self) -> None:
@@ -734,13 +739,13 @@ class Catalog:
         except SQLAlchemyError as exc:
             raise CatalogError(f"catalog {self.url!r} failed to {what}: {_short(exc)}") from None
         except self._driver_error() as exc:
-            full = D.disk_full(exc, D.sqlite_path(self._sa_url))
+            full = D.disk_full(exc, self._sqlite_file)
             raise CatalogError(f"catalog {self.url!r} failed to {what}: {_short(exc)}",
                                errno=errno.ENOSPC if full else None) from None
 
     def _driver_error(self) -> type[Exception]:
         """The base class of the driver's exceptions."""
-        if D.sqlite_path(self._sa_url) is not None or self._engine is None:
+        if self._sqlite_file is not None or self._engine is None:
             return sqlite3.Error
         return self._engine.dialect.loaded_dbapi.Error
 
