@@ -103,6 +103,7 @@ _WRITES = ('SELECT ' + ", ".join(f'writes."{c.name}"' for c in S.writes.c) + ', 
 _LOOKUP_WRITE = _WRITES + ' AND writes."step" = :s'
 _EXTENTS = ('SELECT ' + ", ".join(f'extents."{c.name}"' for c in S.extents.c) + ', files."path" FROM extents '
             'JOIN files ON files.id = extents.file_id WHERE extents.write_id IN :ids ORDER BY extents.write_id, extents.seq')
+_APPLICATION = "SELECT applications.id FROM applications WHERE applications.name = :name"
 _CALIBRATION = ('SELECT ' + ", ".join(f'io_calibrations."{c.name}"' for c in S.io_calibrations.c) +
                 ' FROM io_calibrations WHERE io_calibrations.target = :target '
                 'ORDER BY io_calibrations.created_at DESC, io_calibrations.id DESC LIMIT 1')
@@ -555,8 +556,8 @@ class Catalog:
         while True:
             page = [int(i) for i in con.scalars(q, {**params, "limit": L.CHUNK, "offset": offset})]
             if not page:
-                if offset == 0 and application is not None:  # no candidate: an unknown application is named as such
-                    with self._connect() as sa_con:
+                if offset == 0 and application is not None and not con.scalars(_APPLICATION, {"name": application}):
+                    with self._connect() as sa_con:  # no candidate, no application: named as such (closest names)
                         self._app_id(sa_con, application, create=False)
                 return
             yield self._narrow(con, page, conds)
