@@ -27,7 +27,9 @@ serial box read        one process (pattern (e) of ``peers.py``, at ``--box-n``)
                        read-only (``run="latest"`` by attributes; ``h5py.File(..., "r")``), reading
                        the central box of half the edge at the last step of ``a0`` (``group["a"]
                        ["a0"][box]``, group lookup included; ``f["a0"][box]``) and closing; this
-                       checkout's SDM against h5py, interleaved, the result checked against numpy
+                       checkout's SDM against h5py, interleaved, the result checked against numpy;
+                       wall and CPU time; then one more SDM process under cProfile (CPU time):
+                       where SDM's time goes, by area and function
 =====================  ===========================================================================
 
 Writes ``benchmarks/results/startup.{json,md}`` with medians and min-max.
@@ -115,12 +117,43 @@ def box_setup(where: Path, n: int) -> None:
             d[step] = _box_values(n, step, 0)
 
 
+#: Where a profile's CPU time is counted: (area, test on "file:function") in order, the first that holds
+PROFILE_AREAS = (("SQLite / PostgreSQL driver (statements)", lambda k: "sqlite3" in k or "psycopg" in k),
+                 ("SQLAlchemy", lambda k: "/sqlalchemy/" in k),
+                 ("sdm.catalog", lambda k: "/sdm/catalog/" in k),
+                 ("sdm (session, group, lazy arrays, engine)", lambda k: "/sdm/" in k),
+                 ("numpy", lambda k: "numpy" in k),
+                 ("Python and other libraries", lambda k: True))
+
+
+def _profile_summary(pr: Any, top: int = 12) -> dict[str, Any]:
+    """CPU time of a cProfile run by area (:data:`PROFILE_AREAS`) and its costliest functions (own time)."""
+    import pstats
+
+    rows = []
+    for (file, line, func), (_cc, nc, tt, _ct, _callers) in pstats.Stats(pr).stats.items():  # type: ignore[attr-defined]
+        label = func if file == "~" else f"{Path(file).parent.name}/{Path(file).name}:{line}({func})"
+        rows.append((f"{file}:{func}", tt, nc, label))
+    areas: dict[str, float] = {name: 0.0 for name, _ in PROFILE_AREAS}
+    for key, tt, _nc, _label in rows:
+        areas[next(name for name, test in PROFILE_AREAS if test(key))] += tt
+    rows.sort(key=lambda r: r[1], reverse=True)
+    return {"areas": areas, "top": [[label, tt, nc] for _key, tt, nc, label in rows[:top]],
+            "total": sum(r[1] for r in rows)}
+
+
 def box_worker(contender: str, where: Path, n: int) -> None:
-    """One fresh process: the imports, then open / read the box / close timed; prints one JSON line."""
+    """One fresh process: the imports, then open / read the box / close timed; prints one JSON line.
+
+    ``sdm-profile``: SDM's, under cProfile counting CPU time; also prints its summary.
+    """
+    import cProfile
     import importlib
 
     import numpy as np
 
+    profile = contender == "sdm-profile"
+    contender = "sdm" if profile else contender
     if contender == "sdm":
         from mpi4py import MPI
 
@@ -137,7 +170,10 @@ def box_worker(contender: str, where: Path, n: int) -> None:
     else:
         import h5py
     box = _box(n)
-    t0 = time.perf_counter()
+    pr = cProfile.Profile(time.process_time) if profile else None
+    if pr is not None:
+        pr.enable()
+    c0, t0 = time.process_time(), time.perf_counter()
     if contender == "sdm":
         s = sdm.open("peers", "r", comm=MPI.COMM_SELF, catalog=f"sqlite:///{where}/catalog.db",
                      attributes={"pattern": "a"}, run="latest")
@@ -151,16 +187,22 @@ def box_worker(contender: str, where: Path, n: int) -> None:
         got = f["a0"][box]
         t2 = time.perf_counter()
         f.close()
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
+    if pr is not None:
+        pr.disable()
+        print("PROFILE " + json.dumps(_profile_summary(pr)), flush=True)
     bad = int(np.count_nonzero(got != _box_values(n, BOX_STEPS - 1, 0)[box[1:]]))
     print("RESULT " + json.dumps({"open": t1 - t0, "read": t2 - t1, "close": t3 - t2, "total": t3 - t0,
-                                  "mismatches": bad}), flush=True)
+                                  "total CPU time": c3 - c0, "mismatches": bad}), flush=True)
 
 
 def _box_job(src: Path, contender: str, where: Path, n: int) -> dict[str, Any]:
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--box-worker", contender, str(where),
                           "--box-n", str(n)], capture_output=True, text=True, env=_env(src), check=True, timeout=300)
     found = json.loads(next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
+    profile = [x for x in out.stdout.splitlines() if x.startswith("PROFILE ")]
+    if profile:
+        found["profile"] = json.loads(profile[0][len("PROFILE "):])
     if found["mismatches"]:
         raise SystemExit(f"serial box read of {contender}: {found['mismatches']} wrong values")
     return found
@@ -247,10 +289,21 @@ def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
                   + (f" Measured at {b['git_commit']}, {b['date']}, load {b['load_before']:.2f} before / "
                      f"{b['load_after']:.2f} after." if "git_commit" in b else ""),
                   "", "| part | SDM | h5py | h5py / SDM |", "|---|---|---|---|"]
-        for part in ("open", "read", "close", "total"):
-            a, h = box[part]["sdm"], box[part]["h5py"]
-            lines.append(f"| {part} | {_ms(a)} | {_ms(h)} | {h['median'] / a['median']:.2f} |")
+        for part in ("open", "read", "close", "total", "total CPU time"):
+            if part in box:
+                a, h = box[part]["sdm"], box[part]["h5py"]
+                lines.append(f"| {part} | {_ms(a)} | {_ms(h)} | {h['median'] / a['median']:.2f} |")
         lines.append("")
+        prof = results.get("serial_box_profile")
+        if prof:
+            lines += [f"Where SDM's CPU time goes (one more fresh process under cProfile counting CPU time, "
+                      f"{1e3 * prof['total']:.1f} ms in all with the profiler's own cost; the catalog's statements "
+                      "run as SQL text on the driver's connection, see `sdm.catalog.reader`):", "",
+                      "| area | CPU ms |", "|---|---|"]
+            lines += [f"| {area} | {1e3 * t:.1f} |" for area, t in prof["areas"].items()]
+            lines += ["", "| costliest functions (own time) | CPU ms | calls |", "|---|---|---|"]
+            lines += [f"| `{label}` | {1e3 * t:.2f} | {nc} |" for label, t, nc in prof["top"]]
+            lines.append("")
     return "\n".join(lines)
 
 
@@ -317,6 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for part, value in _box_job(THIS_SRC, c, box_where, args.box_n).items():
                         if part != "mismatches":
                             box.setdefault(part, {}).setdefault(c, []).append(value)
+            box_profile = _box_job(THIS_SRC, "sdm-profile", box_where, args.box_n)["profile"]
         finally:
             shutil.rmtree(box_where, ignore_errors=True)
         for r in range(0 if args.only_box else args.repeats):
@@ -348,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "box": f"a0[{BOX_STEPS - 1}, {args.box_n // 4}:{args.box_n // 4 + args.box_n // 2}] x 3"}
         box_table = {part: {c: _stats(v) for c, v in per.items()} for part, per in box.items()}
         results = {"contenders": labels, "table": table, "import_loads": loads, "serial_box": box_table,
-                   "serial_box_samples": box}
+                   "serial_box_samples": box, "serial_box_profile": box_profile}
         earlier = args.out / "startup.json"
         if args.only_box and earlier.exists():  # the other sections as the last full run measured them
             old = json.loads(earlier.read_text())
@@ -356,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                            "load_before": load_before, "load_after": os.getloadavg()[0],
                                            "date": meta["date"]}}
             results = {**{k: old[k] for k in ("contenders", "table", "import_loads")}, "serial_box": box_table,
-                       "serial_box_samples": box}
+                       "serial_box_samples": box, "serial_box_profile": box_profile}
             samples = old.get("samples", {})
         text = markdown(results, meta)
         args.out.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import errno
 import json
+import sqlite3
+import threading
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,6 +38,7 @@ from . import info_rows as IR
 from . import infos as I
 from . import loading as L
 from . import queries as Q
+from . import reader as RD
 from . import schema as S
 from .records import DatasetSpec, ExtentRecord, FileRecord, GroupRecord, RunRecord, Truncation, WriteRecord
 from .urls import mask_urls, misparse, redact_url, scrub
@@ -94,10 +97,16 @@ def normalize_url(url: str) -> str:
     )
 
 
-# the statement of every read's lookup, built once (building it costs more than running it on SQLite)
-_LOOKUP_WRITE = (sa.select(S.writes, S.files.c.path)
-                 .select_from(S.writes.join(S.files, S.files.c.id == S.writes.c.file_id))
-                 .where(S.writes.c.dataset_id == sa.bindparam("d"), S.writes.c.step == sa.bindparam("s")))
+# the statements of a read's lookups, as text for the lean read path (see sdm.catalog.reader)
+_WRITES = ('SELECT ' + ", ".join(f'writes."{c.name}"' for c in S.writes.c) + ', files."path" FROM writes '
+           'JOIN files ON files.id = writes.file_id WHERE writes.dataset_id = :d')
+_LOOKUP_WRITE = _WRITES + ' AND writes."step" = :s'
+_EXTENTS = ('SELECT ' + ", ".join(f'extents."{c.name}"' for c in S.extents.c) + ', files."path" FROM extents '
+            'JOIN files ON files.id = extents.file_id WHERE extents.write_id IN :ids ORDER BY extents.write_id, extents.seq')
+_APPLICATION = "SELECT applications.id FROM applications WHERE applications.name = :name"
+_CALIBRATION = ('SELECT ' + ", ".join(f'io_calibrations."{c.name}"' for c in S.io_calibrations.c) +
+                ' FROM io_calibrations WHERE io_calibrations.target = :target '
+                'ORDER BY io_calibrations.created_at DESC, io_calibrations.id DESC LIMIT 1')
 
 
 class Catalog:
@@ -152,26 +161,37 @@ class Catalog:
         #: Whether this object created the catalog (an SQLite file it made: no run, no calibration yet)
         self.created = False
         sa_url = normalize_url(url)
+        self._engine: Engine | None = None
+        #: The catalog's own SQLite connection (lean reads, see sdm.catalog.reader), one user at a time
+        self._own: sqlite3.Connection | None = None
+        self._own_lock = threading.Lock()
         shown = repr(self.url)
         path = D.sqlite_path(sa_url)
+        #: An SQLite catalog's file, and its engine's URL (made when a method first needs it; no secret in it)
+        self._sqlite_file, self._sqlite_url = path, (sa_url if path is not None else None)
         error: CatalogError | None = None
         try:
-            if path is not None:
+            if path is None:
+                self._engine = D.make_engine(sa_url)
+            else:
                 self._id = self._prepare_sqlite(path, shown, create)
                 self.created = self._id is not None
-            self.engine: Engine = D.make_engine(sa_url)
-            if not self.created:  # a file made just now holds the head revision
+                if not self.created:  # at the current revision: read without an engine (made when needed)
+                    found = D.sqlite_connection(path)
+                    if found is not None:
+                        self._own, self._id = found
+            if not self.created and self._own is None:  # a file made just now holds the head revision
                 try:
                     self._id = D.ensure_schema(self.engine, shown, create=create)
                 except CatalogError as exc:
                     if exc.errno != errno.ENOSPC or path is None or create:
                         raise
-                    self.engine = D.reading_engine(sa_url)  # a reader on a full disk: no -shm file to make
-                    self._id = D.ensure_schema(self.engine, shown, create=False)
+                    self._engine = D.reading_engine(sa_url)  # a reader on a full disk: no -shm file to make
+                    self._id = D.ensure_schema(self._engine, shown, create=False)
         except CatalogError:
             self._dispose()
             raise
-        except (SQLAlchemyError, OSError, ValueError) as exc:
+        except (SQLAlchemyError, OSError, ValueError, sqlite3.Error) as exc:
             self._dispose()
             if D.is_damage(exc):
                 error = CatalogDamagedError(
@@ -205,8 +225,20 @@ class Catalog:
             raise CatalogUnavailableError(f"catalog {shown}: cannot create {parent}: {exc}") from exc
         return D.create_sqlite_file(path, shown)
 
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine of the catalog (the process's, made at first use; see :func:`database.make_engine`)."""
+        if self._engine is None:
+            assert self._sqlite_url is not None, "other catalogs make their engine when opened"
+            self._engine = D.make_engine(self._sqlite_url)
+        return self._engine
+
     def _dispose(self) -> None:
-        engine = getattr(self, "engine", None)
+        own, self._own = getattr(self, "_own", None), None
+        if own is not None:
+            with self._own_lock:
+                own.close()
+        engine = getattr(self, "_engine", None)
         if engine is not None:
             engine.dispose()
 
@@ -227,8 +259,8 @@ class Catalog:
         return S.SCHEMA_VERSION
 
     def close(self) -> None:
-        """Release the connection pool."""
-        self.engine.dispose()
+        """Release the catalog's connections (its own and the engine's pool)."""
+        self._dispose()
 
     def _tx(self) -> Any:
         """A write transaction (inside :meth:`batch`: the batch's, committed with it)."""
@@ -454,7 +486,7 @@ class Catalog:
         """
         conditions = list(conditions)
         conds = self._conditions(attributes, conditions)
-        with self._reading("look up the latest run"), self._connect() as con:
+        with self._read("look up the latest run") as con:
             for ids, only in self._matching(con, application, conds):
                 if ids:  # ids[0]: the newest that matches
                     return L.load_runs(con, ids[:1], only=only)[0]
@@ -498,7 +530,7 @@ class Catalog:
         if choice == SEL.LATEST:
             return self.latest_run(application, attributes, conditions=conditions)
         conds = self._conditions(attributes, conditions)
-        with self._reading("select a run"), self._connect() as con:
+        with self._read("select a run") as con:
             first: list[int] = []
             only: dict[int, set[int]] = {}
             total = 0
@@ -516,17 +548,17 @@ class Catalog:
             return newest_first[0]
         raise SEL.ambiguous(application, _selection_text(attributes, conditions), newest_first, total, advice)
 
-    def _matching(self, con: Connection, application: str | None, conds: Sequence[Condition]
+    def _matching(self, con: RD.Reader, application: str | None, conds: Sequence[Condition]
                   ) -> Iterator[tuple[list[int], dict[int, set[int]] | None]]:
         """The runs that match, newest first, a page of candidates at a time: ``(ids, datasets that match)``."""
-        q, params = self._id_query(con, application=application, conds=conds)
-        newest_first = q.order_by(None).order_by(S.runs.c.created_at.desc(), S.runs.c.id.desc())
+        q, params = self._id_query(con, application=application, conds=conds, newest_first=True)
         offset = 0
         while True:
-            page = [int(i) for i in con.execute(newest_first.limit(L.CHUNK).offset(offset), params).scalars()]
+            page = [int(i) for i in con.scalars(q, {**params, "limit": L.CHUNK, "offset": offset})]
             if not page:
-                if offset == 0 and application is not None:  # no candidate: an unknown application is named as such
-                    self._app_id(con, application, create=False)
+                if offset == 0 and application is not None and not con.scalars(_APPLICATION, {"name": application}):
+                    with self._connect() as sa_con:  # no candidate, no application: named as such (closest names)
+                        self._app_id(sa_con, application, create=False)
                 return
             yield self._narrow(con, page, conds)
             offset += L.CHUNK
@@ -594,9 +626,9 @@ class Catalog:
                 raise InvalidArgumentError(f"{name} must be a datetime, got {type(when).__name__}")
         if application is not None and not isinstance(application, str):
             raise InvalidArgumentError(f"application must be a name (str), got {type(application).__name__}")
-        with self._reading("find runs"), self._connect() as con:
+        with self._read("find runs") as con:
             q, params = self._id_query(con, application=application, run=run, since=since, until=until, conds=conds)
-            ids, only = self._narrow(con, [int(i) for i in con.execute(q, params).scalars()], conds)
+            ids, only = self._narrow(con, [int(i) for i in con.scalars(q, params)], conds)
             found = L.load_runs(con, ids, only=only, steps=steps)
         return sorted(found, key=lambda r: (r.created_at, r.id), reverse=True)  # as sdm ls lists them
 
@@ -629,7 +661,7 @@ class Catalog:
             q = (sa.select(r.c.id).where(r.c.application_id == app_id)
                  .order_by(r.c.created_at.desc(), r.c.id.desc()).offset(offset))
             ids = [int(i) for i in con.execute(q if limit is None else q.limit(limit)).scalars()]
-            runs = L.load_runs(con, ids)[::-1]
+            runs = L.load_runs(RD.Reader.over(con), ids)[::-1]
             return runs, L.run_totals(con, ids), int(total)
 
     @staticmethod
@@ -646,14 +678,15 @@ class Catalog:
 
     @staticmethod
     def _id_query(
-        con: Connection,
+        con: RD.Reader,
         *,
         application: str | None = None,
         run: int | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         conds: Sequence[Condition] = (),
-    ) -> tuple[sa.Select, dict[str, Any]]:
+        newest_first: bool = False,
+    ) -> tuple[str, dict[str, Any]]:
         """``SELECT runs.id`` (oldest first) of the candidate runs of a search, and its parameters."""
         shapes, params = Q.compile_conditions(conds)
         if run is not None:
@@ -662,11 +695,11 @@ class Catalog:
         filters = {"application": application, "since": None if since is None else _utc(since),
                    "until": None if until is None else _utc(until)}
         params.update((k, v) for k, v in filters.items() if v is not None)
-        q = Q.candidates_query(con.dialect.name, shapes, application is not None, run is not None, since is not None,
-                               until is not None)
+        q = Q.candidates_query(con.dialect, shapes, application is not None, run is not None, since is not None,
+                               until is not None, newest_first)
         return q, params
 
-    def _narrow(self, con: Connection, run_ids: list[int], conds: Sequence[Condition]
+    def _narrow(self, con: RD.Reader, run_ids: list[int], conds: Sequence[Condition]
                 ) -> tuple[list[int], dict[int, set[int]] | None]:
         """Which candidate runs match *conds* (in the order given), and the datasets that do in each.
 
@@ -677,18 +710,45 @@ class Catalog:
         if not conds:
             return run_ids, None
         shapes, params = Q.compile_conditions(conds)
-        by_run, by_dataset = Q.run_level_query(con.dialect.name, shapes), Q.datasets_query(con.dialect.name, shapes)
+        by_run, by_dataset = Q.run_level_query(con.dialect, shapes), Q.datasets_query(con.dialect, shapes)
         only: dict[int, set[int]] = {}
         for part in L.chunks(run_ids):
-            for rid in con.execute(by_run, {**params, "run_ids": part}).scalars():
+            for rid in con.scalars(by_run, {**params, "run_ids": part}):
                 only.setdefault(int(rid), set())  # the run itself matches: kept even with no dataset that does
-            for rid, did in con.execute(by_dataset, {**params, "run_ids": part}):
-                only.setdefault(int(rid), set()).add(int(did))
+            for row in con.rows(by_dataset, {**params, "run_ids": part}):
+                only.setdefault(int(row["run_id"]), set()).add(int(row["id"]))
         return [i for i in run_ids if i in only], only
 
     def _load(self, run_ids: list[int], **kw: Any) -> list[RunRecord]:
-        with self._reading("load runs"), self._connect() as con:
+        with self._read("load runs") as con:
             return L.load_runs(con, run_ids, **kw)
+
+    @contextmanager
+    def _read(self, what: str) -> Iterator[RD.Reader]:
+        """A :class:`~sdm.catalog.reader.Reader` for one call's reads: on the lean read path, or
+        inside :meth:`batch` on the batch's transaction; a database failure raised as
+        :class:`CatalogError` (URL masked; ``errno.ENOSPC`` for a full disk)."""
+        try:
+            if self._batch is not None:
+                yield RD.Reader.over(self._batch)
+            elif self._own is not None:
+                with self._own_lock, RD.transaction(self._own, "sqlite") as reader:
+                    yield reader
+            else:
+                with RD.lean(self.engine) as reader:
+                    yield reader
+        except SQLAlchemyError as exc:
+            raise CatalogError(f"catalog {self.url!r} failed to {what}: {_short(exc)}") from None
+        except self._driver_error() as exc:
+            full = D.disk_full(exc, self._sqlite_file)
+            raise CatalogError(f"catalog {self.url!r} failed to {what}: {_short(exc)}",
+                               errno=errno.ENOSPC if full else None) from None
+
+    def _driver_error(self) -> type[Exception]:
+        """The base class of the driver's exceptions."""
+        if self._sqlite_file is not None or self._engine is None:
+            return sqlite3.Error
+        return self._engine.dialect.loaded_dbapi.Error
 
     @contextmanager
     def _reading(self, what: str) -> Iterator[None]:
@@ -929,19 +989,17 @@ class Catalog:
     # ------------------------------------------------------------------ writes
     def lookup_write(self, dataset_id: int, step: int) -> WriteRecord | None:
         """Return where *step* of a dataset was written, or ``None``."""
-        with self._connect() as con:
-            row = con.execute(_LOOKUP_WRITE, {"d": int(dataset_id), "s": int(step)}).mappings().first()
-            if row is None:
+        with self._read("look up a write") as con:
+            rows = con.rows(_LOOKUP_WRITE, {"d": int(dataset_id), "s": int(step)})
+            if not rows:
                 return None
-            return _write_record(row, _extents_of(con, [row["id"]]) if row["extents"] else None)
+            return _write_record(rows[0], _read_extents(con, [rows[0]["id"]]) if rows[0]["extents"] else None)
 
     def dataset_writes(self, dataset_id: int) -> dict[int, WriteRecord]:
         """Every step of a dataset with where it was written (one query): ``{step: WriteRecord}``."""
-        w, f = S.writes, S.files
-        with self._connect() as con:
-            rows = con.execute(sa.select(w, f.c.path).select_from(w.join(f, f.c.id == w.c.file_id))
-                               .where(w.c.dataset_id == int(dataset_id))).mappings().all()
-            parts = _extents_of(con, [row["id"] for row in rows if row["extents"]])
+        with self._read("read a dataset's writes") as con:
+            rows = con.rows(_WRITES, {"d": int(dataset_id)})
+            parts = _read_extents(con, [row["id"] for row in rows if row["extents"]])
             return {int(row["step"]): _write_record(row, parts) for row in rows}
 
     def file_end(self, run_id: int, path: str) -> int:
@@ -1149,7 +1207,8 @@ class Catalog:
 
     def extents(self, write_ids: Sequence[int]) -> dict[int, tuple[ExtentRecord, ...]]:
         """The extents of subfiled writes by write id (one query per thousand ids)."""
-        return _extents_of(self.engine, write_ids)
+        with self._read("read extents") as con:
+            return _read_extents(con, write_ids)
 
     def truncate(self, run_id: int, after_step: int, groups: Sequence[str] | None = None, *,
                  writers: int | None = 0, confine: Callable[[str, str], Any] | None = None) -> Truncation:
@@ -1254,7 +1313,7 @@ class Catalog:
         )
         with self._connect() as con:
             rows = con.execute(q).mappings().all()
-            parts = _extents_of(con, [row["id"] for row in rows if row["extents"]])
+            parts = _read_extents(RD.Reader.over(con), [row["id"] for row in rows if row["extents"]])
             return [(row["gname"], row["dname"], _write_record(row, parts)) for row in rows]
 
     def files(self, run_id: int) -> list[FileRecord]:
@@ -1290,13 +1349,11 @@ class Catalog:
 
     def latest_calibration(self, target: str) -> dict[str, Any] | None:
         """The newest constants stored for *target* (with ``nprocs`` and ``created_at``), or None."""
-        t = S.io_calibrations
-        with self._connect() as con:
-            row = con.execute(
-                sa.select(t).where(t.c.target == target).order_by(t.c.created_at.desc(), t.c.id.desc()).limit(1)
-            ).mappings().first()
-        if row is None:
+        with self._read("read the latest calibration") as con:
+            rows = con.rows(_CALIBRATION, {"target": target})
+        if not rows:
             return None
+        row = rows[0]
         return {
             "id": row["id"],
             "target": row["target"],
@@ -1380,20 +1437,11 @@ def _run_id(value: Any) -> int | None:
     return value if -_ID_MAX - 1 <= value <= _ID_MAX else None
 
 
-def _extents_of(con: Any, write_ids: Sequence[int]) -> dict[int, tuple[ExtentRecord, ...]]:
-    """The extents of the writes *write_ids*, in order (*con*: a connection or an engine)."""
-    e, f = S.extents, S.files
+def _read_extents(con: RD.Reader, write_ids: Sequence[int]) -> dict[int, tuple[ExtentRecord, ...]]:
+    """The extents of the writes *write_ids*, in order (one query per :data:`~sdm.catalog.loading.CHUNK` ids)."""
     found: dict[int, list[ExtentRecord]] = {}
-    ids = sorted({int(i) for i in write_ids})
-    if not ids:
-        return {}
-    if isinstance(con, Engine):
-        with con.connect() as c:
-            return _extents_of(c, ids)
-    for start in range(0, len(ids), _CHUNK):
-        q = (sa.select(e, f.c.path).select_from(e.join(f, f.c.id == e.c.file_id))
-             .where(e.c.write_id.in_(ids[start:start + _CHUNK])).order_by(e.c.write_id, e.c.seq))
-        for row in con.execute(q).mappings():
+    for part in L.chunks(sorted({int(i) for i in write_ids})):
+        for row in con.rows(_EXTENTS, {"ids": part}):
             found.setdefault(int(row["write_id"]), []).append(ExtentRecord(
                 path=row["path"], offset=int(row["offset"]), nbytes=int(row["nbytes"]), start=int(row["start"]),
                 checksum=row["checksum"], checksum_algo=row["checksum_algo"]))

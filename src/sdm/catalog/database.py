@@ -35,6 +35,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import urllib.parse
 import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -49,11 +50,12 @@ from sqlalchemy.engine import Connection, Engine
 from ..errors import CatalogDamagedError, CatalogError, CatalogUnavailableError, CatalogVersionError
 from ..storage.mounts import free_bytes
 from . import schema as S
+from .reader import TRACE
 
 __all__ = [
     "make_engine", "sqlite_path", "write_transaction", "schema_transaction", "check_sqlite_file",
     "create_sqlite_file", "ensure_schema", "known_revisions", "catalog_id", "integrity_check", "is_damage",
-    "disk_full", "reading_engine",
+    "disk_full", "reading_engine", "sqlite_connection",
 ]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -135,6 +137,37 @@ def reading_engine(sa_url: str) -> Engine:
     sa.event.listen(engine, "begin", _sqlite_begin)
     sa.event.listen(engine, "handle_error", _disk_full_hook)
     return engine
+
+
+def sqlite_connection(path: Path) -> tuple[sqlite3.Connection, str] | None:
+    """A connection of the catalog's own to the existing SQLite catalog *path*, and its id, when
+    the catalog is at the current revision (one statement); None otherwise.
+
+    The connection is set up as the engine's are (autocommit, WAL, foreign keys) and may
+    be used from any thread, one at a time. A reader of such a catalog needs no engine
+    (:mod:`sdm.catalog.reader`). Any other answer (another revision, a missing table, a
+    busy or full disk) leaves the decision to :func:`ensure_schema`; damage is raised as
+    the driver's error.
+    """
+    uri = "file:" + urllib.parse.quote(str(path)) + "?mode=rw"  # never creates the file
+    try:
+        con = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error:
+        return None
+    try:
+        _sqlite_connect(con, None)
+        for callback in TRACE:
+            callback(_REVISION_AND_ID)
+        rev, uid = con.execute(_REVISION_AND_ID).fetchone()
+    except sqlite3.Error as exc:
+        con.close()
+        if is_damage(exc):
+            raise
+        return None
+    if rev == S.SCHEMA_VERSION and uid is not None:
+        return con, str(uid)
+    con.close()
+    return None
 
 
 def _sqlite_connect(dbapi_con, _record) -> None:

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from . import schema as S
+from .reader import Reader
 from .records import DatasetRecord, GroupRecord, RunRecord
 from .values import decode
 
@@ -43,21 +44,19 @@ def utc(value: datetime) -> datetime:
 
 
 def _select_in(table: sa.Table, key: str, *, joined: str = "", where: str = "", order: str = "",
-               columns: Sequence[Any] | None = None) -> sa.TextualSelect:
-    """``SELECT`` *columns* (default: every column of *table*) ``WHERE table.key IN :ids`` as a textual
-    statement with typed result columns.
+               columns: Sequence[Any] | None = None) -> str:
+    """``SELECT`` *columns* (default: every column of *table*) ``WHERE table.key IN :ids`` as SQL text
+    for a :class:`~sdm.catalog.reader.Reader`.
 
-    Written out here rather than built as a ``Select``: SQLAlchemy compiles a textual
-    statement in a small fraction of the time a ``Select`` takes, and a process's first
-    read of a catalog (a one-process reader: open a run, read a box) compiles every
-    statement it runs once. The identifiers are the schema's (quoted, so ``key`` and
-    ``offset`` stay names on every engine); values are bound parameters.
+    Written out here rather than built as a ``Select``: a process's first read of a
+    catalog (a one-process reader: open a run, read a box) would compile every statement
+    it runs once. The identifiers are the schema's (quoted, so ``key`` and ``offset``
+    stay names on every engine); values are bound parameters.
     """
     cols = list(table.c) if columns is None else list(columns)
     names = ", ".join(_column_sql(c) for c in cols)
-    text = (f'SELECT {names} FROM {table.name}{joined} WHERE {table.name}."{key}" IN :ids'
+    return (f'SELECT {names} FROM {table.name}{joined} WHERE {table.name}."{key}" IN :ids'
             f"{' AND ' + where if where else ''}{' ORDER BY ' + order if order else ''}")
-    return sa.text(text).bindparams(sa.bindparam("ids", expanding=True)).columns(*cols)
 
 
 def _column_sql(c: Any) -> str:
@@ -77,15 +76,15 @@ _STEPS = _select_in(S.writes, "dataset_id", order='writes."dataset_id", writes."
                     columns=[S.writes.c.dataset_id, S.writes.c.step])
 
 
-def _rows(con: Connection, query: sa.TextualSelect, ids: Sequence[int], **params: Any) -> list[Any]:
+def _rows(con: Reader, query: str, ids: Sequence[int], **params: Any) -> list[dict[str, Any]]:
     """Rows of *query* (bound ``ids``), chunk by chunk."""
-    out: list[Any] = []
+    out: list[dict[str, Any]] = []
     for part in chunks(ids):
-        out.extend(con.execute(query, {"ids": part, **params}).mappings().all())
+        out.extend(con.rows(query, {"ids": part, **params}))
     return out
 
 
-def _attributes(con: Connection, run_ids: Sequence[int]) -> dict[tuple[str, int], dict[str, Any]]:
+def _attributes(con: Reader, run_ids: Sequence[int]) -> dict[tuple[str, int], dict[str, Any]]:
     """Attributes of the runs, keyed by owner (``("r", run)``, ``("g", group)``, ``("d", dataset)``)."""
     out: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
     rows = _rows(con, _ATTRIBUTES, run_ids)
@@ -100,17 +99,16 @@ def _attributes(con: Connection, run_ids: Sequence[int]) -> dict[tuple[str, int]
     return out
 
 
-def _steps(con: Connection, dataset_ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+def _steps(con: Reader, dataset_ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
     """Every committed step of each dataset, ascending."""
     lists: dict[int, list[int]] = defaultdict(list)
-    for part in chunks(dataset_ids):
-        for did, step in con.execute(_STEPS, {"ids": part}):
-            lists[int(did)].append(int(step))
+    for row in _rows(con, _STEPS, dataset_ids):
+        lists[int(row["dataset_id"])].append(int(row["step"]))
     return {did: tuple(steps) for did, steps in lists.items()}
 
 
 def load_runs(
-    con: Connection,
+    con: Reader,
     run_ids: Sequence[int],
     *,
     only: Mapping[int, set[int]] | None = None,

@@ -22,11 +22,12 @@ only match if, for every condition, one of its rows with that key satisfies it. 
 override rule is then checked for those candidates only, with correlated ``EXISTS`` on
 the ``(run_id, group_id, dataset_id)`` index.
 
-Statements are built once per *shape* (the dialect, which filters are given, and for
-each condition its kind of value, operator and which exact comparisons apply) and
-cached; keys, values and bounds travel as bound parameters. Building the expression
-costs far more than running it on an indexed catalog, and a cached statement also hits
-SQLAlchemy's compiled-statement cache.
+Statements are SQL text (run by :class:`~sdm.catalog.reader.Reader`), written once per
+*shape* (the dialect, which filters are given, and for each condition its kind of value,
+operator and which exact comparisons apply) and cached; keys, values and bounds travel as
+bound parameters (``:name``; ``IN :run_ids`` for a list). Text is written here, never
+built as SQLAlchemy expressions: compiling those cost a one-process reader most of its
+first search, far more than running it on an indexed catalog.
 """
 
 from __future__ import annotations
@@ -35,25 +36,13 @@ import math
 from functools import lru_cache
 from typing import Any, Sequence
 
-import sqlalchemy as sa
-from sqlalchemy.sql.elements import ColumnElement
-
-from . import schema as S
 from .values import INT_MAX, INT_MIN, Condition
 
 __all__ = ["compile_conditions", "candidates_query", "run_level_query", "datasets_query"]
 
-_Pred = ColumnElement[bool]
 #: What one condition needs in SQL, without its values: (kind, op, int rows, float rows, index op).
 Shape = tuple[str, str, Any, Any, str | None]
 _EQ = ("=", "==")
-
-
-def _compare(expr: Any, op: str, bound: Any) -> _Pred:
-    if op in _EQ:
-        return expr == bound
-    return {"!=": expr != bound, "<": expr < bound, "<=": expr <= bound, ">": expr > bound,
-            ">=": expr >= bound}[op]
 
 
 def _beyond(op: str, above: bool) -> bool:
@@ -120,110 +109,127 @@ def compile_conditions(conds: Sequence[Condition]) -> tuple[tuple[Shape, ...], d
     return tuple(shapes), params
 
 
-def _text(column: Any, op: str, dialect: str) -> Any:
-    """*column* for an ordering comparison in code point order (equality needs no collation)."""
-    return column.collate("C") if dialect == "postgresql" and op not in ("=", "!=") else column
+_TRUE, _FALSE = "1 = 1", "1 = 0"  # written the same on every engine
 
 
-def _typed(op_or_truth: Any, expr: Any, bound: Any) -> _Pred:
+def _and(*parts: str) -> str:
+    return "(" + " AND ".join(parts) + ")" if parts else _TRUE
+
+
+def _bind(name: str, sql_type: str, dialect: str) -> str:
+    """A bound parameter; PostgreSQL is told its type (as SQLAlchemy's psycopg dialect does)."""
+    return f"CAST(:{name} AS {sql_type})" if dialect == "postgresql" else f":{name}"
+
+
+def _typed(op_or_truth: Any, expr: str, bound: str) -> str:
     if isinstance(op_or_truth, bool):
-        return sa.true() if op_or_truth else sa.false()
-    return _compare(expr, op_or_truth, bound)
+        return _TRUE if op_or_truth else _FALSE
+    return f"{expr} {op_or_truth} {bound}"
 
 
-def _value_predicate(t: Any, i: int, shape: Shape, dialect: str) -> _Pred:
-    """Attribute rows of *t* (any level) with condition *i*'s key whose value satisfies it exactly."""
+def _value_predicate(t: str, i: int, shape: Shape, dialect: str) -> str:
+    """Attribute rows of alias *t* (any level) with condition *i*'s key whose value satisfies it exactly."""
     kind, op, int_op, float_op, index = shape
-    key = t.c.key == sa.bindparam(f"key{i}", type_=sa.String)
+    key = f'{t}."key" = :key{i}'
     if kind in ("bool", "str"):
-        value = _compare(_text(t.c.value_str, op, dialect), op, sa.bindparam(f"text{i}", type_=sa.Text))
-        return sa.and_(key, t.c.value_type == kind, value)
-    as_int = sa.cast(sa.case((t.c.value_type == "int", t.c.value_str)), sa.BigInteger)
-    exact = sa.or_(
-        sa.and_(t.c.value_type == "int", _typed(int_op, as_int, sa.bindparam(f"int{i}", type_=sa.BigInteger))),
-        sa.and_(t.c.value_type == "float", _typed(float_op, t.c.value_num, sa.bindparam(f"float{i}", type_=sa.Float))),
-    )
-    num = [] if index is None else [_compare(t.c.value_num, index, sa.bindparam(f"num{i}", type_=sa.Float))]
-    return sa.and_(key, *num, exact)
+        column = f"{t}.value_str"
+        if dialect == "postgresql" and op not in ("=", "!="):  # code point order (equality needs no collation)
+            column += ' COLLATE "C"'
+        return _and(key, f"{t}.value_type = '{kind}'", f"{column} {op} :text{i}")
+    as_int = f"CAST(CASE WHEN {t}.value_type = 'int' THEN {t}.value_str END AS BIGINT)"
+    exact = (f"(({t}.value_type = 'int' AND {_typed(int_op, as_int, _bind(f'int{i}', 'BIGINT', dialect))}) OR "
+             f"({t}.value_type = 'float' AND "
+             f"{_typed(float_op, f'{t}.value_num', _bind(f'float{i}', 'DOUBLE PRECISION', dialect))}))")
+    num = [] if index is None else [f"{t}.value_num {index} {_bind(f'num{i}', 'DOUBLE PRECISION', dialect)}"]
+    return _and(key, *num, exact)
 
 
-def _has(run_id: Any, i: int, shape: Shape, dialect: str, *, satisfied: bool, group_id: Any = None,
-         dataset_id: Any = None) -> _Pred:
+class _Aliases:
+    """Fresh aliases of the attributes table, one per subquery of a statement."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self) -> str:
+        self.n += 1
+        return f"attributes_{self.n}"
+
+
+def _has(new: _Aliases, run_id: str, i: int, shape: Shape, dialect: str, *, satisfied: bool,
+         group_id: str | None = None, dataset_id: str | None = None) -> str:
     """``EXISTS`` a row of condition *i*'s key on one owner (run, group or dataset), satisfying it or not."""
-    a = S.attributes.alias()
-    where = [a.c.run_id == run_id]
+    a = new()
+    where = [f"{a}.run_id = {run_id}"]
     if dataset_id is not None:
-        where.append(a.c.dataset_id == dataset_id)
+        where.append(f"{a}.dataset_id = {dataset_id}")
     else:
-        where.append(a.c.dataset_id.is_(None))
-        where.append(a.c.group_id == group_id if group_id is not None else a.c.group_id.is_(None))
-    where.append(_value_predicate(a, i, shape, dialect) if satisfied
-                 else a.c.key == sa.bindparam(f"key{i}", type_=sa.String))
-    return sa.exists().where(*where).correlate_except(a)  # the owner's columns come from the enclosing query
+        where.append(f"{a}.dataset_id IS NULL")
+        where.append(f"{a}.group_id = {group_id}" if group_id is not None else f"{a}.group_id IS NULL")
+    where.append(_value_predicate(a, i, shape, dialect) if satisfied else f'{a}."key" = :key{i}')
+    return f"EXISTS (SELECT 1 FROM attributes AS {a} WHERE {' AND '.join(where)})"
 
 
-def _run_matches(run_id: Any, shapes: Sequence[Shape], dialect: str) -> _Pred:
+def _run_matches(new: _Aliases, run_id: str, shapes: Sequence[Shape], dialect: str) -> str:
     """The run's own attributes (run level) satisfy every condition."""
-    return sa.and_(sa.true(), *(_has(run_id, i, s, dialect, satisfied=True) for i, s in enumerate(shapes)))
+    return _and(*(_has(new, run_id, i, s, dialect, satisfied=True) for i, s in enumerate(shapes)))
 
 
-def _dataset_matches(run_id: Any, group_id: Any, dataset_id: Any, shapes: Sequence[Shape], dialect: str) -> _Pred:
+def _dataset_matches(new: _Aliases, run_id: str, group_id: str, dataset_id: str, shapes: Sequence[Shape],
+                     dialect: str) -> str:
     """The dataset's effective attributes (dataset over group over run) satisfy every condition."""
     preds = []
     for i, s in enumerate(shapes):
-        ds, grp = {"dataset_id": dataset_id}, {"group_id": group_id}
-        preds.append(sa.or_(
-            _has(run_id, i, s, dialect, satisfied=True, **ds),
-            sa.and_(~_has(run_id, i, s, dialect, satisfied=False, **ds), sa.or_(
-                _has(run_id, i, s, dialect, satisfied=True, **grp),
-                sa.and_(~_has(run_id, i, s, dialect, satisfied=False, **grp),
-                        _has(run_id, i, s, dialect, satisfied=True)),
-            )),
-        ))
-    return sa.and_(sa.true(), *preds)
+        def has(satisfied: bool, **owner: str) -> str:
+            return _has(new, run_id, i, s, dialect, satisfied=satisfied, **owner)
+
+        preds.append(
+            f"({has(True, dataset_id=dataset_id)} OR (NOT {has(False, dataset_id=dataset_id)} AND "
+            f"({has(True, group_id=group_id)} OR (NOT {has(False, group_id=group_id)} AND {has(True)}))))")
+    return _and(*preds)
 
 
 @lru_cache(maxsize=256)
 def candidates_query(dialect: str, shapes: tuple[Shape, ...], application: bool = False, run: bool = False,
-                     since: bool = False, until: bool = False) -> sa.Select:
-    """``SELECT runs.id`` (oldest first) of the runs that may match: the filters, and for every
-    condition a row of the run (any level) satisfying it, which the attribute indexes answer.
+                     since: bool = False, until: bool = False, newest_first: bool = False) -> str:
+    """``SELECT runs.id`` of the runs that may match: the filters, and for every condition a row
+    of the run (any level) satisfying it, which the attribute indexes answer.
 
-    Every run :meth:`Catalog.find` returns is among them; :func:`run_level_query` and
-    :func:`datasets_query` then apply the override rule to these runs only. (One statement
-    with correlated ``EXISTS`` over the datasets of every candidate would do both at once,
-    but PostgreSQL plans it as a scan of every dataset per candidate run.) Bound
-    parameters: those of :func:`compile_conditions`, and ``application``, ``run``,
-    ``since``, ``until`` for the filters flagged.
+    Oldest first; *newest_first*: newest first, a page at a time (parameters ``limit``
+    and ``offset``). Every run :meth:`Catalog.find` returns is among them;
+    :func:`run_level_query` and :func:`datasets_query` then apply the override rule to
+    these runs only. (One statement with correlated ``EXISTS`` over the datasets of
+    every candidate would do both at once, but PostgreSQL plans it as a scan of every
+    dataset per candidate run.) Bound parameters: those of :func:`compile_conditions`,
+    and ``application``, ``run``, ``since``, ``until`` for the filters flagged.
     """
-    r, a = S.runs, S.applications
-    q = sa.select(r.c.id).select_from(r.join(a, a.c.id == r.c.application_id))
+    where = []
     if application:
-        q = q.where(a.c.name == sa.bindparam("application", type_=sa.String))
+        where.append("applications.name = :application")
     if run:
-        q = q.where(r.c.id == sa.bindparam("run", type_=sa.BigInteger))
+        where.append(f"runs.id = {_bind('run', 'BIGINT', dialect)}")
     if since:
-        q = q.where(r.c.created_at >= sa.bindparam("since", type_=r.c.created_at.type))
+        where.append("runs.created_at >= :since")
     if until:
-        q = q.where(r.c.created_at <= sa.bindparam("until", type_=r.c.created_at.type))
+        where.append("runs.created_at <= :until")
+    new = _Aliases()
     for i, s in enumerate(shapes):
-        t = S.attributes.alias()
-        q = q.where(r.c.id.in_(sa.select(t.c.run_id).where(_value_predicate(t, i, s, dialect))))
-    return q.order_by(r.c.created_at, r.c.id)
+        t = new()
+        where.append(f"runs.id IN (SELECT {t}.run_id FROM attributes AS {t} WHERE {_value_predicate(t, i, s, dialect)})")
+    order = ("runs.created_at DESC, runs.id DESC LIMIT :limit OFFSET :offset" if newest_first
+             else "runs.created_at, runs.id")
+    return ("SELECT runs.id FROM runs JOIN applications ON applications.id = runs.application_id"
+            f"{' WHERE ' + ' AND '.join(where) if where else ''} ORDER BY {order}")
 
 
 @lru_cache(maxsize=256)
-def run_level_query(dialect: str, shapes: tuple[Shape, ...]) -> sa.Select:
+def run_level_query(dialect: str, shapes: tuple[Shape, ...]) -> str:
     """``SELECT runs.id`` of the runs bound as ``run_ids`` (a list) whose own attributes satisfy every condition."""
-    r = S.runs
-    return sa.select(r.c.id).where(r.c.id.in_(sa.bindparam("run_ids", expanding=True)),
-                                   _run_matches(r.c.id, shapes, dialect))
+    return f"SELECT runs.id FROM runs WHERE runs.id IN :run_ids AND {_run_matches(_Aliases(), 'runs.id', shapes, dialect)}"
 
 
 @lru_cache(maxsize=256)
-def datasets_query(dialect: str, shapes: tuple[Shape, ...]) -> sa.Select:
+def datasets_query(dialect: str, shapes: tuple[Shape, ...]) -> str:
     """``(run id, dataset id)`` of the datasets that match, in the runs bound as ``run_ids`` (a list)."""
-    g, d = S.groups, S.datasets
-    return (sa.select(g.c.run_id, d.c.id).select_from(d.join(g, g.c.id == d.c.group_id))
-            .where(g.c.run_id.in_(sa.bindparam("run_ids", expanding=True)),
-                   _dataset_matches(g.c.run_id, g.c.id, d.c.id, shapes, dialect)))
+    match = _dataset_matches(_Aliases(), "groups.run_id", "groups.id", "datasets.id", shapes, dialect)
+    return ("SELECT groups.run_id, datasets.id FROM datasets JOIN groups ON groups.id = datasets.group_id "
+            f"WHERE groups.run_id IN :run_ids AND {match}")
