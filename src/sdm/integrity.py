@@ -249,6 +249,60 @@ def piece_share(piece: "Piece", array: np.ndarray, order: str, algorithm: str = 
     return partial_sum64(piece.owned_values(array), piece.indices, piece.shape, order)
 
 
+#: Bytes of a piece up to which :func:`piece_shares` computes the shares of several arrays in one pass
+BATCHED_BYTES = 1 << 20
+
+
+def piece_shares(piece: "Piece", arrays: Sequence[np.ndarray], order: str) -> list[int]:
+    """The ``mix64-v2`` shares of several local arrays of one *piece* (same dtype and storage order), in one pass.
+
+    A dump of many small datasets of one shape and view pays the fixed cost of a share
+    (index arithmetic, a dozen numpy calls) once instead of once per dataset: the owned
+    elements of the arrays are stacked, the position terms ``p * K + S`` of the piece's
+    words computed once and applied to every row of the stack.  The same numbers as
+    :func:`piece_share` of each array (the tests compare them).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Arrays of different dtypes, or an *order* other than ``"C"`` and ``"F"``.
+    """
+    if not arrays:
+        return []
+    if order not in ("C", "F"):
+        raise InvalidArgumentError(f"storage order must be 'C' or 'F', got {order!r}")
+    dtype = arrays[0].dtype
+    if any(a.dtype != dtype for a in arrays):
+        raise InvalidArgumentError("piece_shares needs arrays of one dtype")
+    if not piece.shape:  # a scalar dataset: one element each (numpy hands it over as a native scalar)
+        return [piece_share(piece, a, order) for a in arrays]
+    shape = tuple(int(n) for n in piece.shape)
+    indices = [np.asarray(i, dtype=np.int64) for i in piece.indices]
+    counts = [len(i) for i in indices]
+    if 0 in counts or dtype.itemsize == 0:
+        return [0] * len(arrays)
+    owned = np.empty((len(arrays), *counts), dtype=dtype)  # (arrays, *counts), the stored byte order kept
+    for row, a in zip(owned, arrays):
+        row[...] = np.reshape(piece.owned_values(a), counts)
+    if order == "F":  # the canonical order's fastest axis last
+        owned = owned.transpose(0, *range(len(counts), 0, -1))
+        indices, shape = indices[::-1], shape[::-1]
+    item = dtype.itemsize
+    wsize = word_size(item)
+    k = item // wsize
+    gstrides = _global_strides(shape)
+    position = np.zeros(counts[::-1] if order == "F" else counts, dtype=_U64)  # each owned element's position
+    for d, idx in enumerate(indices):
+        at = [1] * len(indices)
+        at[d] = len(idx)
+        position += (idx.astype(_U64) * _U64(gstrides[d])).reshape(at)
+    terms = ((position.reshape(-1, 1) * _U64(k) + np.arange(k, dtype=_U64)) * _U64(_K) + _U64(_SEED)).reshape(-1)
+    words = np.ascontiguousarray(owned).reshape(len(arrays), -1).view(f"<u{wsize}").astype(_U64)
+    np.bitwise_xor(words, terms[None, :], out=words)
+    _mix_inplace(words, np.empty_like(words))
+    return [int(x) for x in words.sum(axis=1, dtype=_U64)]
+
+
 def partial(
     values: np.ndarray, indices: Sequence[np.ndarray], shape: Sequence[int], order: str, algorithm: str = MIX64
 ) -> int:

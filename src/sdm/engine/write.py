@@ -248,8 +248,10 @@ class Writing(GroupState):
         """
         s = self.session
         path = self._absolute(places[members[0]][0])
-        jobs = [_ShareJob(prepared[i][0], prepared[i][1], prepared[i][0].order, threads) if s.checksum else None
-                for i in members]
+        batched = _batches(prepared, members) if s.checksum else []  # small pieces: shares in one pass per batch
+        alone = {j for batch in batched for j in batch}
+        jobs = [_ShareJob(prepared[i][0], prepared[i][1], prepared[i][0].order, threads)
+                if s.checksum and j not in alone else None for j, i in enumerate(members)]
         made: list[MPI.Datatype] = []
         error: SDMError | None = None
         t0 = time.perf_counter()
@@ -277,8 +279,35 @@ class Writing(GroupState):
             raise error
         secs = time.perf_counter() - t0
         total = sum(sizes[i] for i in members) or 1
-        return ([secs * sizes[i] / total for i in members],
-                [job.result() if job is not None else 0 for job in jobs])
+        shares = [job.result() if job is not None else 0 for job in jobs]
+        for batch in batched:
+            view = prepared[members[batch[0]]][0]
+            found = integrity.piece_shares(view.piece, [prepared[members[j]][1] for j in batch], view.order)
+            for j, share in zip(batch, found):
+                shares[j] = share
+        return [secs * sizes[i] / total for i in members], shares
+
+
+def _batches(prepared: Sequence[tuple[ResolvedView, np.ndarray]], members: Sequence[int]) -> list[list[int]]:
+    """Positions in *members* of the small datasets whose checksum shares one pass computes together
+    (:func:`sdm.integrity.piece_shares`): pieces of at most :data:`sdm.integrity.BATCHED_BYTES` with the same
+    owned indices, dtype, storage order and local array layout; batches of two or more."""
+    groups: dict[tuple, list[int]] = {}
+    for j, i in enumerate(members):
+        view, arr = prepared[i]
+        piece = view.piece
+        if not piece.shape or view.nbytes > integrity.BATCHED_BYTES:
+            continue
+        key = (view.dtype.str, view.order, piece.kind, tuple(piece.shape), arr.shape, arr.strides)
+        groups.setdefault(key, []).append(j)
+    out = []
+    for batch in groups.values():
+        first = prepared[members[batch[0]]][0].piece
+        same = [j for j in batch if all(np.array_equal(a, b) for a, b in
+                                        zip(prepared[members[j]][0].piece.indices, first.indices))]
+        if len(same) > 1:
+            out.append(same)
+    return out
 
 
 def _combined_decision(count: int, method: str) -> _Decision:
