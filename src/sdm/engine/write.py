@@ -248,7 +248,8 @@ class Writing(GroupState):
         """
         s = self.session
         path = self._absolute(places[members[0]][0])
-        batched = _batches(prepared, members) if s.checksum else []  # small pieces: shares in one pass per batch
+        one_pass = s.checksum and integrity.canonical(integrity.ALGORITHM) == integrity.MIX64
+        batched = _batches(prepared, members) if one_pass else []  # small pieces: shares in one pass per batch
         alone = {j for batch in batched for j in batch}
         jobs = [_ShareJob(prepared[i][0], prepared[i][1], prepared[i][0].order, threads)
                 if s.checksum and j not in alone else None for j, i in enumerate(members)]
