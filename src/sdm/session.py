@@ -114,7 +114,7 @@ class Session:
         (:mod:`sdm.engine.operations`); the run is left ``interrupted``, every committed step
         readable, as after a ``KeyboardInterrupt`` on every rank.
         """
-        session_close.close_after(self, exc) if exc is not None else self.close()
+        session_close.close_after(self, exc)
 
     def close(self) -> None:
         """Close files and the catalog (collective; the paper's SDM_finalize).

@@ -31,9 +31,12 @@ if TYPE_CHECKING:
 __all__ = ["close", "close_after", "close_locally"]
 
 
-def close_after(s: SessionState, exc: BaseException) -> None:
-    """Close *s* after *exc* left the ``with`` block: collectively when every rank joins within
-    ``$SDM_CLOSE_WAIT`` seconds, else the job is ended (see :mod:`sdm.engine.operations`)."""
+def close_after(s: SessionState, exc: BaseException | None) -> None:
+    """Close *s* as its ``with`` block ends: as :func:`close` without an exception; after *exc*, collectively
+    when every rank joins within ``$SDM_CLOSE_WAIT`` seconds, else the job is ended (:mod:`sdm.engine.operations`)."""
+    if exc is None:
+        close(s)
+        return
     if s._closed:
         return
     interrupted = isinstance(exc, KeyboardInterrupt)
