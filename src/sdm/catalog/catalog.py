@@ -34,6 +34,7 @@ from ..errors import (
 from ..config import catalog_url
 from ..suggest import closest
 from . import database as D
+from .bulk import insert_rows
 from . import info_rows as IR
 from . import infos as I
 from . import loading as L
@@ -1115,7 +1116,7 @@ class Catalog:
         now = _now()
         new_ids: dict[tuple[int, str], int] = {}
         inserts: list[dict[str, Any]] = []
-        summaries: list[dict[str, Any]] = []
+        summaries: dict[int, list[int]] = {}
         try:
             with self._tx() as con:
                 for w in writes:
@@ -1158,8 +1159,7 @@ class Catalog:
                             )
                     else:  # new steps go in together (one executemany), before any row that reads them back
                         inserts.append(params)
-                        summaries.append({"s_dataset": w["dataset_id"], "s_step": int(w["step"]),
-                                          "s_nbytes": int(w["nbytes"])})
+                        _summarize(summaries, params)
                     if w.get("extents") or (w["overwrite"] and w.get("replaces") is not None):
                         _flush(con, inserts, summaries)
                         self._put_extents(con, run_id, w, now, new_ids)
@@ -1379,13 +1379,15 @@ _GROW = S.files.update().where(S.files.c.id == sa.bindparam("fid")).values(
     alloc_end=S.files.c.alloc_end + sa.bindparam("grow", type_=sa.BigInteger)).returning(S.files.c.alloc_end)
 _SET_END = S.files.update().where(S.files.c.id == sa.bindparam("fid")).values(
     alloc_end=sa.bindparam("end", type_=sa.BigInteger))
-_STEP = sa.bindparam("s_step", type_=sa.BigInteger)
-#: A new step in the dataset's summary (an overwrite leaves it: a step of a dataset always has its size).
-_NEW_STEP = S.datasets.update().where(S.datasets.c.id == sa.bindparam("s_dataset")).values(
-    nsteps=S.datasets.c.nsteps + 1,
-    first_step=sa.case((sa.or_(S.datasets.c.first_step.is_(None), S.datasets.c.first_step > _STEP), _STEP),
+_FIRST = sa.bindparam("s_first", type_=sa.BigInteger)
+_LAST = sa.bindparam("s_last", type_=sa.BigInteger)
+#: New steps in the dataset's summary, all those of one call together: ``s_count`` steps from ``s_first`` to
+#: ``s_last``, ``s_nbytes`` bytes (an overwrite leaves it: a step of a dataset always has its size).
+_NEW_STEPS = S.datasets.update().where(S.datasets.c.id == sa.bindparam("s_dataset")).values(
+    nsteps=S.datasets.c.nsteps + sa.bindparam("s_count", type_=sa.BigInteger),
+    first_step=sa.case((sa.or_(S.datasets.c.first_step.is_(None), S.datasets.c.first_step > _FIRST), _FIRST),
                        else_=S.datasets.c.first_step),
-    last_step=sa.case((sa.or_(S.datasets.c.last_step.is_(None), S.datasets.c.last_step < _STEP), _STEP),
+    last_step=sa.case((sa.or_(S.datasets.c.last_step.is_(None), S.datasets.c.last_step < _LAST), _LAST),
                       else_=S.datasets.c.last_step),
     nbytes_written=S.datasets.c.nbytes_written + sa.bindparam("s_nbytes", type_=sa.BigInteger),
 )
@@ -1396,11 +1398,26 @@ _UPDATE_WRITE = S.writes.update().where(
 )
 
 
-def _flush(con: Connection, inserts: list[dict[str, Any]], summaries: list[dict[str, Any]]) -> None:
-    """Insert the new steps gathered (one executemany) and add them to their datasets' summaries; empties both."""
+def _summarize(summaries: dict[int, list[int]], row: dict[str, Any]) -> None:
+    """Add a new step's row to its dataset's pending summary ``[count, first, last, nbytes]``."""
+    step, nbytes = row["step"], row["nbytes"]
+    s = summaries.get(row["dataset_id"])
+    if s is None:
+        summaries[row["dataset_id"]] = [1, step, step, nbytes]
+    else:
+        s[0] += 1
+        s[1] = min(s[1], step)
+        s[2] = max(s[2], step)
+        s[3] += nbytes
+
+
+def _flush(con: Connection, inserts: list[dict[str, Any]], summaries: dict[int, list[int]]) -> None:
+    """Insert the new steps gathered (one executemany) and add them to their datasets' summaries (one update per
+    dataset, whatever its number of new steps); empties both."""
     if inserts:
-        con.execute(S.writes.insert(), inserts)
-        con.execute(_NEW_STEP, summaries)
+        insert_rows(con, S.writes, inserts)
+        con.execute(_NEW_STEPS, [{"s_dataset": d, "s_count": n, "s_first": first, "s_last": last, "s_nbytes": b}
+                                 for d, (n, first, last, b) in summaries.items()])
         inserts.clear()
         summaries.clear()
 

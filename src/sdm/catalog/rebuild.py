@@ -18,8 +18,9 @@ that its run record names the directory it lies in and that every path its recor
 every archive copy under the run's archive prefix (:mod:`sdm.storage.confine`).  One
 record that does not refuses the whole rebuild with :class:`~sdm.errors.IntegrityError`
 naming the meta-file and the line, and the catalog is left as it was.  The meta-files
-read by this check are kept for the inserts up to :data:`KEEP_BYTES`; larger data roots
-have the rest read a second time.  A symbolic link in a run directory that no record
+read by this check are kept for the inserts up to :data:`KEEP_BYTES` (and the first run's
+whatever its size: one run directory is read once); larger data roots have the rest read a
+second time.  A symbolic link in a run directory that no record
 names is not registered as a data file either.
 """
 
@@ -144,12 +145,14 @@ def rebuild(root: str | Path, catalog_url: str, *, progress: Progress | None = N
     total = sum(_size(d) for d in dirs)
     kept: dict[Path, MetaLog] = {}  # meta-files read by the check, kept for the inserts up to a budget
     budget = KEEP_BYTES
-    for d in dirs:  # every record confined to its run before the catalog is touched
+    for d in reversed(dirs):  # every record confined to its run before the catalog is touched
         checked = read_meta(d)
         _check_paths(checked, d)
         if checked.nbytes <= budget:
             kept[d] = checked
             budget -= checked.nbytes
+        elif d == dirs[0]:  # checked last and inserted first: in memory now and for its insert whatever its size
+            kept[d] = checked
     cat = Catalog(catalog_url, create=True)
     try:
         held = _runs_held(cat)
