@@ -113,7 +113,7 @@ def root_call(comm: MPI.Comm, fn: Callable[..., T], *args: Any, **kwargs: Any) -
 
 # ----------------------------------------------------------------------------- fixed-size exchanges
 #
-# The hot path of an access (group.py) moves small int64 vectors with MPI's buffer calls
+# The hot path of an access (sdm.engine) moves small int64 vectors with MPI's buffer calls
 # (``Allgather``/``Bcast``: no pickling, no per-call allocation of Python objects).  A
 # flag in every vector says "this rank failed"; when any rank set it, every rank then
 # makes the generic pickled exchange (:func:`agree` / ``bcast``) that carries the

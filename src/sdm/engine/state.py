@@ -100,7 +100,7 @@ class GroupState:
         self._stats_seen: dict[tuple[int, ...], list] = {}  # every rank's layout statistics, by their hashes
         self._ranked: set[str] = {d.name for d in record.datasets if is_ranked(d.distribution)}  # sdm.Ranked datasets
         self._archive_store: Any = None  # the object store of an archive-tier group (see _store)
-        self._placement: tuple[int, str] | None = None  # nodes and file system (sdm._subfiled, subfiled groups)
+        self._placement: tuple[int, str] | None = None  # nodes and file system (sdm.engine.subfiled, subfiled groups)
 
     def dataset(self, name: str) -> DatasetRecord:
         """The catalog record of a dataset (dtype, shape, order).
@@ -393,7 +393,7 @@ class GroupState:
 
     def _plan_read(self, name: str, step: int) -> tuple:
         """Rank 0: where the bytes of one step are and their checksum: ``(path, offset, checksum, algorithm)``,
-        and for a subfiled step its extents' :func:`sdm._subfiled.read_plan`."""
+        and for a subfiled step its extents' :func:`sdm.engine.subfiled.read_plan`."""
         s = self.session
         rec = self.dataset(name)
         w = s.open_catalog().lookup_write(rec.id, step)
@@ -441,7 +441,7 @@ class GroupState:
                             layouts: Sequence[Any] | None = None) -> list[tuple[str, int, int, int | None]]:
         """Rank 0 reserves *sizes* bytes (:meth:`_reserve`); every rank gets ``(path, offset, version, replaced)``.
 
-        A subfiled dataset's :class:`sdm._subfiled.Layout` in *layouts* gets the offset of
+        A subfiled dataset's :class:`sdm.engine.subfiled.Layout` in *layouts* gets the offset of
         each of its extents (its place is then the data file's path, which names the subfiles).
         """
         s = self.session
@@ -558,7 +558,7 @@ class GroupState:
 
         *digests*: the objects' digests of an archive-tier group (rank 0); each row then
         carries its object's verified archive copy, committed with it. *subfiled*: each
-        dataset's :class:`sdm._subfiled.Layout` (or None) and its extents' checksums.
+        dataset's :class:`sdm.engine.subfiled.Layout` (or None) and its extents' checksums.
         """
         s = self.session
         rows = self._rows(names, step, places, checksums, decisions, seconds, overwrite, sizes) if s.rank == 0 else []
