@@ -93,7 +93,7 @@ class Reading(GroupState):
             got = got if isinstance(got, tuple) else _unpack_read_plan(got)
             rel, offset, expected, algorithm = got[:4]
             view, arr, conv = prepared  # type: ignore[misc]
-            if len(got) > 4:  # subfiled: every extent through its owner (sdm._subfiled)
+            if len(got) > 4:  # subfiled: every extent through its owner (sdm.engine.subfiled)
                 self._read_subfiled(name, step, view, arr, got[4], verify_now and bool(expected), statsets)
             else:
                 self._read_file(name, step, view, arr, rel, offset, expected, algorithm, method, statsets, boxed,
