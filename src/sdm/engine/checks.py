@@ -45,7 +45,7 @@ def _check_step(step: object) -> None:
     check.integer(step, "time step")
 
 
-def _check_same_call(payloads: list, what: str) -> None:
+def _check_same_call(payloads: list[Any], what: str) -> None:
     calls = [p[0] for p in payloads]
     if any(c != calls[0] for c in calls):
         diffs = {r: c for r, c in enumerate(calls) if c != calls[0]}

@@ -234,6 +234,7 @@ def _operations_of(obj: Any) -> Operations:
     ops = getattr(obj, "_ops", None)
     if ops is None:
         ops = obj.session._ops if hasattr(obj, "session") else obj.group.session._ops
+    assert isinstance(ops, Operations)
     return ops
 
 

@@ -109,7 +109,7 @@ class Reading(GroupState):
                 v.free()
 
     def _read_subfiled(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, plan: Any,
-                       verify: bool, statsets: list) -> None:
+                       verify: bool, statsets: list[Any]) -> None:
         """The I/O of a read of a subfiled step, its exchange of errors and its extents' checksums (collective)."""
         s = self.session
         moved, failure = capture(_subfiled.read, self, name, view, arr, plan, verify, [p[0] for p in statsets],
@@ -120,7 +120,7 @@ class Reading(GroupState):
             _subfiled.check_read(name, step, plan, [int(x) for x in sums])
 
     def _read_file(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, rel: str, offset: int,
-                   expected: str, algorithm: str, method: str | None, statsets: list, boxed: bool,
+                   expected: str, algorithm: str, method: str | None, statsets: list[Any], boxed: bool,
                    verify_now: bool) -> None:
         """The I/O of a read of one run of bytes, its exchange of errors and its checksum (collective)."""
         s = self.session
@@ -202,7 +202,7 @@ def _pack_read_plan(plan: tuple[str, int, str, str] | None) -> list[int] | None:
         return None
     head = [int(offset), _signed(value), 1 if checksum else 0,
             integrity.ALGORITHMS.index(algorithm) if algorithm in integrity.ALGORITHMS else -1, len(raw)]
-    body = np.frombuffer(raw.ljust(words * 8, b"\0"), dtype="<i8").tolist()
+    body: list[int] = np.frombuffer(raw.ljust(words * 8, b"\0"), dtype="<i8").tolist()
     return head + body
 
 

@@ -97,7 +97,7 @@ class GroupState:
         self._pool = SpacePool(self._reserve_chunks)  # rank 0: file space reserved ahead (levels 2 and 3)
         self._epoch = 0  # data_view calls so far (part of the views' layout keys)
         self._threads: bool | None = None  # checksum shares beside the I/O (see _ShareJob)
-        self._stats_seen: dict[tuple[int, ...], list] = {}  # every rank's layout statistics, by their hashes
+        self._stats_seen: dict[tuple[int, ...], list[Any]] = {}  # every rank's layout statistics, by their hashes
         self._ranked: set[str] = {d.name for d in record.datasets if is_ranked(d.distribution)}  # sdm.Ranked datasets
         self._archive_store: Any = None  # the object store of an archive-tier group (see _store)
         self._placement: tuple[int, str] | None = None  # nodes and file system (sdm.engine.subfiled, subfiled groups)
@@ -163,8 +163,8 @@ class GroupState:
             self._threads = cores > ranks
         return self._threads
 
-    def _agree_call(self, what: str, call: tuple, failure: Any, plan: Any, stats: Any,
-                    packed_plan: Sequence[int] | None = None) -> tuple[Any, list]:
+    def _agree_call(self, what: str, call: tuple[Any, ...], failure: Any, plan: Any, stats: Any,
+                    packed_plan: Sequence[int] | None = None) -> tuple[Any, list[Any]]:
         """The exchange that opens an access: the same call on every rank, no failure, every layout.
 
         The session's opening exchange of the operation (:mod:`sdm.engine.operations`:
@@ -254,7 +254,7 @@ class GroupState:
             path = self._paths[rel] = confine(s.root, s.run_dir, rel, record or row_record(s.run_id, self.name))
         return path
 
-    def _access(self, name: str, writing: bool, statsets: list, index: int = 0, kind: str | None = None) -> Access:
+    def _access(self, name: str, writing: bool, statsets: list[Any], index: int = 0, kind: str | None = None) -> Access:
         """The planner's view of access *index* of a call, built from every rank's layout statistics
         (*kind*: the pieces' kind, default the data view's)."""
         rec = self.dataset(name)
@@ -272,7 +272,7 @@ class GroupState:
         return replace(access, kind=kind or self._view(name).piece.kind)
 
     def _transfer(
-        self, backend: Any, path: Any, offset: int, view: ResolvedView, arr: np.ndarray, method, writing: bool,
+        self, backend: Any, path: Any, offset: int, view: ResolvedView, arr: np.ndarray, method: Any, writing: bool,
         sync: bool = False, *, stats: Sequence[Any] = (), copy: str = "", size: int = 0,
         digests: tuple[list[str], int] | None = None,
     ) -> tuple[float, Any]:
@@ -391,7 +391,7 @@ class GroupState:
         got = s.record(SpaceReserved(s.run_id, tuple((rel, self.level, nbytes, False) for rel, nbytes in wanted)))
         return [int(x or 0) for x in got]  # never None: no request here owns a whole file
 
-    def _plan_read(self, name: str, step: int) -> tuple:
+    def _plan_read(self, name: str, step: int) -> tuple[Any, ...]:
         """Rank 0: where the bytes of one step are and their checksum: ``(path, offset, checksum, algorithm)``,
         and for a subfiled step its extents' :func:`sdm.engine.subfiled.read_plan`."""
         s = self.session
@@ -553,7 +553,7 @@ class GroupState:
     def _commit_dump(self, names: Sequence[str], step: int, places: Sequence[tuple[str, int, int, int | None]],
                      checksums: Sequence[str], decisions: Sequence[Any], seconds: Sequence[float], overwrite: bool,
                      sizes: Sequence[int], digests: Sequence[str] | None = None,
-                     subfiled: tuple[list, list[list[int]]] | None = None) -> None:
+                     subfiled: tuple[list[Any], list[list[int]]] | None = None) -> None:
         """Every rank, once the bytes of a dump are written and agreed: rank 0 commits its rows (or queues them).
 
         *digests*: the objects' digests of an archive-tier group (rank 0); each row then

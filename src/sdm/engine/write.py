@@ -293,7 +293,7 @@ def _batches(prepared: Sequence[tuple[ResolvedView, np.ndarray]], members: Seque
     """Positions in *members* of the small datasets whose checksum shares one pass computes together
     (:func:`sdm.integrity.piece_shares`): pieces of at most :data:`sdm.integrity.BATCHED_BYTES` with the same
     owned indices, dtype, storage order and local array layout; batches of two or more."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[Any, ...], list[int]] = {}
     for j, i in enumerate(members):
         view, arr = prepared[i]
         piece = view.piece

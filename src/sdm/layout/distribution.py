@@ -314,7 +314,7 @@ class Block(_Grid):
         super().__init__(grid)
         self.ghosts = _check_ghosts(ghosts)
 
-    def piece(self, shape, nprocs, rank):
+    def piece(self, shape: Sequence[int], nprocs: int, rank: int) -> Piece:
         shape = tuple(int(s) for s in shape)
         grid = self._grid_for(shape, nprocs)
         coords = _coords(rank, grid)
@@ -368,7 +368,7 @@ class BlockCyclic(_Grid):
             raise DistributionError(f"block sizes {b!r} must be {ndim} integers >= 1")
         return out
 
-    def piece(self, shape, nprocs, rank):
+    def piece(self, shape: Sequence[int], nprocs: int, rank: int) -> Piece:
         from mpi4py import MPI
 
         shape = tuple(int(s) for s in shape)

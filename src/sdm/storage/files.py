@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 from mpi4py import MPI
 
@@ -48,7 +49,7 @@ class FileCache:
         self.info = info
         self.sync_mode = sync_mode
         self._open: OrderedDict[Path, MPI.File] = OrderedDict()
-        self._views: dict[Path, dict] = {}  # per cached file: the view last set on it
+        self._views: dict[Path, dict[str, Any]] = {}  # per cached file: the view last set on it
         self.opens = 0
 
     def get(self, path: Path, *, cache: bool = True) -> MPI.File:
@@ -87,7 +88,7 @@ class FileCache:
                 old.Close()
         return fh
 
-    def views(self, path: Path) -> dict:
+    def views(self, path: Path) -> dict[str, Any]:
         """The view state of the cached file *path* (an empty, unshared dict for a file not cached).
 
         The state changes only inside collective ``Set_view`` calls made by every rank,
