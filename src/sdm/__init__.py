@@ -20,7 +20,8 @@ from .errors import *  # noqa: F401,F403 - the exception hierarchy is part of th
 
 if TYPE_CHECKING:
     from .catalog import Catalog
-    from .group import Dataset, Group
+    from .datasets import Dataset
+    from .group import Group
     from .layout import Block, BlockCyclic, Cyclic, Distribution, MapArray, Ranked, Subarray
     from .exporting import export, import_file
     from .session import Session, open
@@ -34,7 +35,7 @@ _LAZY = {
     "open": "session",
     "Session": "session",
     "Group": "group",
-    "Dataset": "group",
+    "Dataset": "datasets",
     "Distribution": "layout",
     "Block": "layout",
     "Cyclic": "layout",

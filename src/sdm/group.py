@@ -8,7 +8,6 @@ A :class:`Group` builds a request from the user's call and hands it to its
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -16,99 +15,21 @@ import numpy as np
 from . import _validate as check
 from .engine import ranked as _ranked
 from ._collective import (agree, capture, root_call)
-from .catalog import DatasetRecord, DatasetSpec, GroupRecord
+from .catalog import DatasetRecord, GroupRecord
 from .catalog.changes import AttributesSet
 from .catalog.values import merge_attributes
-from .dtypes import check_dtype, dtype_text
 from .engine.operations import collective
-from .errors import (
-    InvalidArgumentError,
-)
 from .layout import Distribution, Piece
-from .storage import check_name
 
 from .engine.checks import _check_step
 if TYPE_CHECKING:
     from .lazy import DatasetArray
     from .session import Session
 
+from .datasets import Dataset  # noqa: F401 (sdm.group.Dataset, as before)
 from .engine.group_engine import GroupEngine
 
-__all__ = ["Dataset", "Group"]
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """A dataset in a group definition; unset properties come from the group.
-
-    Parameters
-    ----------
-    name : str
-    shape : sequence of int, optional
-    dtype : numpy dtype-like, optional
-    order : {"C", "F"}, optional
-    dims : sequence of str, optional
-        A name per dimension (``("z", "y", "x")``): what xarray and the exports call them.
-    """
-
-    name: str
-    shape: Sequence[int] | None = None
-    dtype: Any = None
-    order: str | None = None
-    dims: Sequence[str] | None = None
-
-    @classmethod
-    def of(cls, item: "str | Dataset") -> "Dataset":
-        """Accept a plain name or a Dataset."""
-        return item if isinstance(item, Dataset) else cls(item)
-
-    def spec(self, *, dtype: Any, shape: Sequence[int] | None, order: str,
-             dims: Sequence[str] | None = None) -> DatasetSpec:
-        """Resolve against the group defaults and validate.
-
-        Raises
-        ------
-        InvalidNameError
-            Bad name, missing or invalid shape/dtype/order.
-        """
-        check_name(self.name, "dataset")
-        shp = self.shape if self.shape is not None else shape
-        dt = self.dtype if self.dtype is not None else dtype
-        od = self.order if self.order is not None else order
-        if shp is None or dt is None:
-            raise InvalidArgumentError(f"dataset {self.name!r} needs a shape and a dtype (from the group or its own)")
-        shp = check.shape(shp, f"dataset {self.name!r}: shape")
-        np_dtype = check_dtype(dt, f"dataset {self.name!r}")
-        if not isinstance(od, str) or od not in ("C", "F"):
-            raise InvalidArgumentError(f"dataset {self.name!r}: order must be 'C' or 'F', got {od!r}")
-        if int(np.prod(shp, dtype=np.int64)) * np_dtype.itemsize > check.MAX_BYTES:
-            raise InvalidArgumentError(f"dataset {self.name!r}: shape {shp} of {np_dtype} is larger than SDM stores "
-                                       f"({check.MAX_BYTES} bytes)")
-        names = self.dims if self.dims is not None else dims
-        if names is not None:
-            names = check_dims(names, len(shp), f"dataset {self.name!r}")
-        return DatasetSpec(self.name, dtype_text(np_dtype), shp, od, names)
-
-
-def check_dims(dims: Any, ndim: int, what: str) -> tuple[str, ...]:
-    """Dimension names: one distinct identifier-like string per dimension, none called ``step``.
-
-    Raises
-    ------
-    InvalidArgumentError
-    """
-    if isinstance(dims, str) or not isinstance(dims, Sequence):
-        raise InvalidArgumentError(f"{what}: dims must be a sequence of names, one per dimension, got {dims!r}")
-    names = tuple(dims)
-    if len(names) != ndim:
-        raise InvalidArgumentError(f"{what}: dims {names} has {len(names)} names; the shape has {ndim} dimensions")
-    for n in names:
-        if not isinstance(n, str) or not n or not n.replace("_", "a").isalnum() or n[0].isdigit():
-            raise InvalidArgumentError(f"{what}: dimension name {n!r} must be letters, digits and '_', not "
-                                       "starting with a digit")
-    if len(set(names)) != len(names) or "step" in names:
-        raise InvalidArgumentError(f"{what}: dims {names} must be distinct and not 'step' (the steps' dimension)")
-    return names
+__all__ = ["Dataset", "Group"]  # Dataset: defined in sdm.datasets, named here too
 
 
 class Group:

@@ -7,7 +7,7 @@ functions that open, close, define groups or truncate take any object that does.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, TypeVar
 
 from mpi4py import MPI
 
@@ -19,8 +19,12 @@ if TYPE_CHECKING:
     from ..storage.backends.mpiio import MPIIOBackend
     from .commits import Commits
     from .operations import Operations
+    from .._collective import Failure
+    from ..catalog.changes import Change
 
 __all__ = ["GroupHandle", "SessionState"]
+
+T = TypeVar("T")
 
 
 class GroupHandle(Protocol):
@@ -76,3 +80,20 @@ class SessionState(Protocol):
     def _commits(self) -> Commits: ...
     @property
     def _groups(self) -> Mapping[str, GroupHandle]: ...
+    @property
+    def checksum(self) -> bool: ...
+    @property
+    def verify(self) -> bool: ...
+    @property
+    def async_commit(self) -> bool: ...
+
+    def _check_writable(self, what: str) -> None: ...
+
+    # rank 0's catalog (sdm.engine.commits.Commits), reached through the session
+    def record(self, change: "Change[T]") -> T: ...
+
+    def open_catalog(self) -> "Catalog": ...
+
+    def _commit_later(self, rows: list[dict[str, Any]]) -> None: ...
+
+    def _settle(self) -> "Failure | None": ...

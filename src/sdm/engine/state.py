@@ -61,7 +61,7 @@ from ..storage.failures import storage_error
 
 from .checks import _check_same_call, _has_gaps, _not_global
 if TYPE_CHECKING:
-    from ..session import Session
+    from .session_state import SessionState as Session
 
 
 __all__ = ["GroupState"]

@@ -81,7 +81,7 @@ from .base import IOMethod, Transfer, register
 if TYPE_CHECKING:
     from ..catalog.tiers import Copy
     from ..planner.remote import RemoteConstants
-    from ..session import Session
+    from ..engine.session_state import SessionState as Session
     from ..storage.backends.objectstore import ObjectHandle, ObjectStore
 
 __all__ = ["METHODS", "CACHE_DIR", "PART_MIN", "is_method", "plan_path", "archived", "choose", "RemoteMethod",
