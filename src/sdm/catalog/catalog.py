@@ -1164,7 +1164,7 @@ class Catalog:
                         _flush(con, inserts, summaries)
                         self._put_extents(con, run_id, w, now, new_ids)
                     if w.get("copy"):  # written to the archive tier: the object is the file's copy there
-                        from .tiers import upsert_copy
+                        from .copies import upsert_copy
 
                         upsert_copy(con, file_id, **{**w["copy"], "state": "verified"})
                 _flush(con, inserts, summaries)

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from ..errors import InvalidArgumentError, NotFoundError
 from . import schema as S
+from .copies import upsert_copy
 from .loading import utc
 from ..storage.naming import MEMBER, member, member_location  # noqa: F401 (the catalog's names for them)
 
@@ -153,17 +154,6 @@ def put_copy(cat: "Catalog", run_id: int, path: str, tier: str, *, location: str
     with cat._tx() as con:
         upsert_copy(con, _file_id(con, run_id, path), tier=tier, location=location, size=size, checksum=checksum,
                     state=state, verified_at=verified_at, created_at=created_at)
-
-
-def upsert_copy(con: sa.Connection, file_id: int, *, tier: str, location: str, size: int, checksum: str | None,
-                state: str, verified_at: datetime | None, created_at: datetime | None = None) -> None:
-    """Record (or replace) the copy of file *file_id* on *tier*, in the transaction of *con* (*created_at*: of a
-    new row, default now)."""
-    c = S.copies
-    values = dict(location=location, size=int(size), checksum=checksum, state=state, verified_at=verified_at)
-    done = con.execute(c.update().where(c.c.file_id == file_id, c.c.tier == tier).values(**values)).rowcount
-    if not done:
-        con.execute(c.insert().values(file_id=file_id, tier=tier, created_at=created_at or _now(), **values))
 
 
 def drop_copy(cat: "Catalog", run_id: int, path: str, tier: str) -> None:

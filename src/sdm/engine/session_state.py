@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol, TypeVar
 from mpi4py import MPI
 
 if TYPE_CHECKING:
-    from .group_engine import GroupEngine
+    from .space import SpacePool
     from ..catalog.catalog import Catalog
     from ..planner import Planner
     from ..storage import FileCache, runs
@@ -27,11 +27,22 @@ __all__ = ["GroupHandle", "SessionState"]
 T = TypeVar("T")
 
 
+class GroupEngineHandle(Protocol):
+    """What a session's close and truncation need of a group's engine (:class:`~sdm.engine.group_engine.GroupEngine`)."""
+
+    @property
+    def _pool(self) -> "SpacePool": ...
+
+    def _free(self) -> None: ...
+
+    def _truncated(self, after_step: int) -> None: ...
+
+
 class GroupHandle(Protocol):
     """What the engine needs of a session's group handle (:class:`sdm.Group`)."""
 
     @property
-    def engine(self) -> "GroupEngine": ...
+    def engine(self) -> GroupEngineHandle: ...
 
 
 class SessionState(Protocol):

@@ -67,7 +67,7 @@ import os
 import shutil
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 from mpi4py import MPI
@@ -81,8 +81,22 @@ from .base import IOMethod, Transfer, register
 if TYPE_CHECKING:
     from ..catalog.tiers import Copy
     from ..planner.remote import RemoteConstants
-    from ..engine.session_state import SessionState as Session
     from ..storage.backends.objectstore import ObjectHandle, ObjectStore
+
+
+
+class Session(Protocol):
+    """What the remote reads use of a session (its communicator, planner and catalog on rank 0)."""
+
+    @property
+    def comm(self) -> MPI.Intracomm: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def planner(self) -> Any: ...
+
+    def open_catalog(self) -> Any: ...
+
 
 __all__ = ["METHODS", "CACHE_DIR", "PART_MIN", "is_method", "plan_path", "archived", "choose", "RemoteMethod",
            "put_collective", "counters", "clear_cache", "forget_superfiles"]
