@@ -858,18 +858,12 @@ class Catalog:
                     S.groups.insert().values(run_id=run_id, name=name, level=int(level), position=pos, kind=kind,
                                              steps_per_file=steps_per_file, archive=archive, subfiles=subfiles)
                 ).inserted_primary_key[0]
-                for i, spec in enumerate(specs):
-                    con.execute(
-                        S.datasets.insert().values(
-                            group_id=gid,
-                            name=spec.name,
-                            position=i,
-                            dtype=spec.dtype,
-                            shape=json.dumps(list(spec.shape)),
-                            storage_order=spec.order,
-                            dims=None if spec.dims is None else json.dumps(list(spec.dims)),
-                        )
-                    )
+                rows = [dict(group_id=gid, name=spec.name, position=i, dtype=spec.dtype,
+                             shape=json.dumps(list(spec.shape)), storage_order=spec.order,
+                             dims=None if spec.dims is None else json.dumps(list(spec.dims)))
+                        for i, spec in enumerate(specs)]
+                if rows:  # every dataset in one executemany
+                    con.execute(S.datasets.insert(), rows)
         group = self.group(run_id, name)
         existing = [DatasetSpec(d.name, d.dtype, d.shape, d.order, d.dims) for d in group.datasets]
         if row is not None and (existing != list(specs) or group.level != int(level) or group.kind != kind

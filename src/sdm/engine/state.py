@@ -637,7 +637,12 @@ class GroupState:
                         f"dataset {n!r} is stored in Fortran order; map-array views need C order "
                         "(rows with their components contiguous)"
                     )
-            return names, {n: view.piece(self.dataset(n).shape, s.size, s.rank) for n in names}
+            by_shape: dict[tuple[int, ...], Piece] = {}  # datasets of one shape share their piece (made once)
+            for n in names:
+                shape = tuple(self.dataset(n).shape)
+                if shape not in by_shape:
+                    by_shape[shape] = view.piece(shape, s.size, s.rank)
+            return names, {n: by_shape[tuple(self.dataset(n).shape)] for n in names}
 
         resolved, failure = capture(resolve, rank=s.rank)
         listed = agree(s.comm, failure, resolved[0] if resolved else None)
