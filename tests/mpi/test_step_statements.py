@@ -35,8 +35,8 @@ def test_statements_per_step_stay_flat_as_the_run_grows(comm, mpi_tmp):
     try:
         with sdm.open("flat", "w", comm=comm, root=str(mpi_tmp), catalog=url) as s:
             g = s.make_group("g", ["a", "b"], dtype="<f8", shape=(LENGTH,), level=3)
-            lo = LENGTH * comm.rank // comm.size
-            hi = LENGTH * (comm.rank + 1) // comm.size
+            mine = np.array_split(np.arange(LENGTH), comm.size)[comm.rank]  # Block: the first ranks take the rest
+            lo, hi = (int(mine[0]), int(mine[-1]) + 1) if mine.size else (0, 0)
             assert g.local_shape("a") == (hi - lo,)
             for step in range(STEPS):
                 before = seen[0]
