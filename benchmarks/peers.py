@@ -179,7 +179,14 @@ class Run:
         env = job_env()
         cmd = [*self.stack.mpiexec_args(nprocs), str(self.stack.python.parent / "sdm"), "calibrate", str(where),
                "--catalog", url, *(["--quick"] if self.opts.quick else [])]
-        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, timeout=1800)
+        done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=1800)
+        if done.returncode == 2 and "degenerate" in done.stderr:  # refused (sdm calibrate): SDM runs uncalibrated
+            self.problems.append(f"{self.place}: sdm calibrate refused its fit, SDM ran uncalibrated: "
+                                 f"{done.stderr.strip().splitlines()[-1]}")
+            print(self.problems[-1], flush=True)
+            shutil.rmtree(where, ignore_errors=True)
+            return
+        done.check_returncode()
         code = ("import json, sys; from sdm.catalog import Catalog; c = Catalog(sys.argv[1], create=False); "
                 "print(json.dumps(c.latest_calibration(sys.argv[2])))")
         out = subprocess.run([str(self.stack.python), "-c", code, url, str(where.resolve())], env=env, check=True,
