@@ -102,11 +102,23 @@ def provenance() -> dict[str, Any]:
     return {"sdm_version": sdm.__version__, "git_commit": commit}
 
 
+def rounded(value: Any) -> Any:
+    """*value* with every float to 6 significant digits: far finer than any timing's noise, and the results
+    directory stays small."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    if isinstance(value, (list, tuple)):
+        return [rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    return value
+
+
 def write_results(out: Path, name: str, data: dict[str, Any], markdown: str,
                   plot: Callable[[Path], None]) -> None:
     """``<name>.json`` (compact), ``<name>.md`` and ``<name>.png`` in *out*; prints the Markdown."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(data, separators=(",", ":"), default=str))  # compact
+    (out / f"{name}.json").write_text(json.dumps(rounded(data), separators=(",", ":"), default=str))  # compact
     (out / f"{name}.md").write_text(markdown)
     plot(out / f"{name}.png")
     print(markdown)

@@ -52,6 +52,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from _io_bench import rounded  # noqa: E402
 
 FIXED = ("posix", "list", "datatype", "sieving", "collective", "servers")
 CONTENDERS = ("auto", "auto-learned", *FIXED)
@@ -202,18 +203,8 @@ def compact(result: dict[str, Any]) -> dict[str, Any]:
     """*result* with its samples as rows of :data:`COLUMNS` (seconds to 4 digits; auto's methods only)."""
     rows = [[x["round"], x["config"], x["workload"], x["dumps"], x["method"], float(f"{x['seconds']:.4g}"),
              x["methods"] or None] for x in result["samples"]]
-    return _rounded({**result, "samples": {"columns": COLUMNS, "rows": rows}})
+    return rounded({**result, "samples": {"columns": COLUMNS, "rows": rows}})
 
-
-def _rounded(value: Any) -> Any:
-    """*value* with every float to 6 significant digits (the calibration's constants too): far finer than the noise."""
-    if isinstance(value, float):
-        return float(f"{value:.6g}")
-    if isinstance(value, list):
-        return [_rounded(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    return value
 
 
 def markdown(results: list[dict], meta: dict[str, Any]) -> str:
