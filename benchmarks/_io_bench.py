@@ -103,10 +103,10 @@ def provenance() -> dict[str, Any]:
 
 
 def rounded(value: Any) -> Any:
-    """*value* with every float to 6 significant digits: far finer than any timing's noise, and the results
-    directory stays small."""
+    """*value* with every float to 9 significant digits: far finer than any timing's noise (and than the
+    relative tolerance of the benchmarks' own checks of sums), and the results directory stays small."""
     if isinstance(value, float):
-        return float(f"{value:.6g}")
+        return float(f"{value:.9g}")
     if isinstance(value, (list, tuple)):
         return [rounded(v) for v in value]
     if isinstance(value, dict):
