@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -65,7 +67,7 @@ class Dataset:
         np_dtype = check_dtype(dt, f"dataset {self.name!r}")
         if not isinstance(od, str) or od not in ("C", "F"):
             raise InvalidArgumentError(f"dataset {self.name!r}: order must be 'C' or 'F', got {od!r}")
-        if int(np.prod(shp, dtype=np.int64)) * np_dtype.itemsize > check.MAX_BYTES:
+        if math.prod(shp) * np_dtype.itemsize > check.MAX_BYTES:
             raise InvalidArgumentError(f"dataset {self.name!r}: shape {shp} of {np_dtype} is larger than SDM stores "
                                        f"({check.MAX_BYTES} bytes)")
         names = self.dims if self.dims is not None else dims

@@ -197,8 +197,8 @@ class Session:
             group.set_attributes(attributes)
         for dim, values in (coords or {}).items():
             group.set_info(f"coord.{dim}", np.asarray(values))
-        if view is not None:
-            group.data_view(view)
+        if view is not None:  # agreed on and checked against every shape by define_group
+            group.engine._set_data_view(view, agreed=True)
         return group
 
     @collective("group")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
@@ -40,7 +42,7 @@ class DatasetRecord:
 
         from ..dtypes import from_text
 
-        return int(np.prod(self.shape, dtype=np.int64)) * from_text(self.dtype).itemsize
+        return math.prod(int(n) for n in self.shape) * from_text(self.dtype).itemsize
 
 
 @dataclass(frozen=True)

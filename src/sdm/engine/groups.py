@@ -114,7 +114,8 @@ def check_view(s: SessionState, view: Distribution, specs: Sequence[DatasetSpec]
             return {}
         if isinstance(view, MapArray) and any(sp.order == "F" and len(sp.shape) > 1 for sp in specs):
             raise DistributionError("map-array views need datasets in C order (rows with their components contiguous)")
-        return {sp.shape: view.piece(sp.shape, s.size, s.rank) for sp in specs}
+        shapes = dict.fromkeys(tuple(sp.shape) for sp in specs)  # each shape once, in order
+        return {shape: view.piece(shape, s.size, s.rank) for shape in shapes}
 
     got, failure = capture(pieces, rank=s.rank)
     agree(s.comm, failure)

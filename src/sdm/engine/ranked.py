@@ -104,11 +104,8 @@ def set_view(g: "Group", names: Sequence[str]) -> None:
 
     _, failure = capture(resolve, rank=s.rank)
     agree(s.comm, failure)
-    for n in names:
-        old = g._views.pop(n, None)
-        if old is not None:
-            old.free()
-        g._ranked.add(n)
+    g._drop_views(names)
+    g._ranked.update(names)
     if s.mode != "r":
         root_call(s.comm, s.record, DistributionSet(tuple(g.dataset(n).id for n in names), {"kind": KIND}))
 

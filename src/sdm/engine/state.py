@@ -92,8 +92,9 @@ class GroupState:
         self._steps: dict[str, set[int]] = {d.name: set(d.steps or ()) for d in record.datasets}
         self._nbytes: dict[str, int] = {d.name: d.nbytes for d in record.datasets}
         self._views: dict[str, ResolvedView] = {}
+        self._shared: dict[Any, ResolvedView] = {}  # the views in use, by layout: datasets alike share one
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
-        self._relatives: dict[tuple[str, int, int], str] = {}  # (dataset, step, version) -> relative path
+        self._relatives: dict[tuple[str, int, int], str] = {}  # what a data file's path depends on -> the path
         self._pool = SpacePool(self._reserve_chunks)  # rank 0: file space reserved ahead (levels 2 and 3)
         self._epoch = 0  # data_view calls so far (part of the views' layout keys)
         self._threads: bool | None = None  # checksum shares beside the I/O (see _ShareJob)
@@ -146,10 +147,25 @@ class GroupState:
             if name in self._ranked:
                 raise _not_global(name)
             s = self.session
-            piece = Block().piece(rec.shape, s.size, s.rank)  # default view, same on all ranks
-            v = self._views[name] = ResolvedView(Block(), piece, from_text(rec.dtype), rec.order,
-                                                 layout=("default", s.size, rec.shape, rec.dtype, rec.order))
+            layout = ("default", s.size, tuple(rec.shape), rec.dtype, rec.order)
+            # datasets of one shape, dtype and order share the default view (its piece and MPI types)
+            v = self._shared.get(layout)
+            if v is None:
+                piece = Block().piece(rec.shape, s.size, s.rank)  # default view, same on all ranks
+                v = self._shared[layout] = ResolvedView(Block(), piece, from_text(rec.dtype), rec.order, layout=layout)
+            self._views[name] = v
         return v
+
+    def _drop_views(self, names: Sequence[str]) -> None:
+        """Forget the resolved views of *names*, freeing those no other dataset shares."""
+        dropped = [v for v in (self._views.pop(n, None) for n in names) if v is not None]
+        live = {id(v) for v in self._views.values()}
+        freed: set[int] = set()
+        for v in dropped:
+            if id(v) not in live and id(v) not in freed:
+                freed.add(id(v))
+                self._shared.pop(v.layout, None)
+                v.free()
 
     def _spare_cores(self) -> bool:
         """Whether this node has a core for every rank and one more (collective the first time, where
@@ -236,7 +252,11 @@ class GroupState:
 
     def _relative(self, name: str, step: int, version: int) -> str:
         """The data file (relative to the root) of one version of a step of *name* (every rank alike)."""
-        key = (name, step, version)
+        spf = self.record.steps_per_file
+        # what the path depends on (sdm.storage.organization.relative_path): level 3 names no dataset, and
+        # levels 2 and 3 no step but the file's range of steps
+        key = ((name, step, version) if self.level == 1 else
+               (name if self.level == 2 else "", step // spf if spf else 0, 0))
         rel = self._relatives.get(key)
         if rel is None:
             if len(self._relatives) >= 4096:
@@ -376,9 +396,7 @@ class GroupState:
         return self.session.files, self._absolute(path), ""
 
     def _free(self) -> None:
-        for v in self._views.values():
-            v.free()
-        self._views.clear()
+        self._drop_views(list(self._views))
 
     def _partial_checksum(self, name: str, view: ResolvedView, arr: np.ndarray, algorithm: str) -> int:
         """This rank's share of the checksum (*algorithm*) of the elements it owns."""
@@ -611,13 +629,20 @@ class GroupState:
         self.session.record(WritesRecorded.of(self.session.run_id, rows))
         return []
 
-    def _set_data_view(self, view: Distribution, datasets: Sequence[str] | None = None) -> None:
+    def _set_data_view(self, view: Distribution, datasets: Sequence[str] | None = None, *,
+                       agreed: bool = False) -> None:
+        """Resolve *view* for *datasets* (default all) on every rank and record it (collective).
+
+        *agreed*: the view was already agreed on and checked against every dataset's shape
+        by every rank (:func:`sdm.engine.groups.define_group`, for ``make_group(view=...)``),
+        so those exchanges are not made again.
+        """
         s = self.session
         names, failure = capture(lambda: list(self._datasets) if datasets is None else check.names(datasets, "datasets"),
                                  rank=s.rank)
-        # first, before any collective that depends on the kind: the same view everywhere
-        agree_view(s.comm, view, f"data_view of group {self.name!r}", names)
-        agree(s.comm, failure)
+        if not agreed:  # first, before any collective that depends on the kind: the same view everywhere
+            agree_view(s.comm, view, f"data_view of group {self.name!r}", names)
+            agree(s.comm, failure)
         assert names is not None
         if isinstance(view, Ranked):  # the same kind on every rank (agreed above)
             return _ranked_io.set_view(self, names)
@@ -652,20 +677,22 @@ class GroupState:
             )
         names, pieces = resolved  # type: ignore[misc]
         self._epoch += 1  # every rank is here: the views' layout keys change alike
-        checked: set[tuple[int, ...]] = set()
+        checked: set[tuple[int, ...]] = set() if not agreed else {tuple(self.dataset(n).shape) for n in names}
         for n in names:  # collective: every rank walks the same names
-            shape = self.dataset(n).shape
+            shape = tuple(self.dataset(n).shape)
             if shape not in checked:
                 checked.add(shape)
                 _, failure = capture(view.check, shape, pieces[n], s.comm, rank=s.rank)
                 agree(s.comm, failure)
+        self._drop_views(names)
         for n in names:
-            old = self._views.pop(n, None)
-            if old is not None:
-                old.free()
             rec = self.dataset(n)
-            self._views[n] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order,
-                                          layout=("view", self.record.id, self._epoch, rec.shape, rec.dtype, rec.order))
+            layout = ("view", self.record.id, self._epoch, tuple(rec.shape), rec.dtype, rec.order)
+            shared = self._shared.get(layout)
+            if shared is None:
+                shared = self._shared[layout] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order,
+                                                             layout=layout)
+            self._views[n] = shared
         if s.mode != "r":
             ids = [self.dataset(n).id for n in names]
             root_call(s.comm, s.record, DistributionSet(tuple(ids), view.to_json()))

@@ -304,8 +304,8 @@ def _batches(prepared: Sequence[tuple[ResolvedView, np.ndarray]], members: Seque
     out = []
     for batch in groups.values():
         first = prepared[members[batch[0]]][0].piece
-        same = [j for j in batch if all(np.array_equal(a, b) for a, b in
-                                        zip(prepared[members[j]][0].piece.indices, first.indices))]
+        same = [j for j in batch if prepared[members[j]][0].piece is first  # a shared view: the same piece
+                or all(np.array_equal(a, b) for a, b in zip(prepared[members[j]][0].piece.indices, first.indices))]
         if len(same) > 1:
             out.append(same)
     return out

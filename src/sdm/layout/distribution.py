@@ -22,6 +22,8 @@ local array but are never written or read.  Irregular (unstructured-mesh) data u
 
 from __future__ import annotations
 
+import math
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -101,7 +103,7 @@ class Piece:
     @property
     def size(self) -> int:
         """Number of interior (owned) elements."""
-        return int(np.prod(self.counts, dtype=np.int64))
+        return math.prod(int(c) for c in self.counts)
 
     @property
     def memory_shape(self) -> tuple[int, ...]:

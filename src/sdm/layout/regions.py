@@ -22,6 +22,8 @@ lists (:func:`runs`) are built with numpy, one product-and-merge per dimension.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -108,7 +110,7 @@ def _count_runs(
     freach = mreach = int(itemsize)
     for k, d in enumerate(dims):
         idx, pos = piece.indices[d], mpos[d]
-        slices = int(np.prod(counts[k + 1:], dtype=np.int64))
+        slices = math.prod(int(c) for c in counts[k + 1:])
         if counts[k] > 1:
             sides = []
             if file:
