@@ -339,5 +339,41 @@ class Group:
         return self.engine._read_step(name, step, out, method=method, verify=verify, dtype=dtype, casting=casting,
                                       ranks=ranks, box=box)
 
+    @collective("read_step", opens=False)  # its opening exchange (_agree_call) opens it
+    def read_step(self, step: int, names: Sequence[str] | None = None, *,
+                  out: Mapping[str, np.ndarray] | None = None, method: str | None = None,
+                  verify: bool | None = None) -> dict[str, np.ndarray]:
+        """Read several datasets of one time step as one access (collective): the read side of :meth:`write_step`.
+
+        One exchange checks every rank's call, one broadcast hands out where each step's
+        bytes are (looked up together on rank 0), the datasets that share a file are read
+        with one file view and one call (as PnetCDF's ``wait_all``), and one exchange
+        carries the errors and the checksums. Datasets stored elsewhere (subfiles, the
+        archive tier) or larger than a combined call takes are read one by one in the same
+        access. Every rank passes the same names in the same order.
+
+        Parameters
+        ----------
+        step : int
+        names : sequence of str, optional
+            The datasets to read (default: all of the group's, in order); global arrays only
+            (read ranked datasets with :meth:`read`).
+        out : mapping of str to numpy.ndarray, optional
+            Local arrays to fill, by name (of the stored dtype; ghosts untouched); the others
+            are allocated.
+        method, verify
+            As for :meth:`read`.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            This rank's piece of each dataset, by name, in the order of *names*.
+
+        Raises
+        ------
+        As for :meth:`read`.
+        """
+        return self.engine._read_dump(step, names, out, method=method, verify=verify)
+
     def __repr__(self) -> str:
         return f"<sdm.Group {self.name!r} level={self.level} datasets={self.datasets}>"

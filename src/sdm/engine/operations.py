@@ -58,7 +58,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 OPERATIONS: tuple[str, ...] = (
     "open", "close", "make_group", "group", "groups", "truncate", "import_array", "set_attributes", "set_info",
     "info", "infos", "find", "data_view", "write", "read", "ranked_counts", "index", "partition",
-    "group_set_attributes", "group_set_info", "group_info", "group_infos", "prepare_history",
+    "group_set_attributes", "group_set_info", "group_info", "group_infos", "prepare_history", "read_step",
 )
 _CODES = {name: i + 1 for i, name in enumerate(OPERATIONS)}
 WIDTH = 74  #: int64 words each rank sends in the opening exchange

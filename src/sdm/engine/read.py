@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -15,16 +15,20 @@ from ..dtypes import check_dtype, dtype_text, from_text
 from ..errors import (
     IntegrityError,
     InvalidArgumentError,
+    InvalidNameError,
+    LocalArrayError,
     SDMError,
 )
 from ..io import get_method
 from ..io import remote as _remote
+from ..io.combined import COMBINABLE
+from ..storage import appends
 from ..layout.views import ResolvedView
 from ..planner import choose_method
 from ..storage.backends import is_object
 
 from .checks import _check_array, _check_step, _key
-from .state import _MASK, _PLAN_WIDTH, GroupState
+from .state import _COMBINE_AUTO_BYTES, _MASK, _PLAN_WIDTH, GroupState
 
 
 __all__ = ["Reading"]
@@ -107,6 +111,134 @@ class Reading(GroupState):
         finally:
             for v in made:
                 v.free()
+
+    def _read_dump(self, step: int, names: Sequence[str] | None = None, out: Mapping[str, np.ndarray] | None = None,
+                   *, method: str | None = None, verify: bool | None = None) -> dict[str, np.ndarray]:
+        """Read several datasets of one step as one access (every rank): see :meth:`sdm.Group.read_step`.
+
+        One opening exchange for all of them, one broadcast of rank 0's plan (each row's
+        file, offset and checksum, looked up together), one file view and one call per file
+        for the datasets that share it (:mod:`sdm.io.combined`), one closing exchange of
+        errors and checksums; datasets whose bytes are elsewhere (subfiles, the archive
+        tier) or too large for a combined call are read one by one inside the same access.
+        """
+        s = self.session
+        listed = list(self._datasets) if names is None else names
+        verify_now = s.verify if not isinstance(verify, (bool, np.bool_)) else bool(verify)
+
+        def local() -> tuple[list[str], list[tuple[ResolvedView, np.ndarray]]]:
+            _check_step(step)
+            wanted = check.names(listed, "datasets")
+            if not wanted or len(set(wanted)) != len(wanted):
+                raise InvalidNameError(f"read_step needs distinct dataset names, got {wanted}")
+            check.optional_flag(verify, "verify")
+            check.text(method, "method", optional=True)
+            if not _remote.is_method(method):
+                choose_method(method or s.method)  # validates the name
+            if out is not None and not isinstance(out, Mapping):
+                raise InvalidArgumentError(f"read_step's out must be a dict of dataset name to local array, got "
+                                           f"{type(out).__name__}")
+            extra = sorted(set(out or {}) - set(wanted))
+            if extra:
+                raise InvalidArgumentError(f"read_step's out names datasets that are not read: {extra}")
+            prepared = []
+            for n in wanted:
+                if self._is_ranked(n):
+                    raise InvalidArgumentError(f"read_step reads global arrays; read ranked dataset {n!r} with read()")
+                view = self._view(n)
+                if out is not None and n in out:
+                    arr, conv = _check_array(out[n], view, n, s.rank, for_read=True)
+                    if conv is not None:
+                        raise LocalArrayError(f"read_step reads into arrays of the stored dtype: out for dataset {n!r} "
+                                              f"is {convert.describe(out[n].dtype)}, the dataset stores "
+                                              f"{convert.describe(view.dtype)}; read it with read(..., dtype=)")
+                else:
+                    arr = np.zeros(view.piece.memory_shape, dtype=view.dtype, order="F" if view.order == "F" else "C")
+                prepared.append((view, arr))
+            return wanted, prepared
+
+        got, failure = capture(local, rank=s.rank)
+        plans = None
+        if s.rank == 0:
+            failure = s._settle() or failure  # an earlier dump's commit failure surfaces first
+        wanted, prepared = got if got is not None else ([], [])
+        if s.rank == 0 and failure is None:
+            plans, failure = capture(lambda: [self._plan_read(n, int(step)) for n in wanted], rank=0)
+        stats = [view.stats(arr) for view, arr in prepared] if got is not None else None
+        call = (tuple(_key(n) for n in wanted) if got is not None else None, _key(step), _key(method), _key(verify))
+        _, statsets = self._agree_call("read_step", call, failure, plans, stats)
+        plans = s.comm.bcast(plans, root=0)  # every rank needs every row's place (one broadcast)
+        combined = self._combined_reads(wanted, plans, method)
+        done = {i for members in combined for i in members}
+        seconds = [0.0] * len(wanted)
+        shares = [0] * len(wanted)
+        failure = None
+        for members in combined:  # the same groups, in the same order, on every rank
+            moved, f = capture(self._read_combined, members, prepared, plans, wanted, method, rank=s.rank)
+            if moved is not None:
+                for i, took in zip(members, moved):
+                    seconds[i] = took
+            failure = failure or f
+        checked = [bool(verify_now and plans[i][2]) if i in done else False for i in range(len(wanted))]
+        if failure is None:
+            for i in sorted(done):
+                if checked[i]:
+                    view, arr = prepared[i]
+                    share, failure = capture(self._verify_share, wanted[i], step, view, arr, plans[i][3], rank=s.rank)
+                    shares[i] = share or 0
+                    if failure is not None:
+                        break
+        if done:
+            try:
+                _, sums = self._closing(failure, [seconds[i] for i in sorted(done)], [shares[i] for i in sorted(done)])
+            except SDMError:
+                s.files.reset_views()  # a view may have been set on some ranks only
+                raise
+            for i, total in zip(sorted(done), sums):
+                if checked[i] and integrity.to_hex(int(total)) != plans[i][2]:
+                    raise IntegrityError(
+                        f"dataset {wanted[i]!r} step {step} read from {plans[i][0]} does not match its write-time "
+                        f"checksum {plans[i][3]}:{plans[i][2]}; the file was changed or damaged after the write")
+        for i, (name, (view, arr), plan) in enumerate(zip(wanted, prepared, plans)):
+            if i in done:
+                continue
+            own = [[p[i]] for p in statsets]  # this dataset's layout statistics on every rank
+            if len(plan) > 4:  # subfiled: every extent through its owner
+                self._read_subfiled(name, step, view, arr, plan[4], verify_now and bool(plan[2]), own)
+            else:
+                self._read_file(name, step, view, arr, plan[0], plan[1], plan[2], plan[3], method, own, False,
+                                verify_now)
+        return {name: arr for name, (_, arr) in zip(wanted, prepared)}
+
+    def _combined_reads(self, names: Sequence[str], plans: Sequence[tuple[Any, ...]],
+                        method: str | None) -> list[list[int]]:
+        """The datasets of a :meth:`_read_dump` read together, per file: positions in *names* (alike everywhere).
+
+        Rows in one fast-tier file (not subfiled, not purged to the archive tier) when the
+        call names a method that reads through a file view (``collective``, ``datatype``)
+        or leaves it to SDM (``auto``: rows of at most :data:`_COMBINE_AUTO_BYTES`), two or
+        more per file.
+        """
+        chosen = method or self.session.method
+        if not appends(self.level) or (chosen != "auto" and chosen not in COMBINABLE):
+            return []
+        files: dict[str, list[int]] = {}
+        for i, (name, plan) in enumerate(zip(names, plans)):
+            if len(plan) == 4 and not is_object(plan[0]) and (chosen != "auto" or
+                                                               self._nbytes[name] <= _COMBINE_AUTO_BYTES):
+                files.setdefault(plan[0], []).append(i)
+        return [members for members in files.values() if len(members) > 1]
+
+    def _read_combined(self, members: Sequence[int], prepared: Sequence[tuple[ResolvedView, np.ndarray]],
+                       plans: Sequence[tuple[Any, ...]], names: Sequence[str], method: str | None) -> list[float]:
+        """This rank's part of one combined read: the rows *members* of one file in one view and one call;
+        each one's seconds (the call's, shared out by size)."""
+        chosen = method if method in COMBINABLE else "collective"
+        path = self._absolute(plans[members[0]][0])
+        secs = self._move_combined(path, [(int(plans[i][1]), self._nbytes[names[i]], *prepared[i]) for i in members],
+                                   chosen, False)
+        total = sum(self._nbytes[names[i]] for i in members) or 1
+        return [secs * self._nbytes[names[i]] / total for i in members]
 
     def _read_subfiled(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, plan: Any,
                        verify: bool, statsets: list[Any]) -> None:

@@ -45,6 +45,7 @@ from ..errors import (
     StorageError,
 )
 from ..io import Transfer, get_method
+from ..io.combined import Part, combined_types, move_combined
 from ..io import remote as _remote
 from ..layout import Block, Distribution, MapArray, Piece
 from ..layout.agreement import agree_view
@@ -249,6 +250,43 @@ class GroupState:
         """
         top, sums = reduce_exchange(self.session.comm, failure, [pack_float(max(t, 0.0)) for t in seconds], shares)
         return unpack_float(top), sums
+
+    def _move_combined(self, path: Path, members: Sequence[tuple[int, int, ResolvedView, np.ndarray]], method: str,
+                       writing: bool) -> float:
+        """Write (or read) the rows *members*, ``(offset, nbytes, view, local array)`` each, of the file *path*
+        with one file view and one call of *method* (:mod:`sdm.io.combined`); the seconds it took.
+
+        Raises
+        ------
+        StorageError
+            The MPI-IO call failed (raised once the file is released).
+        """
+        s = self.session
+        made: list[MPI.Datatype] = []
+        error: SDMError | None = None
+        t0 = time.perf_counter()
+        fh = s.files.open(path, cache=True)
+        try:
+            parts = []
+            for offset, nbytes, view, arr in members:
+                mem, extra = view.memory(arr)
+                made.extend(extra)
+                parts.append(Part(offset, nbytes, view.ftype, mem, view.layout))
+            types = combined_types(parts)
+            try:
+                move_combined(fh, method, types, writing=writing, hints=s.hints, views=s.files.views(path))
+            except MPI.Exception as exc:
+                error = storage_error(exc, f"MPI-IO {'write' if writing else 'read'} of {path} failed", path)
+            finally:
+                types.free()
+        finally:
+            for t in made:
+                if t != MPI.DATATYPE_NULL:
+                    t.Free()
+            s.files.release(path, fh)
+        if error is not None:
+            raise error
+        return time.perf_counter() - t0
 
     def _relative(self, name: str, step: int, version: int) -> str:
         """The data file (relative to the root) of one version of a step of *name* (every rank alike)."""

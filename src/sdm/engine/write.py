@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-from mpi4py import MPI
 
 from .. import _validate as check
 from .. import convert, integrity
@@ -27,13 +26,12 @@ from ..errors import (
     SDMError,
 )
 from ..io import get_method
-from ..io.combined import COMBINABLE, Part, combined_types, move_combined
+from ..io.combined import COMBINABLE
 from ..io import remote as _remote
 from ..layout.views import ResolvedView
 from ..planner import Decision as _Decision
 from ..storage import appends
 from ..storage.durability import fsync_path
-from ..storage.failures import storage_error
 
 from .checks import _check_array, _check_step, _key
 from .state import _ARCHIVE_WRITE, _COMBINE_AUTO_BYTES, _THREADED_SHARE, GroupState
@@ -253,32 +251,7 @@ class Writing(GroupState):
         alone = {j for batch in batched for j in batch}
         jobs = [_ShareJob(prepared[i][0], prepared[i][1], prepared[i][0].order, threads)
                 if s.checksum and j not in alone else None for j, i in enumerate(members)]
-        made: list[MPI.Datatype] = []
-        error: SDMError | None = None
-        t0 = time.perf_counter()
-        fh = s.files.open(path, cache=True)
-        try:
-            parts = []
-            for i in members:
-                view, arr = prepared[i]
-                mem, extra = view.memory(arr)
-                made.extend(extra)
-                parts.append(Part(places[i][1], sizes[i], view.ftype, mem, view.layout))
-            types = combined_types(parts)
-            try:
-                move_combined(fh, method, types, writing=True, hints=s.hints, views=s.files.views(path))
-            except MPI.Exception as exc:
-                error = storage_error(exc, f"MPI-IO write of {path} failed", path)
-            finally:
-                types.free()
-        finally:
-            for t in made:
-                if t != MPI.DATATYPE_NULL:
-                    t.Free()
-            s.files.release(path, fh)
-        if error is not None:
-            raise error
-        secs = time.perf_counter() - t0
+        secs = self._move_combined(path, [(places[i][1], sizes[i], *prepared[i]) for i in members], method, True)
         total = sum(sizes[i] for i in members) or 1
         shares = [job.result() if job is not None else 0 for job in jobs]
         for batch in batched:
