@@ -165,7 +165,8 @@ def write(g: "Group", step: int, arrays: Mapping[str, Any], *, overwrite: bool, 
         if failure is None:
             plan, failure = capture(g._plan_write, names, int(step), overwrite, rank=0)
     stats = ("ranked", tuple(c[0] for c in prepared[1])) if prepared else None
-    call = (KIND, tuple(names), step if isinstance(step, int) else repr(step), bool(overwrite), repr(method))
+    call = (KIND, tuple(names), step if isinstance(step, int) else repr(step), bool(overwrite), repr(method),
+            g._pool.signature())  # the chunks reserved ahead, from which ranks may place the dump alike
     _, statsets = g._agree_call("write", call, failure, plan, stats)
     rows, _ = prepared  # type: ignore[misc]
     layouts = []

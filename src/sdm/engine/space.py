@@ -35,7 +35,12 @@ class _Chunk:
 
 
 class SpacePool:
-    """Rank 0's reserved chunks, one per file of the run, by relative path.
+    """The reserved chunks of a group's files, by relative path (the same on every rank).
+
+    Only rank 0 reserves (:meth:`take` with a transaction); it hands the state of every
+    chunk a dump touched to the other ranks with the dump's offsets (:meth:`state`,
+    :meth:`adopt`), so every rank holds the same chunks and a dump that fits in them
+    (:meth:`covers`) takes its offsets on every rank alike, with no exchange.
 
     Parameters
     ----------
@@ -77,6 +82,37 @@ class SpacePool:
             out.append(chunk.next)
             chunk.next += int(nbytes)
         return out
+
+    def peek(self, wanted: Sequence[tuple[str, int]]) -> list[int] | None:
+        """The offsets :meth:`take` would give *wanted* from the chunks held, or None when it would need a
+        transaction; nothing is taken."""
+        need: dict[str, int] = {}
+        out = []
+        for path, nbytes in wanted:
+            c = self._chunks.get(path)
+            at = need.get(path, 0)
+            if c is None or c.next + at + int(nbytes) > c.end:
+                return None
+            out.append(c.next + at)
+            need[path] = at + int(nbytes)
+        return out
+
+    def state(self, path: str) -> tuple[int, int, int]:
+        """``(next, end, size)`` of the chunk of *path* (zeros: none)."""
+        c = self._chunks.get(path)
+        return (c.next, c.end, c.size) if c is not None else (0, 0, 0)
+
+    def adopt(self, path: str, state: Sequence[int]) -> None:
+        """Hold the chunk of *path* that :meth:`state` gave on rank 0 (zeros: none)."""
+        nxt, end, size = (int(x) for x in state)
+        if end:
+            self._chunks[path] = _Chunk(nxt, end, size)
+        else:
+            self._chunks.pop(path, None)
+
+    def signature(self) -> tuple[tuple[str, int, int], ...]:
+        """The chunks held, comparable across ranks (a part of a dump's arguments: the same everywhere)."""
+        return tuple(sorted((p, c.next, c.end) for p, c in self._chunks.items()))
 
     def unused(self) -> list[tuple[str, int, int]]:
         """``(path, first unused byte, chunk end)`` of every chunk with bytes not handed out."""

@@ -96,7 +96,7 @@ class GroupState:
         self._shared: dict[Any, ResolvedView] = {}  # the views in use, by layout: datasets alike share one
         self._paths: dict[str, Path] = {}  # relative path -> checked absolute path
         self._relatives: dict[tuple[str, int, int], str] = {}  # what a data file's path depends on -> the path
-        self._pool = SpacePool(self._reserve_chunks)  # rank 0: file space reserved ahead (levels 2 and 3)
+        self._pool = SpacePool(self._reserve_chunks)  # file space reserved ahead (levels 2 and 3), alike everywhere
         self._epoch = 0  # data_view calls so far (part of the views' layout keys)
         self._threads: bool | None = None  # checksum shares beside the I/O (see _ShareJob)
         self._stats_seen: dict[tuple[int, ...], list[Any]] = {}  # every rank's layout statistics, by their hashes
@@ -493,22 +493,62 @@ class GroupState:
             replaced.append(existing.version if existing is not None else None)
         return replaced
 
+    def _new_steps(self, names: Sequence[str], step: int, overwrite: bool) -> bool:
+        """Whether a dump of *step* replaces nothing, as every rank knows alike: no step this session has
+        seen, in mode ``"w"``, without *overwrite* (rank 0 then makes no lookup, see :meth:`_plan_write`)."""
+        s = self.session
+        return not overwrite and s.mode != "a" and not any(step in self._steps[n] for n in names)
+
+    def _preplace(self, names: Sequence[str], step: int, overwrite: bool) -> list[tuple[str, int, int, int | None]] | None:
+        """Where a dump goes when the chunks reserved ahead hold it, as every rank computes it alike (None: rank 0
+        reserves once the dump's opening exchange passed, :meth:`_reserve_everywhere`); nothing is taken yet.
+
+        Levels 2 and 3 on the fast tier, no subfiles, new steps only (:meth:`_new_steps`),
+        and views that leave no element unwritten: every byte of the dump is then written
+        by some rank, so the files need not be extended ahead of the write as
+        :meth:`_reserve` does for a map that leaves rows unwritten (``extend_file``).
+        """
+        if not (appends(self.level) and self.record.archive is None and self.record.subfiles is None
+                and self._new_steps(names, step, overwrite)
+                and not any(_has_gaps(self._view(n).dist) for n in names)):
+            return None
+        wanted = [(self._relative(n, step, 1), self._nbytes[n]) for n in names]
+        offsets = self._pool.peek(wanted)
+        return None if offsets is None else [(rel, off, 1, None) for (rel, _), off in zip(wanted, offsets)]
+
     def _reserve_everywhere(self, names: Sequence[str], step: int, replaced: Any, sizes: Sequence[int],
-                            layouts: Sequence[Any] | None = None) -> list[tuple[str, int, int, int | None]]:
+                            layouts: Sequence[Any] | None = None,
+                            placed: Sequence[tuple[str, int, int, int | None]] | None = None,
+                            ) -> list[tuple[str, int, int, int | None]]:
         """Rank 0 reserves *sizes* bytes (:meth:`_reserve`); every rank gets ``(path, offset, version, replaced)``.
 
         A subfiled dataset's :class:`sdm.engine.subfiled.Layout` in *layouts* gets the offset of
         each of its extents (its place is then the data file's path, which names the subfiles).
+        Every rank holds the chunks reserved ahead (:class:`~sdm.engine.space.SpacePool`):
+        a dump *placed* from them before its opening exchange (:meth:`_preplace`) takes its
+        space on every rank alike, with no broadcast; otherwise rank 0 hands out the chunks
+        it holds after its reservation with the places.
         """
         s = self.session
         n = len(names)
+        if placed is not None:
+            taken = self._pool.take([(rel, size) for (rel, _, _, _), size in zip(placed, sizes)])
+            if taken != [p[1] for p in placed]:
+                raise InternalError(f"space reserved ahead moved between the placement and the take of a dump of "
+                                    f"{list(names)}; this is a bug, please report it")
+            return list(placed)
         layouts = list(layouts) if layouts is not None else [None] * n
-        width = 3 * n + sum(len(lay.extents) for lay in layouts if lay is not None)
+        pooled = appends(self.level) and self.record.archive is None
+        # the files whose chunks the dump draws on: named alike everywhere (levels 2 and 3 name no version)
+        files = list(dict.fromkeys(self._relative(nm, step, 1) for nm, lay in zip(names, layouts)
+                                   if lay is None)) if pooled else []
+        width = 3 * n + sum(len(lay.extents) for lay in layouts if lay is not None) + 3 * len(files)
 
         def reserve() -> list[int]:
             places = self._reserve(names, step, replaced, sizes, layouts)
             return ([p[1] for p in places] + [p[2] for p in places] + [-1 if p[3] is None else p[3] for p in places]
-                    + [o for lay in layouts if lay is not None for o in lay.offsets])
+                    + [o for lay in layouts if lay is not None for o in lay.offsets]
+                    + [x for rel in files for x in self._pool.state(rel)])
 
         got = root_vector(s.comm, width, reserve)
         out = []
@@ -522,6 +562,9 @@ class GroupState:
             if lay is not None:
                 lay.offsets = [int(x) for x in got[at:at + len(lay.extents)]]
                 at += len(lay.extents)
+        if s.rank != 0:  # the chunks rank 0 holds now
+            for j, rel in enumerate(files):
+                self._pool.adopt(rel, got[at + 3 * j:at + 3 * j + 3].tolist())
         return out
 
     def _reserve(self, names: Sequence[str], step: int, replaced: Sequence[int | None], sizes: Sequence[int],

@@ -105,16 +105,20 @@ class Writing(GroupState):
             failure = s._settle() or failure  # an earlier dump's commit failure surfaces first
             if failure is None:
                 plan, failure = capture(self._plan_write, names, int(step), overwrite, rank=0)
+        sizes = [self._nbytes[n] for n in names] if prepared else []
+        placed = self._preplace(names, int(step), bool(overwrite)) if prepared else None
         stats = [v.stats(a) for v, a in prepared] if prepared else None
-        call = (tuple(_key(n) for n in names), _key(step), _key(overwrite), _key(method))
+        # the chunks reserved ahead are part of the call: ranks place the dump alike from them (_reserve_everywhere)
+        call = (tuple(_key(n) for n in names), _key(step), _key(overwrite), _key(method), self._pool.signature())
         # exchange 1: every rank's call, failure and layout in one fixed-size allgather
         _, statsets = self._agree_call("write", call, failure, plan, stats)
         # exchange 2: rank 0 reserves fresh space, which it may only do once every rank
         # has accepted the call (exchange 1), and every rank needs the offsets before it
-        # writes: one small Bcast of (offset, version, replaced version) per dataset
+        # writes: one small Bcast of (offset, version, replaced version) per dataset; none
+        # when the space reserved ahead holds the dump (placed above, alike on every rank)
         layouts, notes = (_subfiled.layouts(self, names) if self.record.subfiles is not None
                           else ([None] * len(names), [""] * len(names)))
-        places = self._reserve_everywhere(names, int(step), plan, [self._nbytes[n] for n in names], layouts)
+        places = self._reserve_everywhere(names, int(step), plan, sizes, layouts, placed)
         archived = self.record.archive is not None
         shared = self._shared_files(names, places, layouts, method) if not archived else {}
         # the planner's view of each access (not needed for a dataset written in a combined call)
