@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import HintError, InvalidArgumentError
 from ..io import IOMethod, get_method, method_names
+from ..layout.regions import rank_stats_tuple
 from .dump import DumpPlan
 from .hints import Hints, conforms
 from .learned import RECHECK, Learned, pattern_digest
@@ -110,14 +111,6 @@ def row_bytes(shape: Sequence[int], itemsize: int, order: str = "C") -> int:
     """Bytes of one slice of a dataset of *shape* along its slowest dimension (for :class:`Access`)."""
     slow = (shape[0] if order == "C" else shape[-1]) if shape else 1
     return int(itemsize) * math.prod(int(n) for n in shape) // max(int(slow), 1)
-
-
-def rank_stats_tuple(piece: Any, order: str, array: Any) -> tuple[int, int, int, int, int, int]:
-    """This rank's ``(bytes, regions, segments, lo, hi, memory runs)`` of *piece* of the local *array*
-    (its strides decide the segments) for :meth:`Access.from_stats`."""
-    from ..layout.regions import rank_stats
-
-    return rank_stats(piece, order, array.itemsize, array.strides).as_tuple()
 
 
 @dataclass(frozen=True)
