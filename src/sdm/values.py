@@ -32,7 +32,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from ..errors import InvalidArgumentError
+from .errors import InvalidArgumentError
 
 
 def loaded_numpy() -> Any:
