@@ -75,7 +75,7 @@ from mpi4py import MPI
 from .._collective import Failure, capture
 from ..errors import IntegrityError, InvalidArgumentError, StorageError
 from ..layout.regions import expand, runs
-from ..storage.backends import SCHEME, is_object
+from ..storage.backends import is_object
 from .base import IOMethod, Transfer, register
 
 if TYPE_CHECKING:
