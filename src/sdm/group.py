@@ -17,7 +17,7 @@ from .engine import ranked as _ranked
 from ._collective import (agree, capture, root_call)
 from .catalog import DatasetRecord, GroupRecord
 from .catalog.changes import AttributesSet
-from .catalog.values import merge_attributes
+from .values import merge_attributes
 from .engine.operations import collective
 from .layout import Distribution, Piece
 

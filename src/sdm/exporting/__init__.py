@@ -250,7 +250,7 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
     from .. import config
     from ..catalog import Catalog
     from ..catalog.selection import run_choice
-    from ..catalog.values import conditions_of
+    from ..values import conditions_of
 
     fmt = _check_format(format)
     parse_steps(steps)
@@ -449,7 +449,7 @@ def _missing_steps(attrs: dict[str, Any], where: str) -> set[int]:
 
 def _sdm_attrs(attrs: dict[str, Any], notes: list[str], where: str) -> dict[str, Any]:
     """The attributes SDM can keep (not ``sdm_*``, not the formats' own ``_*``/``CLASS``/...)."""
-    from ..catalog.values import encode
+    from ..values import encode
 
     out = {}
     for key, value in attrs.items():
