@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import numpy as np
 from mpi4py import MPI
 
-from .catalog.urls import mask_urls
+from .urls import mask_urls
 from .errors import InternalError, SDMError, StorageError, error_class
 
 T = TypeVar("T")

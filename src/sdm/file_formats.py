@@ -378,7 +378,7 @@ class Text(Schema):
 
 
 class Name(Text):
-    """A name SDM accepts for an application, group, dataset, info or import (:func:`sdm.storage.naming.check_name`)."""
+    """A name SDM accepts for an application, group, dataset, info or import (:func:`sdm.names.check_name`)."""
 
     _accepted: set[str] = set()  # names seen good (a meta-file repeats a few names many times)
 
@@ -388,7 +388,7 @@ class Name(Text):
     def check(self, value: Any) -> str:
         if type(value) is str and value in self._accepted:
             return value
-        from .storage.naming import check_name
+        from .names import check_name
 
         try:
             check_name(value, "the")
@@ -603,14 +603,14 @@ class Record(Schema):
 
 
 class Attributes(Table):
-    """Attribute values as the catalog keeps them (:mod:`sdm.catalog.values`): scalar, finite or infinite, no NaN."""
+    """Attribute values as the catalog keeps them (:mod:`sdm.values`): scalar, finite or infinite, no NaN."""
 
     def __init__(self) -> None:
         super().__init__(JSON())
         self.expected = "an object of attribute values (integers, numbers, text, booleans)"
 
     def check(self, value: Any) -> dict[str, Any]:
-        from .catalog.values import encode
+        from .values import encode
 
         super().check(value)
         for k, v in value.items():

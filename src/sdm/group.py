@@ -17,14 +17,14 @@ from .engine import ranked as _ranked
 from ._collective import (agree, capture, root_call)
 from .catalog import DatasetRecord, GroupRecord
 from .catalog.changes import AttributesSet
-from .catalog.values import merge_attributes
+from .values import merge_attributes
 from .engine.operations import collective
 from .layout import Distribution, Piece
 
 from .engine.checks import _check_step
 if TYPE_CHECKING:
+    from .engine.session_state import SessionState
     from .lazy import DatasetArray
-    from .session import Session
 
 from .datasets import Dataset  # noqa: F401 (sdm.group.Dataset, as before)
 from .engine.group_engine import GroupEngine
@@ -38,7 +38,7 @@ class Group:
     Obtained from :meth:`Session.make_group` or :meth:`Session.group`.
     """
 
-    def __init__(self, session: "Session", record: GroupRecord) -> None:
+    def __init__(self, session: "SessionState", record: GroupRecord) -> None:
         self.session = session
         self.name = record.name
         self.level = record.level

@@ -36,7 +36,7 @@ from .storage import check_name
 from .storage.failures import storage_error
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .engine.session_state import SessionState as Session
 
 __all__ = ["import_array", "rows_view"]
 

@@ -19,7 +19,7 @@ reads the catalog and broadcasts the array's bytes.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -30,10 +30,19 @@ from .catalog.infos import InfoValue, info_value
 from .errors import CollectiveMismatchError, InvalidArgumentError
 
 if TYPE_CHECKING:
-    from .group import Group
-    from .session import Session
+    from .catalog import DatasetRecord, GroupRecord
+    from .engine.session_state import SessionState as Session
 
 __all__ = ["set_info", "get_info", "list_infos"]
+
+
+class Group(Protocol):
+    """What an info's place takes of a group (:class:`sdm.Group`): its catalog record and its datasets'."""
+
+    @property
+    def record(self) -> GroupRecord: ...
+
+    def dataset(self, name: str) -> DatasetRecord: ...
 
 
 def _place(group: Group | None, dataset: Any, step: Any) -> tuple[int | None, int | None, int | None]:

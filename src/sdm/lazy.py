@@ -23,7 +23,7 @@ Partial reads are not checked against the step's checksum (it covers the whole s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -37,9 +37,32 @@ from .suggest import closest
 from .storage.confine import row_record
 
 if TYPE_CHECKING:
-    from .group import Group
+    from .catalog import DatasetRecord
+    from .engine.group_engine import GroupEngine
+    from .engine.session_state import SessionState
 
 __all__ = ["DatasetArray"]
+
+
+class Group(Protocol):
+    """What a lazy array takes of its group (:class:`sdm.Group`): its names, records and steps, its read, and
+    its engine's places of the bytes."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def session(self) -> SessionState: ...
+    @property
+    def engine(self) -> GroupEngine: ...
+    @property
+    def datasets(self) -> list[str]: ...
+
+    def dataset(self, name: str) -> DatasetRecord: ...
+
+    def steps(self, name: str) -> list[int]: ...
+
+    def read(self, name: str, step: int, out: np.ndarray | None = None, *, verify: bool | None = None,
+             box: Any = None) -> np.ndarray: ...
 
 #: Runs of one step a serial read makes with one request each; more go through an MPI-IO file view.
 DIRECT_RUNS = 64

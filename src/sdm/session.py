@@ -20,7 +20,7 @@ from . import _validate as check
 from ._collective import agree, capture, root_call
 from .catalog import RunRecord, Truncation
 from .catalog.changes import AttributesSet
-from .catalog.values import merge_attributes
+from .values import merge_attributes
 from .engine import session_close, truncate as _truncate
 from .engine.commits import Commits
 from .engine.find import find_runs

@@ -97,7 +97,7 @@ def _select(url: str, application: str | None, where: Any, run: int | str | None
     """The one run selected (the rule of :mod:`sdm.catalog.selection`), as a catalog record."""
     from .catalog import Catalog
     from .catalog.selection import PYTHON_ADVICE
-    from .catalog.values import conditions_of
+    from .values import conditions_of
 
     conds = conditions_of(where)
     cat = Catalog(url, create=False)
@@ -111,7 +111,7 @@ def _select(url: str, application: str | None, where: Any, run: int | str | None
 def _runs(url: str, application: str | None, where: Any) -> list[Any]:
     """Every run selected, as catalog records (without steps), newest first."""
     from .catalog import Catalog, redact_url
-    from .catalog.values import conditions_of
+    from .values import conditions_of
 
     conds = conditions_of(where)
     cat = Catalog(url, create=False)

@@ -20,6 +20,7 @@ import sdm
 from sdm.catalog import Catalog
 from sdm.catalog.tiers import copies
 from sdm.io import remote
+from sdm.planner import remote as remote_planner
 from sdm.maintenance import verify_run
 from sdm.ops import tiers
 from sdm.storage.backends.objectstore import ObjectStore
@@ -146,17 +147,17 @@ def test_auto_uses_the_stored_calibration_of_the_archive(run, endpoint) -> None:
     root, url, run_id, store = run
     fast = {**SRB_HPSS_2003.to_json(), "T_seek": 0.0, "T_read": [[1, 0.001], [1 << 20, 0.002]]}
     with sdm.open("remote", "r", root=str(root), catalog=url, run=run_id) as s:
-        assert remote._constants(s, store.location("x")) == SRB_HPSS_2003
+        assert remote_planner._constants(s, store.location("x")) == SRB_HPSS_2003
     prefix = {**fast, "T_comm": 0.25}
     cat = Catalog(url)
     try:
         cat.save_calibration(archive_target(store.url), 1, prefix)  # what `sdm predict --endpoint s3://...` names
         with sdm.open("remote", "r", root=str(root), catalog=url, run=run_id) as s:
-            assert remote._constants(s, store.location("a/b")) == RemoteConstants.from_json(prefix)
+            assert remote_planner._constants(s, store.location("a/b")) == RemoteConstants.from_json(prefix)
         cat.save_calibration(archive_target(endpoint), 1, fast)  # the server's URL comes first
     finally:
         cat.close()
     with sdm.open("remote", "r", root=str(root), catalog=url, run=run_id) as s:
-        assert remote._constants(s, store.location("x")) == RemoteConstants.from_json(fast)
+        assert remote_planner._constants(s, store.location("x")) == RemoteConstants.from_json(fast)
         g = s.group("fields")
         assert g.read("T", 1, verify=True).tobytes() == reference("T", 1, "<f8").tobytes()

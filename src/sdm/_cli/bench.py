@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import config
-from ..catalog.urls import mask_urls, redact_url
+from ..urls import mask_urls, redact_url
 from ..errors import CalibrationError, SDMError
 from ..storage.mounts import fs_type
 

@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import config
-from ..catalog.urls import mask_urls
+from ..urls import mask_urls
 from ..errors import ApplicationNotFoundError, CatalogUnavailableError, SDMError
 from ..suggest import closest
 

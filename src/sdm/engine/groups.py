@@ -19,7 +19,7 @@ from .. import _validate as check
 from .._collective import agree, capture, root_call
 from ..catalog import DatasetSpec, GroupRecord
 from ..catalog.changes import GroupDefined
-from ..catalog.values import encode
+from ..values import encode
 from ..errors import CollectiveMismatchError, DistributionError, InvalidArgumentError, InvalidNameError
 from ..layout import Distribution
 from ..layout.agreement import agree_view

@@ -47,7 +47,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .._collective import Failure, agree
-from ..catalog.urls import mask_urls
+from ..urls import mask_urls
 from ..errors import CollectiveMismatchError, InternalError, RunStateError, SDMError
 
 __all__ = ["OPERATIONS", "WIDTH", "EXTRA", "Late", "Operations", "collective", "close_wait"]

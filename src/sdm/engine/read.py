@@ -25,6 +25,7 @@ from ..io.combined import COMBINABLE
 from ..storage import appends
 from ..layout.views import ResolvedView
 from ..planner import choose_method
+from ..planner.remote import read_method
 from ..storage.backends import is_object
 
 from .checks import _check_array, _check_step, _key
@@ -260,7 +261,7 @@ class Reading(GroupState):
         archived = is_object(rel)  # the bytes are on the archive tier only (sdm.io.remote)
         backend, key, copy = self._backend_of(rel)
         if archived:
-            chosen = get_method(_remote.choose(s, method, rel, statsets, view.piece.shape, view.dtype, view.order))
+            chosen = get_method(read_method(s, method, rel, statsets, view.piece.shape, view.dtype, view.order))
         else:
             decision = s.planner.choose(s.method if _remote.is_method(method) else method or s.method, access)
             chosen = decision.method

@@ -1,8 +1,8 @@
 """The state of one group as the engine works on it, and the steps its writes and reads share.
 
 A :class:`sdm.Group` is the user's handle; its :class:`~sdm.engine.group_engine.GroupEngine`
-(this class with the write and read protocols of :mod:`sdm.engine.write` and
-:mod:`sdm.engine.read`) holds what the protocol needs: the catalog records, the resolved
+(this class with the write, read and data view protocols of :mod:`sdm.engine.write`,
+:mod:`sdm.engine.read` and :mod:`sdm.engine.data_view`) holds what the protocol needs: the catalog records, the resolved
 data views, the steps written, the checked paths, the space reserved ahead, the layout
 statistics seen; and the steps every access shares: the opening exchange
 (:meth:`GroupState._agree_call`), the placement of a dump (:meth:`GroupState._reserve`), one
@@ -22,21 +22,16 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 from mpi4py import MPI
 
-from .. import _validate as check
 from .. import integrity
-from . import ranked as _ranked_io
 from . import subfiled as _subfiled
-from .._collective import (agree, capture, digest, pack_float, reduce_exchange, root_call, root_vector,
-                          unpack_float)
+from .._collective import (agree, digest, pack_float, reduce_exchange, root_vector, unpack_float)
 from ..catalog import DatasetRecord, GroupRecord
-from ..catalog.changes import DistributionSet, SpaceReserved, WritesRecorded
+from ..catalog.changes import SpaceReserved, WritesRecorded
 from ..dtypes import from_text
 from .operations import EXTRA
 from .space import SpacePool
 from ..errors import (
-    CollectiveMismatchError,
     DatasetNotFoundError,
-    DistributionError,
     InternalError,
     InvalidArgumentError,
     SDMError,
@@ -47,10 +42,9 @@ from ..errors import (
 from ..io import Transfer, get_method
 from ..io.combined import Part, combined_types, move_combined
 from ..io import remote as _remote
-from ..layout import Block, Distribution, MapArray, Piece
-from ..layout.agreement import agree_view
+from ..layout import Block
 from ..layout.datatypes import freeing
-from ..layout.ranked import Ranked, is_ranked
+from ..layout.ranked import is_ranked
 from ..layout.views import ResolvedView
 from ..planner import Access, Decision as _Decision, choose_method, row_bytes
 from ..storage import appends, copy_range, extend_file, relative_path
@@ -709,71 +703,3 @@ class GroupState:
         """Rank 0: record the writes of one dump in one catalog transaction."""
         self.session.record(WritesRecorded.of(self.session.run_id, rows))
         return []
-
-    def _set_data_view(self, view: Distribution, datasets: Sequence[str] | None = None, *,
-                       agreed: bool = False) -> None:
-        """Resolve *view* for *datasets* (default all) on every rank and record it (collective).
-
-        *agreed*: the view was already agreed on and checked against every dataset's shape
-        by every rank (:func:`sdm.engine.groups.define_group`, for ``make_group(view=...)``),
-        so those exchanges are not made again.
-        """
-        s = self.session
-        names, failure = capture(lambda: list(self._datasets) if datasets is None else check.names(datasets, "datasets"),
-                                 rank=s.rank)
-        if not agreed:  # first, before any collective that depends on the kind: the same view everywhere
-            agree_view(s.comm, view, f"data_view of group {self.name!r}", names)
-            agree(s.comm, failure)
-        assert names is not None
-        if isinstance(view, Ranked):  # the same kind on every rank (agreed above)
-            return _ranked_io.set_view(self, names)
-
-        def resolve() -> tuple[list[str], dict[str, Piece]]:
-            if not isinstance(view, Distribution):
-                raise InvalidArgumentError(
-                    f"a data view must be a Distribution (Block, Cyclic, MapArray, ...), got {type(view).__name__}"
-                )
-            names = list(self._datasets) if datasets is None else check.names(datasets, "datasets")
-            for n in names:
-                rec = self.dataset(n)
-                if n in self._ranked:
-                    raise _not_global(n)
-                if isinstance(view, MapArray) and rec.order == "F" and len(rec.shape) > 1:
-                    raise DistributionError(
-                        f"dataset {n!r} is stored in Fortran order; map-array views need C order "
-                        "(rows with their components contiguous)"
-                    )
-            by_shape: dict[tuple[int, ...], Piece] = {}  # datasets of one shape share their piece (made once)
-            for n in names:
-                shape = tuple(self.dataset(n).shape)
-                if shape not in by_shape:
-                    by_shape[shape] = view.piece(shape, s.size, s.rank)
-            return names, {n: by_shape[tuple(self.dataset(n).shape)] for n in names}
-
-        resolved, failure = capture(resolve, rank=s.rank)
-        listed = agree(s.comm, failure, resolved[0] if resolved else None)
-        if any(n != listed[0] for n in listed):  # the walks below are collective
-            raise CollectiveMismatchError(
-                f"ranks set data views of different datasets: {dict(enumerate(listed))}; every rank must name the same ones"
-            )
-        names, pieces = resolved  # type: ignore[misc]
-        self._epoch += 1  # every rank is here: the views' layout keys change alike
-        checked: set[tuple[int, ...]] = set() if not agreed else {tuple(self.dataset(n).shape) for n in names}
-        for n in names:  # collective: every rank walks the same names
-            shape = tuple(self.dataset(n).shape)
-            if shape not in checked:
-                checked.add(shape)
-                _, failure = capture(view.check, shape, pieces[n], s.comm, rank=s.rank)
-                agree(s.comm, failure)
-        self._drop_views(names)
-        for n in names:
-            rec = self.dataset(n)
-            layout = ("view", self.record.id, self._epoch, tuple(rec.shape), rec.dtype, rec.order)
-            shared = self._shared.get(layout)
-            if shared is None:
-                shared = self._shared[layout] = ResolvedView(view, pieces[n], from_text(rec.dtype), rec.order,
-                                                             layout=layout)
-            self._views[n] = shared
-        if s.mode != "r":
-            ids = [self.dataset(n).id for n in names]
-            root_call(s.comm, s.record, DistributionSet(tuple(ids), view.to_json()))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 
@@ -31,11 +31,38 @@ from ..storage.durability import node_comm
 from ..storage.subfiles import ALIGN, Extent, cut, subfile_path, write_extent
 
 if TYPE_CHECKING:
-    from ..catalog import WriteRecord
-    from .state import GroupState as Group
+    from ..catalog import DatasetRecord, GroupRecord, WriteRecord
     from ..layout.views import ResolvedView
+    from .session_state import SessionState
 
 __all__ = ["Layout", "layouts", "reserve", "row_fields", "write", "read_plan", "read", "check_read", "copy_previous"]
+
+
+class Group(Protocol):
+    """What the subfiled protocol takes of a group's state (:class:`sdm.engine.state.GroupState`, which calls it)."""
+
+    _placement: tuple[int, str] | None
+    _nbytes: dict[str, int]
+
+    @property
+    def session(self) -> SessionState: ...
+    @property
+    def record(self) -> GroupRecord: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def level(self) -> int: ...
+
+    def dataset(self, name: str) -> DatasetRecord: ...
+
+    def _view(self, name: str) -> ResolvedView: ...
+
+    def _absolute(self, rel: str, record: str = "") -> Path: ...
+
+    def _locate_span(self, name: str, step: int, rel: str, offset: int, nbytes: int,
+                     held: dict[str, list[Any]] | None = None) -> tuple[str, int]: ...
+
+    def _backend_of(self, path: str) -> tuple[Any, Any, str]: ...
 
 METHOD = "subfiles"  #: the ``writes.method`` of a subfiled step
 

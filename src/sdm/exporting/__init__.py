@@ -64,7 +64,7 @@ __all__ = ["ARRAY_FORMATS", "FORMATS", "ExportReport", "ImportReport", "export",
 
 #: The formats, by their names on the command line.
 ARRAY_FORMATS = ("hdf5", "netcdf", "zarr")  # a run's datasets as arrays over (step, *shape)
-FORMATS = (*ARRAY_FORMATS, "exodus")  # exodus: a finite element model (sdm.fem.runs)
+FORMATS = (*ARRAY_FORMATS, "exodus")  # exodus: a finite element model (sdm.exporting.exodus)
 
 def _selected(steps: tuple[int, ...] | list[int], start: int, stop: int | None, stride: int) -> list[int]:
     return [s for s in steps if s >= start and (stop is None or s < stop) and (s - start) % stride == 0]
@@ -250,7 +250,7 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
     from .. import config
     from ..catalog import Catalog
     from ..catalog.selection import run_choice
-    from ..catalog.values import conditions_of
+    from ..values import conditions_of
 
     fmt = _check_format(format)
     parse_steps(steps)
@@ -271,15 +271,15 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
     finally:
         cat.close()
     if fmt == "exodus":  # a finite element model (group `group`, default "mesh") and its results
-        from ..fem.runs import export_exodus
+        from .exodus import export_exodus
 
         return export_exodus(rec, url, root, target, group, steps, progress)
     plan = _plan(rec, group, steps)
     _check_dtypes(fmt, plan)
     t0 = time.perf_counter()
-    import sdm
+    from ..session import open as open_session
 
-    with sdm.open(rec.application, "r", catalog=url, run=rec.id, **({"root": root} if root is not None else {})) as s, \
+    with open_session(rec.application, "r", catalog=url, run=rec.id, **({"root": root} if root is not None else {})) as s, \
             _beside(target, overwrite) as tmp:
         sink = _sink(fmt, tmp, compression)
         try:
@@ -449,7 +449,7 @@ def _missing_steps(attrs: dict[str, Any], where: str) -> set[int]:
 
 def _sdm_attrs(attrs: dict[str, Any], notes: list[str], where: str) -> dict[str, Any]:
     """The attributes SDM can keep (not ``sdm_*``, not the formats' own ``_*``/``CLASS``/...)."""
-    from ..catalog.values import encode
+    from ..values import encode
 
     out = {}
     for key, value in attrs.items():
@@ -494,14 +494,12 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
     InvalidArgumentError, StorageError
         A bad format, or a file that cannot be read as it.
     """
-    import sdm
-
     fmt = _check_format(format)
     src_path = Path(path).expanduser().absolute()
     if not src_path.exists():
         raise StorageError(f"cannot import {src_path}: no such file or directory")
     if fmt == "exodus":
-        from ..fem.runs import import_exodus
+        from .exodus import import_exodus
 
         return import_exodus(src_path, application, {k: v for k, v in (("catalog", catalog), ("root", root))
                                                      if v is not None}, progress)
@@ -527,7 +525,9 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
             kwargs["catalog"] = catalog
         if root is not None:
             kwargs["root"] = root
-        with sdm.open(application, "w", **kwargs) as s:
+        from ..session import open as open_session
+
+        with open_session(application, "w", **kwargs) as s:
             report = ImportReport(s.run_id, application, str(src_path), fmt, [], 0, 0, 0, 0.0, notes)
             for name, gattrs, arrays, subs in groups:
                 gname = name if name is not None else str(_plain(head.get("sdm_group")) or "data")
@@ -544,10 +544,10 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
 
 def _import_group(s: Any, gname: str, gattrs: dict[str, Any], arrays: list[SourceArray], report: ImportReport,
                   total: int, progress: Progress | None) -> None:
-    import sdm
+    from ..datasets import Dataset
 
     notes = report.notes
-    specs = [sdm.Dataset(a.name, shape=a.shape, dtype=a.dtype) for a in arrays]
+    specs = [Dataset(a.name, shape=a.shape, dtype=a.dtype) for a in arrays]
     g = s.make_group(gname, specs, attributes=_sdm_attrs(gattrs, notes, gname))
     report.groups.append(gname)
     for a in arrays:

@@ -1,4 +1,4 @@
-"""What an export or an import reports, and the ``--steps`` argument they share (also :mod:`sdm.fem.runs`'s)."""
+"""What an export or an import reports, and the ``--steps`` argument they share (also :mod:`sdm.exporting.exodus`'s)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,8 @@ not at all.  An object below :data:`PART_MIN` bytes times two is assembled and P
 aggregator.  :func:`put_collective` is the same for any byte ranges (ranked sections).
 
 ``auto`` (or any local method name) on an archived row lets the remote model choose
-(:func:`sdm.planner.remote.choose_remote`, the ranks' real layout statistics) with the
+(:func:`sdm.planner.remote.read_method`: :func:`~sdm.planner.remote.choose_remote` on
+the ranks' real layout statistics) with the
 constants of the newest calibration of the archive: catalog target
 ``archive:<endpoint URL>``, else ``archive:s3://BUCKET/PREFIX`` for the object's folder
 and each folder above it up to the bucket, else the paper's preset
@@ -65,40 +66,24 @@ import hashlib
 import json
 import os
 import shutil
-import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from mpi4py import MPI
 
-from .._collective import Failure, capture, root_call
+from .._collective import Failure, capture
 from ..errors import IntegrityError, InvalidArgumentError, StorageError
 from ..layout.regions import expand, runs
-from ..storage.backends import SCHEME, is_object
+from ..storage.backends import is_object
 from .base import IOMethod, Transfer, register
 
 if TYPE_CHECKING:
     from ..catalog.tiers import Copy
-    from ..planner.remote import RemoteConstants
     from ..storage.backends.objectstore import ObjectHandle, ObjectStore
 
 
-
-class Session(Protocol):
-    """What the remote reads use of a session (its communicator, planner and catalog on rank 0)."""
-
-    @property
-    def comm(self) -> MPI.Intracomm: ...
-    @property
-    def size(self) -> int: ...
-    @property
-    def planner(self) -> Any: ...
-
-    def open_catalog(self) -> Any: ...
-
-
-__all__ = ["METHODS", "CACHE_DIR", "PART_MIN", "is_method", "plan_path", "archived", "choose", "RemoteMethod",
+__all__ = ["METHODS", "CACHE_DIR", "PART_MIN", "is_method", "plan_path", "archived", "RemoteMethod",
            "put_collective", "counters", "clear_cache", "forget_superfiles"]
 
 #: The remote read methods, by the names ``Group.read(method=...)`` takes.
@@ -111,7 +96,6 @@ CACHE_DIR = ".sdm-cache"
 PART_MIN = 5 << 20
 _COUNTS = {"requests": 0, "bytes": 0}  # this process's ranged GETs
 _SUPERFILES: dict[str, bytes] = {}  # superfile location -> its bytes (fetched once, then served from memory)
-_CONSTANTS: "weakref.WeakKeyDictionary[Session, dict[str, RemoteConstants]]" = weakref.WeakKeyDictionary()
 
 
 # ----------------------------------------------------------------------------- plan
@@ -155,57 +139,6 @@ def archived(found: Sequence["Copy"], need: int) -> "Copy | None":
         if copy.tier == ARCHIVE and copy.verified and copy.size >= need and is_object(copy.location):
             return copy
     return None
-
-
-# ----------------------------------------------------------------------------- choice
-def choose(session: "Session", requested: str | None, path: str, statsets: Sequence[Any], shape: Sequence[int],
-           dtype: np.dtype, order: str) -> str:
-    """The remote method of a read (collective on the first ``auto`` read of an endpoint in a session).
-
-    A remote name is taken as it is; anything else lets the remote model choose from
-    every rank's layout statistics *statsets* (the same on every rank, so is the choice).
-
-    Raises
-    ------
-    SDMError
-        Rank 0's failure to read the stored calibration, on every rank.
-    """
-    if is_method(requested):
-        return str(requested)
-    if _packed(_split(path)[0]):  # fetched whole once, the other members then served from memory
-        return "remote-superfile"
-    from ..planner.remote import RemoteWorkload, choose_remote
-
-    constants = _constants(session, _split(path)[0])
-    hints = {"frequency": session.planner.hints["frequency"]} if "frequency" in session.planner.hints else None
-    workload = RemoteWorkload(tuple(int(n) for n in shape), dtype.str, session.size, "block", 1, order)
-    choice = choose_remote(workload, constants, hints, parts=[s[0] for s in statsets])
-    return f"remote-{choice.method}" if f"remote-{choice.method}" in METHODS else "remote-collective"
-
-
-def _constants(session: "Session", location: str) -> "RemoteConstants":
-    """The remote model's constants for the archive of *location* (looked up once per session and endpoint)."""
-    from ..planner.remote import SRB_HPSS_2003, RemoteConstants, archive_target
-    from ..storage.backends.objectstore import resolve_endpoint
-
-    parts = location[len(SCHEME):].split("/")[:-1]  # the bucket and the folders of the object
-    endpoint = resolve_endpoint() or ""
-    targets = ([archive_target(endpoint)] if endpoint else []) + [
-        archive_target(SCHEME + "/".join(parts[:n])) for n in range(len(parts), 0, -1)]
-    known = _CONSTANTS.setdefault(session, {})
-    if " ".join(targets) in known:
-        return known[" ".join(targets)]
-
-    def lookup() -> dict[str, Any] | None:
-        for target in targets:
-            record = session.open_catalog().latest_calibration(target)
-            if record is not None:
-                return dict(record["constants"])
-        return None
-
-    stored = root_call(session.comm, lookup)
-    known[" ".join(targets)] = found = SRB_HPSS_2003 if stored is None else RemoteConstants.from_json(stored)
-    return found
 
 
 # ----------------------------------------------------------------------------- the methods

@@ -38,6 +38,7 @@ __all__ = [
     "runs",
     "file_runs",
     "rank_stats",
+    "rank_stats_tuple",
     "expand",
     "storage_dims",
     "file_strides",
@@ -204,6 +205,12 @@ def rank_stats(piece: Piece, order: str, itemsize: int, mem_strides: Sequence[in
         hi=hi,
         memory=_count_runs(piece, order, itemsize, mem_strides, file=False, memory=True),
     )
+
+
+def rank_stats_tuple(piece: Piece, order: str, array: np.ndarray) -> tuple[int, int, int, int, int, int]:
+    """This rank's ``(bytes, regions, segments, lo, hi, memory runs)`` of *piece* of the local *array*
+    (its strides decide the segments) for :meth:`sdm.planner.Access.from_stats`."""
+    return rank_stats(piece, order, array.itemsize, array.strides).as_tuple()
 
 
 # --------------------------------------------------------------------- run lists

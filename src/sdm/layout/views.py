@@ -8,7 +8,7 @@ from mpi4py import MPI
 from .datatypes import element_type, file_type, memory_spec
 from .distribution import Distribution, Piece
 from .maparray import MapArray
-from .regions import count_regions
+from .regions import count_regions, rank_stats_tuple
 
 __all__ = ["ResolvedView"]
 
@@ -56,8 +56,6 @@ class ResolvedView:
                 total = int(np.prod(self.piece.shape, dtype=np.int64)) * self.dtype.itemsize
                 cached = (self.nbytes, self.regions, self.regions, 0, total)
             else:
-                from ..planner import rank_stats_tuple
-
                 cached = tuple(int(x) for x in rank_stats_tuple(self.piece, self.order, arr))
             self._stats[key] = cached
         return cached

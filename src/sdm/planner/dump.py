@@ -23,7 +23,7 @@ agreed seconds): every rank makes the same decisions and the same collective cal
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 
@@ -32,9 +32,21 @@ from .trials import WARMUP, Trial
 if TYPE_CHECKING:  # pragma: no cover
     from mpi4py import MPI
 
-    from . import Access, Decision, Planner
+    from .access import Access, Decision
 
 __all__ = ["DumpPlan"]
+
+
+class Planner(Protocol):
+    """What a dump's plan asks of the planner (:class:`sdm.planner.Planner`, which makes the plan)."""
+
+    def choose(self, requested: str, access: Access | None = None) -> Decision: ...
+
+    def trial(self, access: Access) -> Trial | None: ...
+
+    def trying(self, access: Access, turn: int) -> Decision: ...
+
+    def observe(self, access: Access, method: str, seconds: float) -> None: ...
 
 
 class DumpPlan:

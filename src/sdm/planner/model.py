@@ -48,7 +48,7 @@ from ..io.servers import BUFFER_SIZE as SERVER_BUFFER, chunk_rows, server_parame
 from ..io.sieving import BUFFER_SIZE as SIEVE_BUFFER, GAP, sieve_parameters, slab_windows, slabs_suit, turns
 
 if TYPE_CHECKING:  # pragma: no cover
-    from . import Access
+    from .access import Access
 
 __all__ = ["METHODS", "CONSTANTS", "DEFAULTS", "Params", "Structure", "Prediction", "CostModel", "structure"]
 

@@ -44,14 +44,18 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from ..errors import HintError, InvalidArgumentError
 from ..layout.distribution import Block, Cyclic, Distribution, Piece
+
+if TYPE_CHECKING:
+    from mpi4py import MPI
 
 __all__ = [
     "SCALAR_KEYS",
@@ -68,6 +72,7 @@ __all__ = [
     "parse_view",
     "predict_remote",
     "choose_remote",
+    "read_method",
 ]
 
 MB = 1 << 20
@@ -574,3 +579,72 @@ def _flag(value: Any, name: str) -> bool:
     if text in ("0", "false", "no", "off"):
         return False
     raise HintError(f"planner hint {name}={value!r} must be true or false")
+
+
+# ----------------------------------------------------------------------------- a read's method
+class Session(Protocol):
+    """What the choice of a read's remote method uses of a session (its communicator, planner and catalog on rank 0)."""
+
+    @property
+    def comm(self) -> MPI.Intracomm: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def planner(self) -> Any: ...
+
+    def open_catalog(self) -> Any: ...
+
+
+_CONSTANTS: "weakref.WeakKeyDictionary[Session, dict[str, RemoteConstants]]" = weakref.WeakKeyDictionary()
+
+
+def read_method(session: Session, requested: str | None, path: str, statsets: Sequence[Any], shape: Sequence[int],
+                dtype: np.dtype, order: str) -> str:
+    """The remote method (:data:`sdm.io.remote.METHODS`) of a read of the archive copy *path* (collective on the
+    first ``auto`` read of an endpoint in a session).
+
+    A remote name is taken as it is; anything else lets the remote model choose from
+    every rank's layout statistics *statsets* (the same on every rank, so is the choice).
+
+    Raises
+    ------
+    SDMError
+        Rank 0's failure to read the stored calibration, on every rank.
+    """
+    from ..io.remote import METHODS, _packed, _split, is_method
+
+    if is_method(requested):
+        return str(requested)
+    if _packed(_split(path)[0]):  # fetched whole once, the other members then served from memory
+        return "remote-superfile"
+    constants = _constants(session, _split(path)[0])
+    hints = {"frequency": session.planner.hints["frequency"]} if "frequency" in session.planner.hints else None
+    workload = RemoteWorkload(tuple(int(n) for n in shape), dtype.str, session.size, "block", 1, order)
+    choice = choose_remote(workload, constants, hints, parts=[s[0] for s in statsets])
+    return f"remote-{choice.method}" if f"remote-{choice.method}" in METHODS else "remote-collective"
+
+
+def _constants(session: Session, location: str) -> RemoteConstants:
+    """The remote model's constants for the archive of *location* (looked up once per session and endpoint)."""
+    from .._collective import root_call
+    from ..storage.backends import SCHEME
+    from ..storage.backends.objectstore import resolve_endpoint
+
+    parts = location[len(SCHEME):].split("/")[:-1]  # the bucket and the folders of the object
+    endpoint = resolve_endpoint() or ""
+    targets = ([archive_target(endpoint)] if endpoint else []) + [
+        archive_target(SCHEME + "/".join(parts[:n])) for n in range(len(parts), 0, -1)]
+    known = _CONSTANTS.setdefault(session, {})
+    if " ".join(targets) in known:
+        return known[" ".join(targets)]
+
+    def lookup() -> dict[str, Any] | None:
+        for target in targets:
+            record = session.open_catalog().latest_calibration(target)
+            if record is not None:
+                return dict(record["constants"])
+        return None
+
+    stored = root_call(session.comm, lookup)
+    known[" ".join(targets)] = found = SRB_HPSS_2003 if stored is None else RemoteConstants.from_json(stored)
+    return found

@@ -7,36 +7,12 @@ import re
 from pathlib import Path
 
 from ..errors import InvalidNameError
+from ..names import check_name
 
 __all__ = ["check_name", "component", "inside", "MEMBER", "member", "member_location", "SUPERFILE_SUFFIX"]
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX = 96
-
-
-def check_name(name: object, what: str) -> str:
-    """Validate a user-given name (application, group, dataset).
-
-    Names may hold any printable characters except path separators; they cannot be
-    empty, ``.`` or ``..``.
-
-    Raises
-    ------
-    InvalidNameError
-    """
-    if not isinstance(name, str):
-        raise InvalidNameError(f"{what} name must be a string, got {type(name).__name__}")
-    if not name or not name.strip():
-        raise InvalidNameError(f"{what} name must not be empty")
-    if "/" in name or "\\" in name or name in {".", ".."} or ".." in name.split("."):
-        raise InvalidNameError(
-            f"{what} name {name!r} would leave the data root; use a name without '/', '\\\\' or '..'"
-        )
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
-        raise InvalidNameError(f"{what} name {name!r} contains control characters")
-    if len(name) > 255:
-        raise InvalidNameError(f"{what} name is {len(name)} characters long; the limit is 255")
-    return name
 
 
 def component(name: str) -> str:

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ...catalog.urls import mask_urls, redact_url
+from ...urls import mask_urls, redact_url
 from ...errors import InvalidArgumentError, StorageError
 from .base import Backend
 

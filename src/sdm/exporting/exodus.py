@@ -1,5 +1,7 @@
 """Exodus II files from and into SDM runs: ``sdm export RUN --format exodus`` and ``sdm import FILE --format exodus``.
 
+The finite element model's sink and source among the export formats, over :mod:`sdm.fem`.
+
 The export reads the stored model whole in one process (:func:`sdm.fem.store.read_mesh`
 with ``share="whole"``: the many-to-one read a visualization makes) and writes the
 Exodus II file step by step (:func:`sdm.fem.exodus.write`), reading one step of results
@@ -18,7 +20,7 @@ from ..errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from ..catalog import RunRecord
-    from ..exporting.reports import ExportReport, ImportReport
+    from .reports import ExportReport, ImportReport
 
 __all__ = ["export_exodus", "import_exodus"]
 
@@ -34,16 +36,15 @@ def export_exodus(rec: "RunRecord", url: str, root: Any, target: Path, name: str
     GroupNotFoundError, InvalidArgumentError, StorageError
         Nothing is left at *target* after an error (the file is written aside and renamed).
     """
-    import sdm
-
-    from ..exporting.reports import ExportReport, parse_steps
-    from . import exodus
-    from .store import read_mesh, read_results
+    from ..fem import exodus
+    from ..fem.store import read_mesh, read_results
+    from ..session import open as open_session
+    from .reports import ExportReport, parse_steps
 
     mesh = name or "mesh"
     start, stop, stride = parse_steps(steps)
     t0 = time.perf_counter()
-    with sdm.open(rec.application, "r", catalog=url, run=rec.id, **({"root": root} if root is not None else {})) as s:
+    with open_session(rec.application, "r", catalog=url, run=rec.id, **({"root": root} if root is not None else {})) as s:
         if mesh not in s.groups or f"{mesh}.results" not in s.groups:
             raise InvalidArgumentError(f"run {rec.id} holds no finite element model {mesh!r} (groups {s.groups}); "
                                        "write one with sdm.fem.store.write_mesh, or name it with --group")
@@ -72,16 +73,15 @@ def import_exodus(src: Path, application: str, kwargs: dict[str, Any], progress:
     ------
     StorageError, InvalidArgumentError
     """
-    import sdm
-
-    from ..exporting.reports import ImportReport
-    from . import exodus
-    from .store import write_mesh, write_results
+    from ..fem import exodus
+    from ..fem.store import write_mesh, write_results
+    from ..session import open as open_session
+    from .reports import ImportReport
 
     t0 = time.perf_counter()
     model, steps = exodus.read(src)
     attributes = {**kwargs.pop("attributes", {}), "imported_from": str(src), "imported_format": "exodus"}
-    with sdm.open(application, "w", attributes=attributes, **kwargs) as s:
+    with open_session(application, "w", attributes=attributes, **kwargs) as s:
         stored = write_mesh(s, model, "mesh")
         count = 0
         for count, step in enumerate(steps, 1):
