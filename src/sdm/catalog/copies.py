@@ -1,6 +1,6 @@
 """One row of the ``copies`` table written in a caller's transaction (the commit of a write to the archive tier,
-``sdm migrate``/``stage``): apart from :mod:`sdm.catalog.tiers` so that :class:`~sdm.catalog.Catalog` needs nothing
-that needs it."""
+``sdm migrate``/``stage``): apart from :mod:`sdm.catalog.tiers` so that the catalog's writes
+(:mod:`sdm.catalog.writes`) need nothing that needs it."""
 
 from __future__ import annotations
 

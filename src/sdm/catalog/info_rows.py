@@ -1,4 +1,8 @@
-"""The rows of the catalog's table ``infos`` (see :mod:`sdm.catalog.infos`): store, read, erase."""
+"""The rows of the catalog's table ``infos`` (see :mod:`sdm.catalog.infos`): store, read, erase.
+
+The functions work in a caller's transaction; :class:`Infos` is the catalog's store of
+infos, one transaction (or read) per call.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,16 @@ from typing import Any, Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from ..errors import DatasetNotFoundError, GroupNotFoundError, IntegrityError, InvalidArgumentError, NotFoundError, RunNotFoundError
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..errors import (CatalogError, DatasetNotFoundError, GroupNotFoundError, IntegrityError, InvalidArgumentError,
+                      NotFoundError, RunNotFoundError)
 from . import schema as S
-from .infos import InfoRecord, InfoValue, Place, crc_text, place_text
+from .connection import Store, checked_id, short_error, utcnow
+from .infos import InfoRecord, InfoValue, Place, crc_text, info_value, place_text
 from .loading import utc
 
-__all__ = ["put", "load", "find", "drop_steps_after"]
+__all__ = ["Infos", "put", "load", "find", "drop_steps_after"]
 
 
 def _owner(t: sa.Table, run_id: int, group_id: int | None, dataset_id: int | None, step: int | None) -> list[Any]:
@@ -125,3 +133,80 @@ def drop_steps_after(con: Connection, run_id: int, after_step: int, groups: Sequ
     done = con.execute(t.delete().where(t.c.run_id == run_id, t.c.step > after_step, t.c.group_id.in_(gq)))
     return int(done.rowcount or 0)
 
+
+class Infos(Store):
+    """The infos of a catalog's runs (named arrays, see :mod:`sdm.catalog.infos`)."""
+
+    def set_info(self, run_id: int, name: str, array: Any, *, group_id: int | None = None,
+                 dataset_id: int | None = None, step: int | None = None, created_at: datetime | None = None) -> None:
+        """Store an info (a named array) on a run, a group, a dataset or one step of a dataset.
+
+        An info of the same name at the same place is replaced. See :mod:`sdm.catalog.infos`.
+
+        Parameters
+        ----------
+        run_id : int
+        name : str
+        array : array_like or InfoValue
+            Checked by :func:`sdm.catalog.infos.info_value`.
+        group_id, dataset_id : int, optional
+            The group (and its dataset) the info belongs to; neither: the run.
+        step : int, optional
+            With ``dataset_id``: the step of the dataset the info belongs to.
+        created_at : datetime, optional
+            The time to record (the meta-file's); default now.
+
+        Raises
+        ------
+        InvalidNameError, UnsupportedDtypeError, InvalidArgumentError
+            A bad name, dtype, size, or place (nothing is stored).
+        RunNotFoundError, GroupNotFoundError, DatasetNotFoundError
+        CatalogError
+        """
+        value = info_value(name, array)
+        rid = checked_id(run_id)
+        if rid is None:
+            raise RunNotFoundError(f"no run {run_id} in catalog {self.url!r}")
+        try:
+            with self.db.tx() as con:
+                put(con, rid, name, value, group_id=group_id, dataset_id=dataset_id, step=step,
+                    created_at=created_at or utcnow(), url=self.url)
+        except SQLAlchemyError as exc:
+            raise CatalogError(f"catalog {self.url!r} refused info {name!r} of run {run_id}: {short_error(exc)}") from None
+
+    def info(self, run_id: int, name: str, *, group: str | None = None, dataset: str | None = None,
+             step: int | None = None) -> InfoRecord:
+        """The info *name* of a run, or of its group, dataset or step (names), as an ``InfoRecord``.
+
+        ``record.array()`` is the numpy array; ``record.data`` its bytes.
+
+        Raises
+        ------
+        NotFoundError
+            No such info (a ``KeyError``).
+        IntegrityError
+            Its bytes do not match their CRC-32.
+        """
+        rid = checked_id(run_id)
+        with self.db.reading(f"read info {name!r}"), self.db.connect() as con:
+            return find(con, -1 if rid is None else rid, name, (group, dataset, step), self.url)
+
+    def infos(self, run_id: int, *, group: str | None = None, dataset: str | None = None, step: int | None = None,
+              everywhere: bool = False, data: bool = True) -> list[InfoRecord]:
+        """The infos (``InfoRecord``) of a run's place (default: the run itself), or with *everywhere* all of them.
+
+        Ordered: the run's, then by group and dataset position, step and name. With
+        ``data=False`` the records carry no bytes.
+
+        Raises
+        ------
+        RunNotFoundError
+            No such run.
+        IntegrityError
+            An info's bytes do not match their CRC-32.
+        """
+        rid = checked_id(run_id)
+        with self.db.reading("read infos"), self.db.connect() as con:
+            if rid is None or con.execute(sa.select(S.runs.c.id).where(S.runs.c.id == rid)).first() is None:
+                raise RunNotFoundError(f"no run {run_id} in catalog {self.url!r}")
+            return load(con, rid, place=None if everywhere else (group, dataset, step), data=data)

@@ -14,7 +14,9 @@ from typing import Any, Sequence
 import sqlalchemy as sa
 
 from . import schema as S
-from .catalog import Catalog, _inserted_id, _utc
+from .catalog import Catalog
+from .connection import inserted_id as _inserted_id
+from .loading import utc as _utc
 
 __all__ = [
     "ImportRecord",
@@ -212,7 +214,7 @@ def register_history(
     ``created_at`` (default now) is given by ``sdm rebuild``.
     """
     with cat.engine.begin() as con:
-        app = cat._app_id(con, application, create=True)
+        app = cat._runs.app_id(con, application, create=True)
         hid = _inserted_id(con.execute(
             S.index_histories.insert().values(
                 application_id=app,

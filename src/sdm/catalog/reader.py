@@ -21,7 +21,7 @@ parameters (``:name``; a list parameter as ``IN :name``) and run through a
 Either way the text is rendered once per process for its dialect and list lengths
 (``:name`` to ``%(name)s`` for psycopg; ``IN :ids`` to one parameter per id), and the
 rows come back as dicts whose date-time columns are :class:`datetime` on both engines.
-Errors of the driver are left to the caller (``Catalog._reading`` masks the URL).
+Errors of the driver are left to the caller (``Database.read`` of :mod:`sdm.catalog.connection` masks the URL).
 """
 
 from __future__ import annotations

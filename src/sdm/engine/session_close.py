@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from .._collective import capture, root_call
-from ..catalog import planner_choices as choices
 from ..catalog.changes import RunClosed, SpaceReserved
 from ..errors import CatalogError, CollectiveMismatchError, SDMError
 from ..storage import trailer
@@ -145,7 +144,7 @@ def _store_learned(s: SessionState) -> None:
     assert s.catalog is not None
     if s.planner.measured:
         try:
-            choices.store(s.catalog, str(s.root), [v.as_row(k) for k, v in s.planner.measured.items()])
+            s.catalog.store_planner_choices(str(s.root), [v.as_row(k) for k, v in s.planner.measured.items()])
         except CatalogError:
             pass
 

@@ -23,7 +23,6 @@ from .. import _validate as check
 from .. import config
 from .._collective import Failure, agree, capture, root_call_resting
 from ..catalog import RunRecord, redact_url
-from ..catalog import planner_choices as choices
 from ..catalog.changes import RunOpened
 from ..catalog.metafile import MetaFile
 from ..catalog.selection import run_choice
@@ -138,7 +137,7 @@ def _setup(s: SessionState, *, root: Any, catalog: Any, run: Any, attributes: An
     # a catalog made just now holds no calibration and no learned choices
     calibration = None if cat.created else cat.latest_calibration(str(data_root))
     # (learned from the trials of writes: a read-only session makes none and needs none)
-    learned = [] if cat.created or s.mode == "r" else choices.load(cat, str(data_root), MOST_ROWS)
+    learned = [] if cat.created or s.mode == "r" else cat.planner_choices(str(data_root), MOST_ROWS)
     return redact_url(url), str(data_root), rec, (calibration, learned), previous  # the password stays on rank 0
 
 
