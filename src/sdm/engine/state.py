@@ -290,11 +290,10 @@ class GroupState:
         caller's exchange (the sync itself is agreed on there).
         """
         s = self.session
-        if method.backend != backend.name:
+        if not backend.serves(method.backend):
             raise InternalError(f"method {method.name!r} works through {method.backend}, the bytes are in {backend.name}")
         fh = backend.open(path, cache=appends(self.level))
-        if backend.name == "objectstore":
-            fh.copy, fh.size = copy, size
+        fh.expect(copy=copy, size=size)
         error: SDMError | None = None
         synced = None
         t0 = time.perf_counter()
@@ -303,18 +302,17 @@ class GroupState:
             with freeing(made):
                 try:
                     t = Transfer(fh, offset, view.etype, view.ftype, mem, view.piece, arr, view.order, s.comm, s.hints,
-                                 s.files.views(path) if backend is s.files else {}, view.layout, stats,
-                                 s.root / s.run_dir / _remote.CACHE_DIR)
+                                 view.layout, stats, s.root / s.run_dir / _remote.CACHE_DIR)
                     (method.write if writing else method.read)(t)
-                    if digests is not None and backend.name == "objectstore":
+                    if digests is not None:
                         digests[0][digests[1]] = fh.digest
                 except MPI.Exception as exc:
                     error = storage_error(exc, f"MPI-IO {'write' if writing else 'read'} of {path} failed", path,
                                           needed=size - offset if writing else None)
                 except SDMError as exc:  # the method's own error: the sync below is still made on every rank
                     error = exc
-                if writing and sync and backend is s.files:
-                    synced = s.files.sync_unagreed(path, fh)
+                if writing and sync:
+                    synced = backend.sync_unagreed(path, fh)
         finally:
             backend.release(path, fh)
         if error is not None:

@@ -266,7 +266,7 @@ class Writing(GroupState):
                 parts.append(Part(places[i][1], sizes[i], view.ftype, mem, view.layout))
             types = combined_types(parts)
             try:
-                move_combined(fh, method, types, writing=True, hints=s.hints, views=s.files.views(path))
+                move_combined(fh, method, types, writing=True, hints=s.hints)
             except MPI.Exception as exc:
                 error = storage_error(exc, f"MPI-IO write of {path} failed", path)
             finally:

@@ -3,8 +3,8 @@
 :class:`MPIIOBackend` is the session's cache of open MPI files
 (:class:`~sdm.storage.files.FileCache`: collective opens kept across accesses, the view
 last set on each) seen through the storage seam (:class:`~sdm.storage.backends.base.Backend`):
-its handles are ``MPI.File`` objects, and the independent calls are POSIX ones on the
-same paths.
+its handles are :class:`MPIFileHandle` s (an ``MPI.File`` and the view state the cache
+keeps for it), and the independent calls are POSIX ones on the same paths.
 """
 
 from __future__ import annotations
@@ -16,12 +16,140 @@ from typing import Any, Sequence
 import numpy as np
 from mpi4py import MPI
 
-from ..._collective import os_error
+from ..._collective import Failure, os_error
 from ...errors import StorageError
+from ..failures import storage_error
 from ..files import FileCache
-from .base import Backend
+from .base import Backend, CollectiveHandle
 
-__all__ = ["MPIIOBackend"]
+__all__ = ["MPIIOBackend", "MPIFileHandle"]
+
+
+class MPIFileHandle(CollectiveHandle):
+    """An open ``MPI.File`` seen through the storage seam: one method call per MPI call.
+
+    Parameters
+    ----------
+    file : MPI.File
+        The open file.
+    backend : MPIIOBackend or None
+        The backend that opened it (its independent reads go through it); None for a file
+        opened elsewhere (:func:`sdm.io.make_transfer`): independent reads then use MPI-IO.
+    key : object
+        The file's path.
+    views : dict, optional
+        The file's view state (:meth:`~sdm.storage.files.FileCache.views`): what the last
+        :meth:`set_view` was, shared by every handle on the cached file. A fresh dict by default.
+
+    Attributes
+    ----------
+    file : MPI.File
+        For code of the storage layer that needs the file itself (a sync).
+    views : dict
+    """
+
+    def __init__(self, file: MPI.File, backend: "MPIIOBackend | None" = None, key: Any = None,
+                 views: dict[str, Any] | None = None) -> None:
+        self.file = file
+        self.backend: MPIIOBackend | None = backend
+        self.key = key
+        self.views = {} if views is None else views
+
+    def __repr__(self) -> str:
+        return f"MPIFileHandle({self.key!r})"
+
+    # ------------------------------------------------------------------ views
+    def set_view(self, disp: int, etype: MPI.Datatype, filetype: MPI.Datatype, *,
+                 info: Sequence[tuple[str, str]] = (), key: Any = None, extent: int = 0, elements: int = 0) -> int:
+        """``MPI_File_set_view`` unless the kept view reaches *disp* (see :meth:`CollectiveHandle.set_view`).
+
+        Whether to skip depends only on values that are the same on every rank (*key*,
+        *disp*, *extent*, *info*) and on the view state, which only changes here, after
+        the collective call succeeded: every rank decides alike.
+        """
+        ident = None if key is None or extent <= 0 else (key, extent, tuple(info))
+        views = self.views
+        last = views.get("view")
+        if ident is not None and last is not None and last[0] == ident:
+            shift = int(disp) - int(last[1])
+            if shift >= 0 and shift % extent == 0:
+                return shift // extent * elements
+        views.pop("view", None)  # unknown until the collective call has succeeded
+        if info:
+            hints = MPI.Info.Create()
+            try:
+                for name, value in info:
+                    hints.Set(name, value)
+                self.file.Set_view(disp, etype, filetype, "native", hints)
+            finally:
+                hints.Free()
+        else:
+            self.file.Set_view(disp, etype, filetype, "native")
+        if ident is not None:
+            views["view"] = (ident, disp)
+        return 0
+
+    def forget_view(self) -> None:
+        self.views.pop("view", None)
+
+    # ------------------------------------------------------------------ data
+    def write_at(self, offset: int, buf: Any) -> None:
+        self.file.Write_at(offset, buf)
+
+    def read_at(self, offset: int, buf: Any) -> None:
+        self.file.Read_at(offset, buf)
+
+    def write_at_all(self, offset: int, buf: Any) -> None:
+        self.file.Write_at_all(offset, buf)
+
+    def read_at_all(self, offset: int, buf: Any) -> None:
+        self.file.Read_at_all(offset, buf)
+
+    def read_fully(self, offset: int, buf: np.ndarray) -> None:
+        status = MPI.Status()
+        self.file.Read_at(offset, buf, status)
+        got = status.Get_count(MPI.BYTE)
+        if got < buf.size:
+            buf[max(got, 0):] = 0
+
+    def sync_all(self) -> None:
+        self.file.Sync()
+
+    # ------------------------------------------------------------------ independent, absolute offsets
+    def read_into(self, offset: int, out: Any) -> int:
+        """``preadv`` through the backend (absolute offsets, whatever the view); through MPI-IO under a
+        byte view for a file opened elsewhere."""
+        if self.backend is not None:
+            return self.backend.read_into(self.key, offset, out)
+        view = memoryview(out).cast("B")
+        self.set_view(0, MPI.BYTE, MPI.BYTE)  # collective: a handle without a backend is the caller's own
+        status = MPI.Status()
+        try:
+            self.file.Read_at(int(offset), [view, MPI.BYTE], status)
+        except MPI.Exception as exc:
+            raise storage_error(exc, f"cannot read {self.key}", self.key, needed=None) from None
+        return max(int(status.Get_count(MPI.BYTE)), 0)
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        if self.backend is not None:
+            return self.backend.read(self.key, ranges)
+        out = []
+        for o, n in ranges:
+            buf = bytearray(int(n))
+            out.append(bytes(buf[:self.read_into(int(o), buf)]))
+        return out
+
+    def get_size(self) -> int:
+        """``MPI_File_get_size``.
+
+        Raises
+        ------
+        StorageError
+        """
+        try:
+            return int(self.file.Get_size())
+        except MPI.Exception as exc:
+            raise storage_error(exc, f"cannot get the size of {self.key}", self.key, needed=None) from None
 
 
 class MPIIOBackend(FileCache, Backend):
@@ -40,13 +168,24 @@ class MPIIOBackend(FileCache, Backend):
         self._fds: dict[str, int] = {}  # read-only descriptors kept by read_into
         self._maps: dict[str, np.memmap] = {}  # read-only memory maps kept by mapped
 
-    def open(self, key: Any, *, cache: bool = True) -> MPI.File:
-        """The open ``MPI.File`` of path *key* (collective; :meth:`FileCache.get`)."""
-        return self.get(Path(key), cache=cache)
+    def open(self, key: Any, *, cache: bool = True) -> MPIFileHandle:
+        """The handle of path *key*: its open ``MPI.File`` (collective; :meth:`FileCache.get`) and the
+        view state the cache keeps for it."""
+        path = Path(key)
+        fh = self.get(path, cache=cache)
+        return MPIFileHandle(fh, self, path, self.views(path))
 
-    def release(self, key: Any, handle: MPI.File) -> None:
+    def release(self, key: Any, handle: MPIFileHandle | MPI.File) -> None:
         """Close *handle* unless the cache keeps it (collective; :meth:`FileCache.release`)."""
-        super().release(Path(key), handle)
+        super().release(Path(key), _file(handle))
+
+    def sync(self, key: Any, handle: MPIFileHandle | MPI.File | None = None) -> None:
+        """:meth:`FileCache.sync` (collective)."""
+        super().sync(Path(key), None if handle is None else _file(handle))
+
+    def sync_unagreed(self, key: Any, handle: MPIFileHandle | MPI.File | None = None) -> Failure | None:
+        """:meth:`FileCache.sync_unagreed`."""
+        return super().sync_unagreed(Path(key), None if handle is None else _file(handle))
 
     def read(self, key: Any, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """``pread`` of each range (short at the end of the file), through the descriptor :meth:`_fd` keeps."""
@@ -114,18 +253,28 @@ class MPIIOBackend(FileCache, Backend):
         self._maps.clear()
         super().close_all()
 
-    def write(self, key: Any, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
-        """``pwrite`` *data* at *offset* (the file is created if needed; not synced: see :meth:`sync`)."""
+    def write(self, key: Any, data: Any, offset: int = 0) -> None:
+        """``pwrite`` *data* (any contiguous buffer) at *offset* (the file is created if needed; not synced:
+        see :meth:`sync`).
+
+        Raises
+        ------
+        StorageError
+            The write failed; a full file system says so (:func:`~sdm.storage.failures.storage_error`).
+        """
+        view = memoryview(data).cast("B")
         try:
             fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
-            try:
-                view, at = memoryview(data).cast("B"), 0
-                while at < len(view):
-                    at += os.pwrite(fd, view[at:], int(offset) + at)
-            finally:
-                os.close(fd)
         except OSError as exc:
-            raise os_error(exc, f"cannot write {key}") from None
+            raise storage_error(exc, f"cannot open {key}", Path(key), needed=len(view)) from None
+        try:
+            at = 0
+            while at < len(view):
+                at += os.pwrite(fd, view[at:], int(offset) + at)
+        except OSError as exc:
+            raise storage_error(exc, f"cannot write {key}", Path(key), needed=len(view)) from None
+        finally:
+            os.close(fd)
 
     def size(self, key: Any) -> int | None:
         try:
@@ -152,3 +301,8 @@ class MPIIOBackend(FileCache, Backend):
                 except FileNotFoundError:  # removed meanwhile
                     continue
         return sorted(out)
+
+
+def _file(handle: MPIFileHandle | MPI.File) -> MPI.File:
+    """The ``MPI.File`` of a handle (or the file itself)."""
+    return handle.file if isinstance(handle, MPIFileHandle) else handle
