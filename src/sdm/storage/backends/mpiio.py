@@ -9,7 +9,9 @@ keeps for it), and the independent calls are POSIX ones on the same paths.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -162,6 +164,7 @@ class MPIIOBackend(FileCache, Backend):
     tier = "fast"
     partial_writes = True
     collective_io = True
+    multipart = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -246,6 +249,13 @@ class MPIIOBackend(FileCache, Backend):
             fds[name] = fd
         return fd
 
+    def _forget(self, key: Any) -> None:
+        """Close the descriptor and drop the memory map kept for *key* (it was replaced or removed)."""
+        fd = self._fds.pop(str(key), None)
+        if fd is not None:
+            os.close(fd)
+        self._maps.pop(str(key), None)
+
     def close_all(self) -> None:
         """Close every cached MPI file and every descriptor kept by :meth:`read_into` (collective)."""
         while self._fds:
@@ -276,6 +286,80 @@ class MPIIOBackend(FileCache, Backend):
         finally:
             os.close(fd)
 
+    # ------------------------------------------------------------------ multipart, as an object store makes them
+    @staticmethod
+    def _part(key: Any, upload: str, number: int | None = None) -> Path:
+        """Where part *number* of *upload* of *key* is kept (beside *key*); None: the assembled file."""
+        path = Path(key)
+        if not upload.isalnum():
+            raise StorageError(f"multipart write of {key}: {upload!r} is no upload of this backend")
+        return path.with_name(f".{path.name}.upload-{upload}" + ("" if number is None else f".{int(number)}"))
+
+    def start_upload(self, key: Any) -> str:
+        """A new upload id; each part becomes a file beside *key* until :meth:`finish_upload` joins them."""
+        return uuid.uuid4().hex
+
+    def put_part(self, key: Any, upload: str, number: int, data: Any) -> str:
+        """Write part *number* to its own file (synced); its tag is the part's SHA-256 (hex)."""
+        if int(number) < 1:
+            raise StorageError(f"multipart write of {key}: part numbers start at 1, got {number}")
+        path = self._part(key, upload, number)
+        self.write(path, data)
+        self.sync_path(path)
+        return hashlib.sha256(memoryview(data).cast("B")).hexdigest()
+
+    def finish_upload(self, key: Any, upload: str, tags: Sequence[str]) -> None:
+        """Join the parts in part order into a file beside *key*, check each against its tag, sync it and rename
+        it onto *key*: *key* changes at once, whole. The parts are removed.
+
+        Raises
+        ------
+        StorageError
+            A part is missing or differs from its tag (nothing replaced).
+        """
+        whole = self._part(key, upload)
+        try:
+            with open(whole, "wb") as out:
+                for number, tag in enumerate(tags, 1):
+                    part = self._part(key, upload, number)
+                    digest = hashlib.sha256()
+                    with open(part, "rb") as src:
+                        for block in iter(lambda: src.read(1 << 22), b""):
+                            digest.update(block)
+                            out.write(block)
+                    if digest.hexdigest() != tag:
+                        raise StorageError(f"multipart write of {key}: part {number} differs from its tag")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(whole, key)
+            self._forget(key)  # a descriptor or map kept for reads is of the file replaced
+        except OSError as exc:
+            whole.unlink(missing_ok=True)
+            if isinstance(exc, StorageError):
+                raise
+            raise storage_error(exc, f"cannot finish the multipart write of {key}", Path(key), needed=0) from None
+        self.abort_upload(key, upload)
+
+    def abort_upload(self, key: Any, upload: str) -> None:
+        """Remove the parts of *upload* (and a half-joined file); *key* is left as it was."""
+        base = self._part(key, upload)
+        try:
+            names = os.listdir(base.parent)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise os_error(exc, f"cannot abort the multipart write of {key}") from None
+        for name in names:
+            if name == base.name or name.startswith(base.name + "."):
+                (base.parent / name).unlink(missing_ok=True)
+
+    @staticmethod
+    def sync_path(key: Any) -> None:
+        """``fsync`` of file *key* by this process alone (:func:`~sdm.storage.durability.fsync_path`)."""
+        from ..durability import fsync_path
+
+        fsync_path(Path(key))
+
     def size(self, key: Any) -> int | None:
         try:
             return os.stat(key).st_size
@@ -285,6 +369,7 @@ class MPIIOBackend(FileCache, Backend):
             raise os_error(exc, f"cannot stat {key}") from None
 
     def delete(self, key: Any) -> None:
+        self._forget(key)
         try:
             Path(key).unlink(missing_ok=True)
         except OSError as exc:
