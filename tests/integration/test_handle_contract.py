@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -19,24 +20,41 @@ from sdm.io.base import make_transfer
 from sdm.storage.backends.base import Backend, CollectiveHandle, FileHandle
 from sdm.storage.backends.mpiio import MPIFileHandle, MPIIOBackend
 from sdm.storage.backends.objectstore import MIN_PART_SIZE, ObjectHandle, ObjectStore
+from sdm.storage.backends.posix import PosixFiles
 
 pytestmark = pytest.mark.timeout(300)
 
 DATA = np.arange(50_000, dtype="<u4").tobytes()  # 200 000 bytes, every 4-byte word different
 
 
-@pytest.fixture(params=["mpiio", "objectstore"])
-def seam(request, tmp_path: Path) -> Iterator[tuple[Backend, str]]:
-    """A backend and a key prefix its keys go under."""
-    if request.param == "mpiio":
-        files = MPIIOBackend(MPI.COMM_SELF, writable=True)
-        yield files, str(tmp_path)
-        files.close_all()
+@contextmanager
+def _backend(kind: str, request, tmp_path: Path) -> Iterator[tuple[Backend, str]]:
+    """A backend of *kind* and a key prefix its keys go under."""
+    if kind in ("mpiio", "posix"):
+        files = MPIIOBackend(MPI.COMM_SELF, writable=True) if kind == "mpiio" else PosixFiles()
+        try:
+            yield files, str(tmp_path)
+        finally:
+            files.close_all()
     else:
         server = request.getfixturevalue("s3_server")
         store = ObjectStore(f"s3://sdm-contract/{uuid.uuid4().hex[:8]}", endpoint=server.endpoint)
         store.ensure_bucket()
         yield store, "k"
+
+
+@pytest.fixture(params=["mpiio", "objectstore"])
+def seam(request, tmp_path: Path) -> Iterator[tuple[Backend, str]]:
+    """The two backends of the seam: their handles, and their independent calls."""
+    with _backend(request.param, request, tmp_path) as made:
+        yield made
+
+
+@pytest.fixture(params=["mpiio", "posix", "objectstore"])
+def anywhere(request, tmp_path: Path) -> Iterator[tuple[Backend, str]]:
+    """A backend for the independent calls: the two of the seam, and the fast tier's files without MPI."""
+    with _backend(request.param, request, tmp_path) as made:
+        yield made
 
 
 def _opened(b: Backend, key: str) -> FileHandle:
@@ -90,8 +108,8 @@ def _parts() -> list[bytes]:
             rng.integers(0, 256, MIN_PART_SIZE + 3, dtype=np.uint8).tobytes(), b"the last part"]
 
 
-def test_a_multipart_write_appears_whole_alike(seam: tuple[Backend, str]) -> None:
-    b, prefix = seam
+def test_a_multipart_write_appears_whole_alike(anywhere: tuple[Backend, str]) -> None:
+    b, prefix = anywhere
     key = f"{prefix}/big.bin"
     b.write(key, b"old")
     parts = _parts()
@@ -107,8 +125,8 @@ def test_a_multipart_write_appears_whole_alike(seam: tuple[Backend, str]) -> Non
     assert [Path(k).name for k, _ in b.list(prefix)] == ["big.bin"]  # no part left behind
 
 
-def test_an_aborted_multipart_write_leaves_the_key_as_it_was(seam: tuple[Backend, str]) -> None:
-    b, prefix = seam
+def test_an_aborted_multipart_write_leaves_the_key_as_it_was(anywhere: tuple[Backend, str]) -> None:
+    b, prefix = anywhere
     key = f"{prefix}/kept.bin"
     b.write(key, b"as it was")
     upload = b.start_upload(key)
@@ -116,6 +134,39 @@ def test_an_aborted_multipart_write_leaves_the_key_as_it_was(seam: tuple[Backend
     b.abort_upload(key, upload)
     assert b.read(key, [(0, 100)]) == [b"as it was"]
     assert [Path(k).name for k, _ in b.list(prefix)] == ["kept.bin"]
+
+
+def test_space_is_given_back_where_the_backend_can(anywhere: tuple[Backend, str]) -> None:
+    b, prefix = anywhere
+    key = f"{prefix}/space.bin"
+    block = 1 << 16
+    data = np.full(4 * block, 7, dtype=np.uint8).tobytes()
+    b.write(key, data)
+    assert not b.reclaimed(key, block, 3 * block)  # data there
+    if not b.partial_writes:  # an object is replaced whole: never cut, no holes
+        for call in (lambda: b.truncate(key, block), lambda: b.reclaim(key, block, block)):
+            with pytest.raises(StorageError) as err:
+                call()
+            assert err.value.errno == 95  # EOPNOTSUPP
+        assert b.read(key, [(0, len(data))]) == [data]
+        return
+    try:
+        b.reclaim(key, block, 2 * block)
+    except StorageError as exc:  # a file system without holes says so
+        assert exc.errno in (95, 38)
+    else:
+        assert b.size(key) == len(data) and b.reclaimed(key, block, 3 * block)
+        assert b.read(key, [(block - 1, 2), (3 * block - 1, 2)]) == [b"\x07\x00", b"\x00\x07"]
+    b.truncate(key, block)
+    assert b.size(key) == block and b.read(key, [(0, 2 * block)]) == [data[:block]]
+    assert not b.reclaimed(f"{prefix}/nothing-here", 0, 10)
+
+
+def test_the_fast_tier_without_mpi_opens_no_handle(tmp_path: Path) -> None:
+    files = PosixFiles()
+    with pytest.raises(StorageError, match="without a communicator"):
+        files.open(tmp_path / "a.bin")
+    assert files.name == "mpiio" and not files.collective_io
 
 
 def test_an_object_handle_puts_and_reads_each_range(s3_server) -> None:

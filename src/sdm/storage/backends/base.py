@@ -138,8 +138,9 @@ class Backend(ABC):
             raise StorageError(f"{key} ends before byte {int(offset) + want}; it is shorter than its catalog row")
 
     @abstractmethod
-    def write(self, key: Any, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
-        """Write *data* at *offset* of *key* (independent).
+    def write(self, key: Any, data: Any, offset: int = 0, *, what: str = "") -> None:
+        """Write *data* (any contiguous buffer) at *offset* of *key* (independent); *what* names the bytes in
+        messages (``"subfile"``).
 
         Raises
         ------
@@ -163,6 +164,44 @@ class Backend(ABC):
     @abstractmethod
     def list(self, prefix: str = "") -> list[tuple[str, int]]:
         """``(key, size)`` of every file or object under *prefix*, sorted."""
+
+    # ------------------------------------------------------------------ giving space back (sdm gc)
+
+    def truncate(self, key: Any, size: int) -> None:
+        """Cut *key* to its first *size* bytes.
+
+        Raises
+        ------
+        StorageError
+            The backend cannot (an object is replaced whole, never cut), or the call failed.
+        """
+        raise StorageError(f"{self.name} backend: {key} cannot be cut to {size} bytes", errno.EOPNOTSUPP)
+
+    def reclaim(self, key: Any, offset: int, nbytes: int) -> None:
+        """Give back the space of bytes *offset* .. *offset* + *nbytes* of *key*, which then read as zeros
+        (its size unchanged).
+
+        Raises
+        ------
+        StorageError
+            With ``errno`` ``EOPNOTSUPP`` where the backend (or its file system) cannot.
+        """
+        raise StorageError(f"{self.name} backend: bytes of {key} cannot be given back in part", errno.EOPNOTSUPP)
+
+    def reclaimed(self, key: Any, start: int, end: int) -> bool:
+        """Whether bytes *start* .. *end* of *key* hold nothing but zeros (were given back); False when *key*
+        cannot be read. Backends that know where their data is answer without reading it all."""
+        try:
+            at = start
+            while at < end:
+                n = min(end - at, 1 << 22)
+                (got,) = self.read(key, [(at, n)])
+                if len(got) != n or any(got):
+                    return False
+                at += n
+        except StorageError:
+            return False
+        return True
 
     # ------------------------------------------------------------------ multipart writes (several processes)
 

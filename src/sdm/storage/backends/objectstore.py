@@ -589,7 +589,7 @@ class ObjectStore(Backend):
         """Concurrent ranged GETs (:meth:`get_ranges`)."""
         return self.get_ranges(key, ranges)
 
-    def write(self, key: str, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
+    def write(self, key: str, data: Any, offset: int = 0, *, what: str = "") -> None:
         """Replace object *key* with *data*; an object cannot be written in part (*offset* must be 0)."""
         if offset:
             raise StorageError(f"PUT {self.location(key)}: an object cannot be updated in part (offset {offset}); "
