@@ -76,6 +76,8 @@ class Backend(ABC):
 
     #: Whether :meth:`start_upload` and the calls after it are supported.
     multipart: ClassVar[bool] = False
+    #: Whether :meth:`mapped` gives the bytes as a memory map (local files).
+    mappable: ClassVar[bool] = False
 
     def serves(self, method_backend: str) -> bool:
         """Whether an I/O method that declares *method_backend* (:attr:`sdm.io.IOMethod.backend`) can move
@@ -136,6 +138,17 @@ class Backend(ABC):
         want = memoryview(out).nbytes
         if want and self.read_into(key, offset, out) != want:
             raise StorageError(f"{key} ends before byte {int(offset) + want}; it is shorter than its catalog row")
+
+    def mapped(self, key: Any, end: int) -> Any:
+        """The bytes of *key* as a read-only ``uint8`` memory map holding at least *end* of them
+        (:attr:`mappable` backends only).
+
+        Raises
+        ------
+        StorageError
+            The backend cannot map its bytes, or *key* is shorter than *end*.
+        """
+        raise StorageError(f"{self.name} backend: {key} cannot be memory-mapped; read its ranges", errno.EOPNOTSUPP)
 
     @abstractmethod
     def write(self, key: Any, data: Any, offset: int = 0, *, what: str = "") -> None:

@@ -164,6 +164,7 @@ class MPIIOBackend(FileCache, PosixFiles):
     partial_writes = True
     collective_io = True
     multipart = True
+    mappable = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         FileCache.__init__(self, *args, **kwargs)

@@ -49,6 +49,7 @@ class PosixFiles(Backend):
     partial_writes = True
     collective_io = False
     multipart = True
+    mappable = True
 
     def __init__(self) -> None:
         self._fds: dict[str, int] = {}  # read-only descriptors kept by read_into
