@@ -77,6 +77,7 @@ from .._collective import Failure, capture, root_call
 from ..errors import IntegrityError, InvalidArgumentError, StorageError
 from ..layout.regions import expand, runs
 from ..storage.backends import SCHEME, is_object
+from ..storage.backends.posix import PosixFiles
 from .base import IOMethod, Transfer, register
 
 if TYPE_CHECKING:
@@ -599,27 +600,23 @@ def _subfile(comm: MPI.Comm, p: _Part | None, offset: int, location: str, checks
                                  "cache only inside the run's directory: remove the link")
         try:
             cache.mkdir(parents=True, exist_ok=True)
-            fd = os.open(data, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             raise StorageError(f"subfile cache {cache}: {exc.strerror}", errno=exc.errno) from None
+        files = PosixFiles()  # the cache is this rank's own file on the fast tier: no collective call
         try:
             if fetch:
                 for (lo, hi), got in zip(fetch, p.get([(lo, hi - lo) for lo, hi in fetch])):
                     if len(got) != hi - lo:
                         raise StorageError(f"GET {p.handle.location}: {len(got)} bytes at {lo}, "
                                            f"{hi - lo} expected; the object is shorter than its catalog copy")
-                    os.pwrite(fd, got, lo)
-                os.fsync(fd)
+                    files.write(data, got, lo, what="subfile cache")
+                files.sync(data)
             lo, hi = wanted[0][0], wanted[-1][1]
-            span = np.frombuffer(os.pread(fd, hi - lo, lo), dtype=np.uint8)
-            if span.size != hi - lo:
+            span = np.empty(hi - lo, dtype=np.uint8)
+            if files.read_into(data, lo, span) != hi - lo:
                 raise StorageError(f"subfile cache {data} holds fewer bytes than its index says; remove {cache}")
-        except OSError as exc:
-            if isinstance(exc, StorageError):
-                raise
-            raise StorageError(f"subfile cache {data}: {exc.strerror}", errno=exc.errno) from None
         finally:
-            os.close(fd)
+            files.close_all()
         p.place(span, p.segments.file + offset - lo)
         return fetch
 

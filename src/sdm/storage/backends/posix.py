@@ -156,7 +156,7 @@ class PosixFiles(Backend):
         """
         view = memoryview(data).cast("B")
         try:
-            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o666)  # SDM makes no links
         except OSError as exc:
             raise storage_error(exc, f"cannot open {what + ' ' if what else ''}{key}", Path(key),
                                 needed=len(view)) from None
