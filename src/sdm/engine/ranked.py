@@ -377,7 +377,7 @@ def _put_object(g: "Group", rel: str, size: int, offset: int, head: bytes, at: i
     s = g.session
     t0 = time.perf_counter()
     handle = g._store().open(rel)
-    handle.size = size
+    handle.expect(size=size)
     rows = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
     head_part = np.frombuffer(head, dtype=np.uint8) if s.rank == 0 else np.zeros(0, np.uint8)
     starts = np.array([offset] * (head_part.size > 0) + [offset + at] * (rows.size > 0), dtype=np.int64)

@@ -61,6 +61,7 @@ from ..storage.failures import storage_error
 
 from .checks import _check_same_call, _has_gaps, _not_global
 if TYPE_CHECKING:
+    from ..storage.backends.base import Backend
     from .session_state import SessionState as Session
 
 
@@ -272,7 +273,7 @@ class GroupState:
         return replace(access, kind=kind or self._view(name).piece.kind)
 
     def _transfer(
-        self, backend: Any, path: Any, offset: int, view: ResolvedView, arr: np.ndarray, method: Any, writing: bool,
+        self, backend: "Backend", path: Any, offset: int, view: ResolvedView, arr: np.ndarray, method: Any, writing: bool,
         sync: bool = False, *, stats: Sequence[Any] = (), copy: str = "", size: int = 0,
         digests: tuple[list[str], int] | None = None,
     ) -> tuple[float, Any]:
@@ -364,7 +365,7 @@ class GroupState:
         (data,) = self.session.files.read(self._absolute(rel), [(offset, nbytes)])
         return data
 
-    def _backend_of(self, path: str) -> tuple[Any, Any, str]:
+    def _backend_of(self, path: str) -> tuple["Backend", Any, str]:
         """The backend holding the bytes of a read plan's *path*, their key there, and the archive copy's
         checksum (empty on the fast tier)."""
         if is_object(path):

@@ -8,7 +8,8 @@ backends exist:
 ==============  ========  ==================================================================
 backend         tier      handle, and what it can do
 ==============  ========  ==================================================================
-``mpiio``       fast      an ``MPI.File`` opened collectively (:class:`~sdm.storage.backends.
+``mpiio``       fast      an :class:`~sdm.storage.backends.mpiio.MPIFileHandle` on an
+                          ``MPI.File`` opened collectively (:class:`~sdm.storage.backends.
                           mpiio.MPIIOBackend`): partial writes, collective I/O, file views
 ``objectstore`` archive   an :class:`~sdm.storage.backends.objectstore.ObjectHandle` (the
                           store and the key, no request made): ranged GETs, whole-object and
