@@ -34,6 +34,7 @@ from .layout.datatypes import freeing
 from .layout.views import ResolvedView
 from .storage import check_name
 from .storage.failures import storage_error
+from .storage.backends.mpiio import MPIFileHandle
 
 if TYPE_CHECKING:
     from .engine.session_state import SessionState as Session
@@ -123,7 +124,7 @@ def import_array(
     agree(s.comm, failure)
 
     assert src is not None  # refused above otherwise, on every rank
-    fh = s.sources.get(src)
+    fh = MPIFileHandle(s.sources.get(src), None, src)
     t0 = time.perf_counter()
 
     def transfer() -> None:

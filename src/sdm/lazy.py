@@ -176,7 +176,7 @@ class DatasetArray:
         chosen = file_of[positions]
         if segments.count > DIRECT_RUNS:  # many runs: a strided copy from the memory map of a local file
             for i, index in enumerate(chosen.tolist()):
-                if index >= 0 and files[index][0].name == "mpiio":
+                if index >= 0 and files[index][0].mappable:
                     self._copy_mapped(files[index], int(offset_of[positions[i]]), space, out[i])
                 else:
                     self._read_view(int(self._steps[positions[i]]), space, out[i])
@@ -205,7 +205,7 @@ class DatasetArray:
         for index in np.unique(chosen_files[chosen_files >= 0]).tolist():
             backend, key = files[index]
             rows = np.flatnonzero(chosen_files == index)
-            if backend.name != "mpiio":
+            if not backend.mappable:
                 for i in rows.tolist():
                     for a, b, c in zip(f.tolist(), m.tolist(), n.tolist()):
                         backend.read_exactly(key, int(offsets[i]) + a, flat[i, b:b + c])

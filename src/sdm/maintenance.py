@@ -18,12 +18,11 @@ and cuts unreferenced tails, lowering the file's high-water mark to match.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .catalog.metafile import BACKUP, META
 from .errors import IntegrityError, SDMError, StorageError
@@ -35,6 +34,7 @@ if TYPE_CHECKING:  # numpy and the checksums load when bytes are checked (`sdm l
     import numpy as np
 
     from .catalog import Catalog, RunRecord, WriteRecord
+    from .storage.backends.posix import PosixFiles
 
 __all__ = ["RowProblem", "Unreferenced", "VerifyReport", "GcReport", "current_state", "row_problem", "verify_run",
            "gc_run"]
@@ -133,29 +133,35 @@ def _rel_dir(rec: RunRecord) -> str:
     return rec.dir or runs.legacy_run_dir(rec.application, rec.id)
 
 
-def _read(path: Path, offset: int, nbytes: int) -> np.ndarray:
+def _read(files: "PosixFiles", path: Path, offset: int, nbytes: int) -> np.ndarray:
+    """Bytes of *path* as a read-only view of the file's memory map (kept by *files* for the next rows)."""
     import numpy as np
 
     if nbytes == 0:
         return np.empty(0, dtype=np.uint8)
-    return np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(nbytes,))
+    return files.mapped(path, offset + nbytes)[offset:offset + nbytes]
 
 
-def row_problem(path: Path, w: "WriteRecord", dtype: str, *, checksums: bool = True) -> str | None:
+def row_problem(path: Path, w: "WriteRecord", dtype: str, *, checksums: bool = True,
+                files: "PosixFiles | None" = None) -> str | None:
     """What is wrong with one committed row's bytes in *path* (None: nothing): missing, short, or changed.
 
     With *checksums*, the bytes' checksum is recomputed (:mod:`sdm.integrity`) and compared
-    with the row's.
+    with the row's. The bytes are read through *files* (the fast tier's backend; by
+    default one of this process, for this call).
     """
+    if files is None:
+        with _fast_tier() as own:
+            return row_problem(path, w, dtype, checksums=checksums, files=own)
     from . import integrity
 
     if w.extents:  # subfiled: each extent in its subfile (next to *path*), then their combined checksum
-        return _extents_problem(path.parent, w, checksums=checksums)
+        return _extents_problem(files, path.parent, w, checksums=checksums)
     short = _missing_or_short(path, w.offset, w.nbytes, "file", "the row")
     if short is not None:
         return short
     if checksums and w.checksum and w.checksum_algo != "none":
-        actual = integrity.checksum_of_bytes(_read(path, w.offset, w.nbytes), dtype, w.checksum_algo)
+        actual = integrity.checksum_of_bytes(_read(files, path, w.offset, w.nbytes), dtype, w.checksum_algo)
         if actual != w.checksum:
             return f"checksum {actual} ({w.checksum_algo}) does not match the recorded {w.checksum}"
     return None
@@ -172,7 +178,7 @@ def _missing_or_short(path: Path, offset: int, nbytes: int, name: str, needer: s
     return None
 
 
-def _extents_problem(folder: Path, w: "WriteRecord", *, checksums: bool) -> str | None:
+def _extents_problem(files: "PosixFiles", folder: Path, w: "WriteRecord", *, checksums: bool) -> str | None:
     """:func:`row_problem` of a subfiled row, whose extents are in the subfiles of *folder*."""
     from . import integrity
 
@@ -183,7 +189,7 @@ def _extents_problem(folder: Path, w: "WriteRecord", *, checksums: bool) -> str 
         if short is not None:
             return short
         if checksums and e.checksum and e.checksum_algo != "none":
-            digest = integrity.xxh3(_read(sub, e.offset, e.nbytes))
+            digest = integrity.xxh3(_read(files, sub, e.offset, e.nbytes))
             if integrity.to_hex(digest) != e.checksum:
                 return (f"extent {k} (subfile {sub.name}, bytes {e.offset}..{e.offset + e.nbytes}): checksum "
                         f"{integrity.to_hex(digest)} ({e.checksum_algo}) does not match the recorded {e.checksum}")
@@ -215,7 +221,25 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
     ------
     RunNotFoundError
     """
+    with _fast_tier() as files:
+        return _verify_run(files, catalog, run_id, checksums=checksums, progress=progress)
 
+
+@contextmanager
+def _fast_tier() -> Iterator["PosixFiles"]:
+    """The fast tier's files for this process alone (no MPI), closed afterwards (kept descriptors and maps)."""
+    from .storage.backends.posix import PosixFiles
+
+    files = PosixFiles()
+    try:
+        yield files
+    finally:
+        files.close_all()
+
+
+def _verify_run(files: "PosixFiles", catalog: Catalog, run_id: int, *, checksums: bool,
+                progress: Progress | None) -> VerifyReport:
+    """:func:`verify_run`, the bytes read through *files*."""
     rec = catalog.run(run_id)
     rel_dir = _rel_dir(rec)
     report = VerifyReport(run_id=rec.id, state=current_state(catalog, rec))
@@ -240,7 +264,7 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
         for path, offset, nbytes in w.spans():
             referenced.setdefault(path, []).append((offset, offset + nbytes))
         checked = checksums and bool(w.checksum) and w.checksum_algo != "none"
-        problem = row_problem(root / w.path, w, dtypes[(gname, dname)], checksums=checked)
+        problem = row_problem(root / w.path, w, dtypes[(gname, dname)], checksums=checked, files=files)
         if checked and (problem is None or "checksum" in problem):  # the bytes were read and summed
             report.checksums_checked += 1
             report.bytes_checked += w.nbytes
@@ -249,7 +273,7 @@ def verify_run(catalog: Catalog, run_id: int, *, checksums: bool = True, progres
         done += w.nbytes
         if progress is not None:
             progress(done, total)
-    report.unreferenced = _unreferenced(root, rel_dir, referenced, [f.path for f in catalog.files(rec.id)],
+    report.unreferenced = _unreferenced(files, root, rel_dir, referenced, [f.path for f in catalog.files(rec.id)],
                                         report.foreign)
     report.reserved = _reserved(root, rel_dir, referenced, catalog.reserved_ends(rec.id))
     return report
@@ -303,7 +327,7 @@ def _archived_only(catalog: Catalog, run_id: int, rel_dir: str) -> tuple[set[str
              if not any(c.tier == tiers.FAST for c in found) and any(c.verified for c in found)}, misplaced)
 
 
-def _unreferenced(root: Path, rel_dir: str, referenced: dict[str, list[tuple[int, int]]],
+def _unreferenced(files: "PosixFiles", root: Path, rel_dir: str, referenced: dict[str, list[tuple[int, int]]],
                   catalog_files: list[str], foreign: list[str]) -> list[Unreferenced]:
     """Whole files and ranges of the run's directory that no committed row refers to (symbolic links, which
     SDM never makes, go to *foreign* instead: never read or reclaimed)."""
@@ -339,45 +363,11 @@ def _unreferenced(root: Path, rel_dir: str, referenced: dict[str, list[tuple[int
         if size > pos:
             gaps.append((pos, size))
         full = root / rel
-        out += [Unreferenced(rel, a, b - a, False) for a, b in gaps if not _freed(full, a, b)]
+        out += [Unreferenced(rel, a, b - a, False) for a, b in gaps if not files.reclaimed(full, a, b)]
     return out
 
 
-def _freed(path: Path, start: int, end: int) -> bool:
-    """Whether bytes start..end of a file were reclaimed: no data in its whole blocks, zeros at its edges."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        block = os.fstat(fd).st_blksize or 4096
-        inner_a, inner_b = -(-start // block) * block, end // block * block
-        if inner_a < inner_b:
-            try:
-                if os.lseek(fd, inner_a, os.SEEK_DATA) < inner_b:
-                    return False
-            except OSError:  # ENXIO: no data after inner_a
-                pass
-        else:
-            inner_a = inner_b = end
-        edges = [(start, min(inner_a, end)), (max(inner_b, start), end)]
-        return all(not any(os.pread(fd, b - a, a)) for a, b in edges if b > a)
-    finally:
-        os.close(fd)
-
-
 # ------------------------------------------------------------------------- gc
-_PUNCH = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-
-
-def _punch_hole(fd: int, offset: int, nbytes: int) -> None:
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    if libc.fallocate(fd, _PUNCH, offset, nbytes) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
 def gc_run(catalog: Catalog, run_id: int, *, progress: Progress | None = None) -> GcReport:
     """Reclaim a run's unreferenced bytes (see the module documentation).
 
@@ -392,7 +382,7 @@ def gc_run(catalog: Catalog, run_id: int, *, progress: Progress | None = None) -
     rel_dir = _rel_dir(rec)
     root = Path(rec.root)
     report = GcReport(run_id=rec.id)
-    with runs.exclusive(root, rel_dir, rec.id, "gc"):
+    with runs.exclusive(root, rel_dir, rec.id, "gc"), _fast_tier() as files:
         if rec.state == "open":
             catalog.mark_interrupted(rec.id)  # open, yet nobody else holds it: its writers died
         checked = verify_run(catalog, rec.id, checksums=False)
@@ -413,26 +403,23 @@ def gc_run(catalog: Catalog, run_id: int, *, progress: Progress | None = None) -
             path = confine(root, rel_dir, u.path, f"run {rec.id}'s unreferenced file")
             try:
                 if u.whole_file:
-                    path.unlink()
+                    files.delete(path)
                     catalog.drop_file(rec.id, u.path)
                     report.files_removed += 1
-                elif u.offset + u.nbytes >= path.stat().st_size:
-                    os.truncate(path, u.offset)
+                elif u.offset + u.nbytes >= (files.size(path) or 0):
+                    files.truncate(path, u.offset)
                     catalog.lower_alloc_end(rec.id, u.path, u.offset)
                     report.tails_cut += 1
                 else:
-                    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-                    try:
-                        _punch_hole(fd, u.offset, u.nbytes)
-                    finally:
-                        os.close(fd)
+                    files.reclaim(path, u.offset, u.nbytes)
                     report.ranges_punched += 1
                 report.bytes_reclaimed += u.nbytes
-            except OSError as exc:
+            except OSError as exc:  # the backend's StorageError, or the file system's error
+                why = os.strerror(exc.errno) if exc.errno else str(exc)
                 if exc.errno in (95, 38):  # EOPNOTSUPP, ENOSYS: the file system cannot punch holes
-                    report.not_reclaimed.append(f"{u.path} bytes {u.offset}..{u.offset + u.nbytes}: {exc.strerror}")
+                    report.not_reclaimed.append(f"{u.path} bytes {u.offset}..{u.offset + u.nbytes}: {why}")
                 else:
-                    raise StorageError(f"gc of {path} failed: {exc.strerror}", exc.errno) from None
+                    raise StorageError(f"gc of {path} failed: {why}", exc.errno) from None
             done += u.nbytes
             if progress is not None:
                 progress(done, total)

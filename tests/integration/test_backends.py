@@ -11,8 +11,8 @@ from mpi4py import MPI
 
 from sdm.errors import StorageError
 from sdm.io import method_names
-from sdm.storage.backends.base import Backend
-from sdm.storage.backends.mpiio import MPIIOBackend
+from sdm.storage.backends.base import Backend, CollectiveHandle, FileHandle
+from sdm.storage.backends.mpiio import MPIFileHandle, MPIIOBackend
 from sdm.storage.backends.objectstore import ObjectHandle, ObjectStore
 
 
@@ -52,12 +52,14 @@ def test_what_each_backend_declares(backend: tuple[Backend, str]) -> None:
     try:
         if b.name == "mpiio":
             assert (b.tier, b.partial_writes, b.collective_io) == ("fast", True, True)
-            assert isinstance(handle, MPI.File)
+            assert isinstance(handle, MPIFileHandle) and isinstance(handle, CollectiveHandle)
+            assert isinstance(handle.file, MPI.File) and handle.backend is b
             assert "collective" in method_names("mpiio") and not any(m.startswith("remote-")
                                                                       for m in method_names("mpiio"))
         else:
             assert (b.tier, b.partial_writes, b.collective_io) == ("archive", False, False)
             assert isinstance(handle, ObjectHandle) and handle.location.endswith("/d/c.bin")
+            assert isinstance(handle, FileHandle) and not isinstance(handle, CollectiveHandle)
             assert method_names("objectstore") == ["remote-collective", "remote-naive", "remote-sieving",
                                                    "remote-subfile", "remote-superfile"]
     finally:

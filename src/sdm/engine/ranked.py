@@ -55,6 +55,7 @@ from ..planner import choose_method
 from ..storage import appends
 from ..io.remote import put_collective
 from ..storage.failures import storage_error
+from ..storage.backends.base import CollectiveHandle
 
 if TYPE_CHECKING:
     from .state import GroupState as Group
@@ -211,13 +212,9 @@ def _write_share(head: bytes, arr: np.ndarray, start: int, itemsize: int, rank: 
     return integrity.combine([share])
 
 
-def _byte_view(g: "Group", path: Path, fh: MPI.File) -> None:
+def _byte_view(fh: CollectiveHandle) -> None:
     """Give the open file a plain byte view (collective); kept while no other view is set."""
-    state = g.session.files.views(path)
-    if state.get("view", (None,))[0] != ("bytes",):
-        state.pop("view", None)
-        fh.Set_view(0, MPI.BYTE, MPI.BYTE, "native")
-        state["view"] = (("bytes",), 0)
+    fh.set_view(0, MPI.BYTE, MPI.BYTE, key=("bytes",), extent=1, elements=1)
 
 
 def _move(g: "Group", path: Path, offset: int, head: bytes | None, at: int, arr: np.ndarray, writing: bool
@@ -233,16 +230,16 @@ def _move(g: "Group", path: Path, offset: int, head: bytes | None, at: int, arr:
     failure: Failure | None = None
     fh = None
     try:
-        fh = s.files.get(path, cache=appends(g.level))
-        _byte_view(g, path, fh)
+        fh = s.files.open(path, cache=appends(g.level))
+        _byte_view(fh)
         buf = [arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8), MPI.BYTE]
         try:
             if writing:
                 if s.rank == 0 and head:
-                    fh.Write_at(offset, [head, MPI.BYTE])
-                fh.Write_at_all(offset + at, buf)
+                    fh.write_at(offset, [head, MPI.BYTE])
+                fh.write_at_all(offset + at, buf)
             else:
-                fh.Read_at_all(offset + at, buf)
+                fh.read_at_all(offset + at, buf)
         except MPI.Exception as exc:
             failure = Failure(storage_error(exc, f"MPI-IO {'write' if writing else 'read'} of {path} failed", path,
                                             needed=int(arr.nbytes) if writing else None), s.rank)
@@ -378,7 +375,7 @@ def _put_object(g: "Group", rel: str, size: int, offset: int, head: bytes, at: i
     s = g.session
     t0 = time.perf_counter()
     handle = g._store().open(rel)
-    handle.size = size
+    handle.expect(size=size)
     rows = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
     head_part = np.frombuffer(head, dtype=np.uint8) if s.rank == 0 else np.zeros(0, np.uint8)
     starts = np.array([offset] * (head_part.size > 0) + [offset + at] * (rows.size > 0), dtype=np.int64)

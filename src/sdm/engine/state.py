@@ -56,6 +56,7 @@ from ..storage.failures import storage_error
 
 from .checks import _check_same_call, _has_gaps, _not_global
 if TYPE_CHECKING:
+    from ..storage.backends.base import Backend
     from .session_state import SessionState as Session
 
 
@@ -268,7 +269,7 @@ class GroupState:
                 parts.append(Part(offset, nbytes, view.ftype, mem, view.layout))
             types = combined_types(parts)
             try:
-                move_combined(fh, method, types, writing=writing, hints=s.hints, views=s.files.views(path))
+                move_combined(fh, method, types, writing=writing, hints=s.hints)
             except MPI.Exception as exc:
                 error = storage_error(exc, f"MPI-IO {'write' if writing else 'read'} of {path} failed", path)
             finally:
@@ -324,7 +325,7 @@ class GroupState:
         return replace(access, kind=kind or self._view(name).piece.kind)
 
     def _transfer(
-        self, backend: Any, path: Any, offset: int, view: ResolvedView, arr: np.ndarray, method: Any, writing: bool,
+        self, backend: "Backend", path: Any, offset: int, view: ResolvedView, arr: np.ndarray, method: Any, writing: bool,
         sync: bool = False, *, stats: Sequence[Any] = (), copy: str = "", size: int = 0,
         digests: tuple[list[str], int] | None = None,
     ) -> tuple[float, Any]:
@@ -342,11 +343,10 @@ class GroupState:
         caller's exchange (the sync itself is agreed on there).
         """
         s = self.session
-        if method.backend != backend.name:
+        if not backend.serves(method.backend):
             raise InternalError(f"method {method.name!r} works through {method.backend}, the bytes are in {backend.name}")
         fh = backend.open(path, cache=appends(self.level))
-        if backend.name == "objectstore":
-            fh.copy, fh.size = copy, size
+        fh.expect(copy=copy, size=size)
         error: SDMError | None = None
         synced = None
         t0 = time.perf_counter()
@@ -355,18 +355,17 @@ class GroupState:
             with freeing(made):
                 try:
                     t = Transfer(fh, offset, view.etype, view.ftype, mem, view.piece, arr, view.order, s.comm, s.hints,
-                                 s.files.views(path) if backend is s.files else {}, view.layout, stats,
-                                 s.root / s.run_dir / _remote.CACHE_DIR)
+                                 view.layout, stats, s.root / s.run_dir / _remote.CACHE_DIR)
                     (method.write if writing else method.read)(t)
-                    if digests is not None and backend.name == "objectstore":
+                    if digests is not None:
                         digests[0][digests[1]] = fh.digest
                 except MPI.Exception as exc:
                     error = storage_error(exc, f"MPI-IO {'write' if writing else 'read'} of {path} failed", path,
                                           needed=size - offset if writing else None)
                 except SDMError as exc:  # the method's own error: the sync below is still made on every rank
                     error = exc
-                if writing and sync and backend is s.files:
-                    synced = s.files.sync_unagreed(path, fh)
+                if writing and sync:
+                    synced = backend.sync_unagreed(path, fh)
         finally:
             backend.release(path, fh)
         if error is not None:
@@ -418,7 +417,7 @@ class GroupState:
         (data,) = self.session.files.read(self._absolute(rel), [(offset, nbytes)])
         return data
 
-    def _backend_of(self, path: str) -> tuple[Any, Any, str]:
+    def _backend_of(self, path: str) -> tuple["Backend", Any, str]:
         """The backend holding the bytes of a read plan's *path*, their key there, and the archive copy's
         checksum (empty on the fast tier)."""
         if is_object(path):

@@ -28,7 +28,7 @@ from ..planner.subfiles import choose_subfiles
 from ..storage.mounts import fs_type
 from ..storage.confine import row_record
 from ..storage.durability import node_comm
-from ..storage.subfiles import ALIGN, Extent, cut, subfile_path, write_extent
+from ..storage.subfiles import ALIGN, Extent, cut, subfile_path
 
 if TYPE_CHECKING:
     from ..catalog import DatasetRecord, GroupRecord, WriteRecord
@@ -141,7 +141,7 @@ def copy_previous(g: "Group", previous: "WriteRecord", rel: str, layout: Layout,
             lo, hi = max(start, e.start), min(start + n, e.start + e.nbytes)
             if hi > lo:
                 data[lo - e.start:hi - e.start] = read(path, at + lo - start, hi - lo)
-        write_extent(g._absolute(subfile_path(rel, k)), offset, data)
+        g.session.files.write(g._absolute(subfile_path(rel, k)), data, offset, what="subfile")
 
 
 def _stream_spans(w: "WriteRecord") -> list[tuple[str, int, int, int]]:

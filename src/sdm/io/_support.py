@@ -27,7 +27,7 @@ from ..errors import HintError
 from ..layout.regions import Runs, runs
 from .base import SymmetricMethod, Transfer
 
-__all__ = ["set_view", "forget_view", "byte_view", "transfer_runs", "memory_runs", "int_hint", "read_fully", "Deferred", "ThroughView"]
+__all__ = ["set_view", "forget_view", "byte_view", "transfer_runs", "memory_runs", "int_hint", "Deferred", "ThroughView"]
 
 #: ROMIO hints a method may set through its file view (others stay as opened).
 _VIEW_HINTS = ("romio_ds_read", "romio_ds_write", "romio_cb_read", "romio_cb_write", "cb_buffer_size",
@@ -67,28 +67,12 @@ def set_view(t: Transfer, etype: MPI.Datatype, filetype: MPI.Datatype, *, key: A
             value = "automatic"
         if value is not None:
             info_items.append((name, str(value)))
-    ident = None if key is None or extent <= 0 else (key, extent, tuple(info_items))
-    last = t.views.get("view")
-    if ident is not None and last is not None and last[0] == ident:
-        shift = t.disp - last[1]
-        if shift >= 0 and shift % extent == 0:
-            return shift // extent * elements
-    t.views.pop("view", None)  # unknown until the collective call has succeeded
-    info = MPI.Info.Create()
-    try:
-        for name, value in info_items:
-            info.Set(name, value)
-        t.fh.Set_view(t.disp, etype, filetype, "native", info)
-    finally:
-        info.Free()
-    if ident is not None:
-        t.views["view"] = (ident, t.disp)
-    return 0
+    return t.file.set_view(t.disp, etype, filetype, info=info_items, key=key, extent=extent, elements=elements)
 
 
 def forget_view(t: Transfer) -> None:
     """Record that a view is being set outside :func:`set_view` (the state is unknown)."""
-    t.views.pop("view", None)
+    t.file.forget_view()
 
 
 def byte_view(array: np.ndarray) -> np.ndarray:
@@ -107,15 +91,6 @@ def byte_view(array: np.ndarray) -> np.ndarray:
     extent = sum((n - 1) * s for n, s in zip(array.shape, array.strides)) + array.itemsize
     first = np.lib.stride_tricks.as_strided(array, shape=(1,), strides=(array.itemsize,)).view(np.uint8)
     return np.lib.stride_tricks.as_strided(first, shape=(extent,), strides=(1,))
-
-
-def read_fully(fh: MPI.File, offset: int, buf: np.ndarray) -> None:
-    """Read ``buf.size`` bytes at *offset*; bytes past the end of the file read as zeros."""
-    status = MPI.Status()
-    fh.Read_at(offset, buf, status)
-    got = status.Get_count(MPI.BYTE)
-    if got < buf.size:
-        buf[max(got, 0):] = 0
 
 
 def memory_runs(t: Transfer) -> tuple[Runs, np.ndarray]:
@@ -192,10 +167,10 @@ class Deferred:
 class ThroughView(SymmetricMethod):
     """One call through the file view of the piece's derived datatype.
 
-    Subclasses name the ``MPI.File`` calls for writing and reading in ``calls``.
+    Subclasses say whether the call is collective (:attr:`IOMethod.collective`:
+    :meth:`~sdm.storage.backends.base.CollectiveHandle.write_at_all` and ``read_at_all``,
+    else ``write_at`` and ``read_at``).
     """
-
-    calls: tuple[str, str] = ("Write_at", "Read_at")
 
     def move(self, t: Transfer, writing: bool) -> None:
         # the file type's extent is the whole dataset: computed from what every rank has
@@ -205,4 +180,8 @@ class ThroughView(SymmetricMethod):
         key = None if t.layout is None else ("piece", t.layout)
         base = set_view(t, t.etype, t.filetype, key=key, extent=extent,
                         elements=t.filetype.Get_size() // size if size else 0)
-        getattr(t.fh, self.calls[0 if writing else 1])(base, t.memory)
+        fh = t.file
+        if self.collective:
+            (fh.write_at_all if writing else fh.read_at_all)(base, t.memory)
+        else:
+            (fh.write_at if writing else fh.read_at)(base, t.memory)

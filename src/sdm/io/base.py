@@ -1,8 +1,10 @@
 """The interface every I/O method implements, and the registry that names them.
 
-A :class:`Transfer` is one rank's share of one collective dataset access: the handle
-the storage backend opened (:mod:`sdm.storage.backends`: an ``MPI.File``, or an object's
-handle on the archive tier), where the dataset starts in it, the element and file
+A :class:`Transfer` is one rank's share of one collective dataset access: the typed
+handle the storage backend opened (:class:`sdm.storage.backends.base.FileHandle`: an
+MPI-IO file's :class:`~sdm.storage.backends.mpiio.MPIFileHandle`, or an object's
+:class:`~sdm.storage.backends.objectstore.ObjectHandle` on the archive tier; a method
+never sees an ``MPI.File`` or the S3 client), where the dataset starts in it, the element and file
 types, and the memory buffer spec.  Every method declares the backend it moves bytes
 through (:attr:`IOMethod.backend`), so only the methods of the bytes' backend are
 offered.  Methods differ only in *how* they move the bytes; the bytes stored are
@@ -19,7 +21,8 @@ from typing import Any, Iterator
 import numpy as np
 from mpi4py import MPI
 
-from ..errors import InvalidArgumentError
+from ..errors import InternalError, InvalidArgumentError
+from ..storage.backends.base import CollectiveHandle, FileHandle
 
 __all__ = ["Transfer", "IOMethod", "SymmetricMethod", "register", "get_method", "method_names", "make_transfer"]
 
@@ -30,10 +33,13 @@ class Transfer:
 
     Attributes
     ----------
-    fh : MPI.File or ObjectHandle
-        The backend's handle: the open file (collectively opened by the session's
-        communicator) for ``mpiio`` methods, an
-        :class:`~sdm.storage.backends.objectstore.ObjectHandle` for ``objectstore`` ones.
+    fh : FileHandle or None
+        The backend's handle (None for a subfiled step, whose extents are each reached
+        through their own place, :mod:`sdm.io.subfiles`): an :class:`~sdm.storage.backends.mpiio.MPIFileHandle` on the
+        open file (collectively opened by the session's communicator; it also keeps the
+        file's view state, so an unchanged view is not set again) for ``mpiio`` methods
+        (:attr:`file`), an :class:`~sdm.storage.backends.objectstore.ObjectHandle` for
+        ``objectstore`` ones.
     disp : int
         Byte offset of the dataset in the file.
     etype, filetype : MPI.Datatype
@@ -50,9 +56,6 @@ class Transfer:
         The session communicator (what collective methods synchronize on).
     hints : dict
         Method parameters from the session (aggregators, buffer sizes, ...).
-    views : dict
-        The file's view state (:meth:`sdm.storage.FileCache.views`): what the last
-        ``Set_view`` on this open file was, so an unchanged view is not set again.
     layout : object
         A key of the dataset's layout that is the same on every rank (the data view's
         identity, dtype and order), or None: the view is then set on every access.
@@ -63,7 +66,7 @@ class Transfer:
         A directory on the fast tier a method may keep bytes in (the remote reads' cache).
     """
 
-    fh: Any  # MPI.File or ObjectHandle
+    fh: FileHandle | None
     disp: int
     etype: MPI.Datatype
     filetype: MPI.Datatype
@@ -73,15 +76,28 @@ class Transfer:
     order: str = "C"
     comm: MPI.Comm | None = None
     hints: dict = field(default_factory=dict)
-    views: dict = field(default_factory=dict)
     layout: Any = None
     stats: Any = ()
     scratch: Any = None
 
+    @property
+    def file(self) -> CollectiveHandle:
+        """:attr:`fh` as the handle of a shared file with views and collective calls (``mpiio`` methods).
+
+        Raises
+        ------
+        InternalError
+            The handle is not one (a method of one backend was given another's bytes).
+        """
+        fh = self.fh
+        if not isinstance(fh, CollectiveHandle):
+            raise InternalError(f"this method needs a handle with file views and collective calls, got {fh!r}")
+        return fh
+
 
 @contextmanager
 def make_transfer(
-    fh: MPI.File,
+    fh: FileHandle | MPI.File,
     disp: int,
     piece: Any,
     array: np.ndarray,
@@ -92,16 +108,21 @@ def make_transfer(
     """A :class:`Transfer` for *piece* of *array*, its MPI types freed afterwards.
 
     What :class:`sdm.Group` builds for a write or a read, for code that drives the
-    methods directly (benchmarks, the calibration, tests).
+    methods directly (benchmarks, the calibration, tests). A plain ``MPI.File`` is
+    wrapped in an :class:`~sdm.storage.backends.mpiio.MPIFileHandle` of its own (its view
+    is then set on every access).
     """
     from ..layout.datatypes import element_type, file_type, freeing, memory_spec
+    from ..storage.backends.mpiio import MPIFileHandle
+
+    handle = fh if isinstance(fh, FileHandle) else MPIFileHandle(fh)
 
     etype = element_type(array.dtype).Commit()
     ftype = file_type(piece, etype, order)
     try:
         mem, made = memory_spec(array, piece, etype, order)
         with freeing(made):
-            yield Transfer(fh, int(disp), etype, ftype, mem, piece, array, order, comm, dict(hints or {}))
+            yield Transfer(handle, int(disp), etype, ftype, mem, piece, array, order, comm, dict(hints or {}))
     finally:
         ftype.Free()
         etype.Free()

@@ -20,7 +20,6 @@ class CollectiveIO(ThroughView):
 
     name = "collective"
     collective = True
-    calls = ("Write_at_all", "Read_at_all")
 
 
 register(CollectiveIO())

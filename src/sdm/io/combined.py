@@ -26,14 +26,16 @@ from typing import Any, Sequence
 
 from mpi4py import MPI
 
+from ..errors import InvalidArgumentError
+from ..storage.backends.base import CollectiveHandle
 from ._support import set_view
 from .base import Transfer
 
 __all__ = ["Part", "CombinedTypes", "combined_types", "move_combined", "COMBINABLE"]
 
-#: Methods whose access is "one call through the piece's file view": what a combined call does for many.
-COMBINABLE = {"collective": "Write_at_all", "datatype": "Write_at"}
-_READS = {"collective": "Read_at_all", "datatype": "Read_at"}
+#: Methods whose access is "one call through the piece's file view" (the handle's call of each: collective
+#: or independent): what a combined call does for many.
+COMBINABLE = {"collective": "write_at_all", "datatype": "write_at"}
 
 
 @dataclass(frozen=True)
@@ -106,16 +108,19 @@ def combined_types(parts: Sequence[Part]) -> CombinedTypes:
     return CombinedTypes(disp, span, filetype, memory, key)
 
 
-def move_combined(fh: MPI.File, method: str, types: CombinedTypes, *, writing: bool, hints: dict,
-                  views: dict) -> None:
+def move_combined(fh: CollectiveHandle, method: str, types: CombinedTypes, *, writing: bool, hints: dict) -> None:
     """Write (or read) every part of *types* with one view and one call of *method* (``COMBINABLE``).
 
     Collective for ``collective`` (every rank calls it, with its own parts, possibly none
-    of its elements); ``Set_view`` is collective for both, unless the view kept in
-    *views* (the open file's view state) already describes this dump.
+    of its elements); ``Set_view`` is collective for both, unless the view kept by the
+    handle (the open file's view state) already describes this dump.
     """
-    t = Transfer(fh, types.disp, MPI.BYTE, types.filetype, [MPI.BOTTOM, 1, types.memory], hints=hints, views=views)
+    if method not in COMBINABLE:
+        raise InvalidArgumentError(f"method {method!r} cannot move datasets combined; use one of {sorted(COMBINABLE)}")
+    t = Transfer(fh, types.disp, MPI.BYTE, types.filetype, [MPI.BOTTOM, 1, types.memory], hints=hints)
     base = set_view(t, MPI.BYTE, types.filetype, key=types.key, extent=types.span,
                     elements=types.filetype.Get_size())
-    call = COMBINABLE[method] if writing else _READS[method]
-    getattr(fh, call)(base, t.memory)
+    if method == "collective":
+        (fh.write_at_all if writing else fh.read_at_all)(base, t.memory)
+    else:
+        (fh.write_at if writing else fh.read_at)(base, t.memory)

@@ -40,7 +40,6 @@ class DatatypeIO(ThroughView):
 
     name = "datatype"
     collective = False
-    calls = ("Write_at", "Read_at")
 
 
 register(DatatypeIO())

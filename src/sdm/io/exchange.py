@@ -25,7 +25,6 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import SDMError
-from ._support import forget_view
 from .base import IOMethod, Transfer, register
 
 __all__ = ["ExchangeIO", "ExchangePlan"]
@@ -126,9 +125,8 @@ class ExchangeIO(IOMethod):
             ftype = plan.rowtype.Create_indexed(lengths.tolist(), starts.tolist()).Commit()
             data = block[plan.present]  # indexing keeps the dtype (np.concatenate would make it native-endian)
         try:
-            forget_view(t)
-            t.fh.Set_view(t.disp + plan.lo * rowbytes, plan.rowtype, ftype)
-            t.fh.Write_at_all(0, [data, data.shape[0], plan.rowtype])
+            t.file.set_view(t.disp + plan.lo * rowbytes, plan.rowtype, ftype)  # not kept
+            t.file.write_at_all(0, [data, data.shape[0], plan.rowtype])
         finally:
             ftype.Free()
 
@@ -138,9 +136,8 @@ class ExchangeIO(IOMethod):
         rest = t.piece.shape[1:]
         block = np.empty((plan.hi - plan.lo, *rest), dtype=t.array.dtype)
         rowbytes = plan.rowtype.Get_extent()[1]
-        forget_view(t)
-        t.fh.Set_view(t.disp + plan.lo * rowbytes, MPI.BYTE, MPI.BYTE)
-        t.fh.Read_at_all(0, [block, block.shape[0], plan.rowtype])
+        t.file.set_view(t.disp + plan.lo * rowbytes, MPI.BYTE, MPI.BYTE)  # not kept
+        t.file.read_at_all(0, [block, block.shape[0], plan.rowtype])
         send = np.ascontiguousarray(block[plan.slots])
         recv = np.empty((int(plan.sendcounts.sum()), *rest), dtype=t.array.dtype)
         _comm(t).Alltoallv([send, plan.recvcounts, _displs(plan.recvcounts), plan.rowtype],

@@ -28,7 +28,8 @@ class ListIO(SymmetricMethod):
         ftype = _list_type(t)
         try:
             set_view(t, MPI.BYTE, ftype, romio_ds_read="disable", romio_ds_write="disable")  # collective
-            (t.fh.Write_at if writing else t.fh.Read_at)(0, t.memory)
+            fh = t.file
+            (fh.write_at if writing else fh.read_at)(0, t.memory)
         finally:
             ftype.Free()
 

@@ -30,7 +30,8 @@ class PosixIO(SymmetricMethod):
             return
         seg, memory = memory_runs(t)
         mv = byte_view(t.array).data
-        call = t.fh.Write_at if writing else t.fh.Read_at
+        fh = t.file
+        call = fh.write_at if writing else fh.read_at
         for f, m, n in zip(seg.file.tolist(), memory.tolist(), seg.length.tolist()):  # the point: a call each
             call(base + f, mv[m:m + n])
 

@@ -2,7 +2,8 @@
 
 These are :class:`~sdm.io.IOMethod` s of the ``objectstore`` backend
 (:mod:`sdm.storage.backends`): their :attr:`Transfer.fh <sdm.io.Transfer>` is an
-:class:`~sdm.storage.backends.objectstore.ObjectHandle`.  When the bytes of a dataset's
+:class:`~sdm.storage.backends.objectstore.ObjectHandle`, and every request goes through
+it (ranged GETs, PUTs, the steps of a multipart upload).  When the bytes of a dataset's
 step are on the archive tier only (the fast copy was purged, :mod:`sdm.ops.tiers`,
 or the group writes to the archive), :meth:`sdm.Group.read` reads them from the object
 without staging the whole file, with one of the methods of Shen, Liao and Choudhary
@@ -67,7 +68,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import numpy as np
 from mpi4py import MPI
@@ -76,11 +77,12 @@ from .._collective import Failure, capture
 from ..errors import IntegrityError, InvalidArgumentError, StorageError
 from ..layout.regions import expand, runs
 from ..storage.backends import is_object
+from ..storage.backends.posix import PosixFiles
 from .base import IOMethod, Transfer, register
 
 if TYPE_CHECKING:
     from ..catalog.tiers import Copy
-    from ..storage.backends.objectstore import ObjectHandle, ObjectStore
+    from ..storage.backends.objectstore import ObjectHandle
 
 
 __all__ = ["METHODS", "CACHE_DIR", "PART_MIN", "is_method", "plan_path", "archived", "RemoteMethod",
@@ -159,9 +161,8 @@ class RemoteMethod(IOMethod):
     def read(self, t: Transfer) -> None:
         comm = t.comm
         assert comm is not None, "remote methods need the session's communicator"
-        rank, handle = comm.Get_rank(), t.fh  # an ObjectHandle
-        assert handle is not None
-        got, failure = capture(_Part, handle.store, handle.key, t.piece, t.order, t.array, rank=rank)
+        rank, handle = comm.Get_rank(), cast("ObjectHandle", t.fh)  # the engine checked the backend
+        got, failure = capture(_Part, handle, t.piece, t.order, t.array, rank=rank)
         offset = int(t.disp)
         if self.name == "remote-collective":
             failure = _collective(comm, got, offset, t.stats, t.array.dtype.itemsize, failure)
@@ -180,11 +181,11 @@ class RemoteMethod(IOMethod):
     def write(self, t: Transfer) -> None:
         comm = t.comm
         assert comm is not None, "remote methods need the session's communicator"
-        rank, handle = comm.Get_rank(), t.fh
+        rank, handle = comm.Get_rank(), cast("ObjectHandle", t.fh)
         if self.name != "remote-collective":
             raise InvalidArgumentError(f"method {self.name!r} cannot write to the archive tier: an object cannot be "
                                        "updated in part, so writes assemble whole objects with 'remote-collective'")
-        got, failure = capture(_Part, handle.store, handle.key, t.piece, t.order, t.array, rank=rank)
+        got, failure = capture(_Part, handle, t.piece, t.order, t.array, rank=rank)
         starts, lengths = got.regions if got is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         data = capture(got.gather, rank=rank)[0] if got is not None and failure is None else None
         failure = put_collective(comm, handle, int(t.disp) + starts, lengths,
@@ -198,12 +199,12 @@ for _method in METHODS:
 
 
 class _Part:
-    """This rank's part of a remote read: the store, the key, its segments and regions, the local array."""
+    """This rank's part of a remote read: the object's handle, its segments and regions, the local array."""
 
-    def __init__(self, store: "ObjectStore", key: str, piece: Any, order: str, arr: np.ndarray) -> None:
+    def __init__(self, handle: "ObjectHandle", piece: Any, order: str, arr: np.ndarray) -> None:
         itemsize = arr.dtype.itemsize
         segments = runs(piece, order, itemsize, list(arr.strides))
-        self.store, self.key, self.segments, self.arr, self.itemsize = store, key, segments, arr, itemsize
+        self.handle, self.segments, self.arr, self.itemsize = handle, segments, arr, itemsize
         f, n = segments.file, segments.length
         if f.size > 1:  # file regions: segments joined where the file continues
             starts = np.flatnonzero(np.concatenate(([True], f[:-1] + n[:-1] != f[1:])))
@@ -239,7 +240,7 @@ class _Part:
         """Ranged GETs of the object (counted): concurrent and coalesced, or with *each* one request per range."""
         _COUNTS["requests"] += sum(1 for _, n in ranges if n > 0)
         _COUNTS["bytes"] += sum(n for _, n in ranges)
-        return self.store.get_each(self.key, ranges) if each else self.store.get_ranges(self.key, ranges)
+        return self.handle.read_each(ranges) if each else self.handle.read_ranges(ranges)
 
 
 def _bytes(parts: Sequence[bytes]) -> np.ndarray:
@@ -268,7 +269,7 @@ def _superfile(p: _Part, offset: int, location: str) -> None:
     """
     data = _SUPERFILES.get(location)
     if data is None:
-        data = p.store.get_range(p.key, 0, SUPERFILE_MEMORY + 1)
+        data = p.handle.read_ranges([(0, SUPERFILE_MEMORY + 1)])[0]
         _COUNTS["requests"] += 1
         _COUNTS["bytes"] += len(data)
         if len(data) > SUPERFILE_MEMORY:  # too large to keep
@@ -425,18 +426,17 @@ def put_collective(comm: MPI.Comm, handle: "ObjectHandle", starts: np.ndarray, l
         return buf
 
     buf, failure = capture(assemble, rank=rank) if index >= 0 else (None, None)
-    store, key = handle.store, handle.key
     if nparts == 1:  # one aggregator: one PUT
         def put() -> str:
             assert buf is not None
-            store.put(key, buf.data)
+            handle.put(buf.data)
             return f"{DIGEST}:{hashlib.sha256(buf.data).hexdigest()}"
 
         if rank == 0 and failure is None:
             digest, failure = capture(put, rank=rank)
             handle.digest = digest or ""
         return failure
-    upload, start_failure = capture(store.start_upload, key, rank=rank) if rank == 0 else (None, None)
+    upload, start_failure = capture(handle.start_upload, rank=rank) if rank == 0 else (None, None)
     upload = comm.bcast(upload if start_failure is None else None, root=0)
     failure = failure or start_failure
     if upload is None:
@@ -445,7 +445,7 @@ def put_collective(comm: MPI.Comm, handle: "ObjectHandle", starts: np.ndarray, l
 
     def send_part() -> tuple[str, bytes]:
         assert buf is not None
-        etag = store.put_part(key, upload, index + 1, buf.data)
+        etag = handle.put_part(upload, index + 1, buf.data)
         return etag, hashlib.sha256(buf.data).digest()
 
     sent, part_failure = capture(send_part, rank=rank) if index >= 0 and failure is None else (None, None)
@@ -455,16 +455,16 @@ def put_collective(comm: MPI.Comm, handle: "ObjectHandle", starts: np.ndarray, l
         assert everyone is not None
         parts = sorted((i, s) for i, s, _ in everyone if i >= 0)
         if any(bad for _, _, bad in everyone) or any(s is None for _, s in parts):
-            capture(store.abort_upload, key, upload, rank=rank)
+            capture(handle.abort_upload, upload, rank=rank)
         else:
             def finish() -> str:
-                store.finish_upload(key, upload, [s[0] for _, s in parts])
+                handle.finish_upload(upload, [s[0] for _, s in parts])
                 return parts_digest(part, [s[1] for _, s in parts])
 
             digest, done = capture(finish, rank=rank)
             handle.digest = digest or ""
             if done is not None:
-                capture(store.abort_upload, key, upload, rank=rank)
+                capture(handle.abort_upload, upload, rank=rank)
             failure = failure or done
     return failure
 
@@ -533,27 +533,23 @@ def _subfile(comm: MPI.Comm, p: _Part | None, offset: int, location: str, checks
                                  "cache only inside the run's directory: remove the link")
         try:
             cache.mkdir(parents=True, exist_ok=True)
-            fd = os.open(data, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             raise StorageError(f"subfile cache {cache}: {exc.strerror}", errno=exc.errno) from None
+        files = PosixFiles()  # the cache is this rank's own file on the fast tier: no collective call
         try:
             if fetch:
                 for (lo, hi), got in zip(fetch, p.get([(lo, hi - lo) for lo, hi in fetch])):
                     if len(got) != hi - lo:
-                        raise StorageError(f"GET {p.store.location(p.key)}: {len(got)} bytes at {lo}, "
+                        raise StorageError(f"GET {p.handle.location}: {len(got)} bytes at {lo}, "
                                            f"{hi - lo} expected; the object is shorter than its catalog copy")
-                    os.pwrite(fd, got, lo)
-                os.fsync(fd)
+                    files.write(data, got, lo, what="subfile cache")
+                files.sync(data)
             lo, hi = wanted[0][0], wanted[-1][1]
-            span = np.frombuffer(os.pread(fd, hi - lo, lo), dtype=np.uint8)
-            if span.size != hi - lo:
+            span = np.empty(hi - lo, dtype=np.uint8)
+            if files.read_into(data, lo, span) != hi - lo:
                 raise StorageError(f"subfile cache {data} holds fewer bytes than its index says; remove {cache}")
-        except OSError as exc:
-            if isinstance(exc, StorageError):
-                raise
-            raise StorageError(f"subfile cache {data}: {exc.strerror}", errno=exc.errno) from None
         finally:
-            os.close(fd)
+            files.close_all()
         p.place(span, p.segments.file + offset - lo)
         return fetch
 

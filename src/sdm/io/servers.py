@@ -41,7 +41,7 @@ from mpi4py import MPI
 from ..layout.regions import file_strides, memory_positions, storage_dims
 from ._selection import _step, selector
 from ..errors import HintError, InvalidArgumentError
-from ._support import Deferred, int_hint, read_fully, set_view
+from ._support import Deferred, int_hint, set_view
 from .base import SymmetricMethod, Transfer, register
 
 __all__ = ["ServersIO", "BUFFER_SIZE", "ChunkIO", "chunk_rows", "gathered_plan", "run_rounds", "server_parameters",
@@ -183,11 +183,11 @@ class ChunkIO:
 
     def before(self, chunk: "_Chunk", buffer: np.ndarray, writing: bool) -> None:
         if not writing or chunk.holes:
-            read_fully(self.t.fh, chunk.offset, chunk.span(buffer))
+            self.t.file.read_fully(chunk.offset, chunk.span(buffer))
 
     def after(self, chunk: "_Chunk", buffer: np.ndarray, writing: bool) -> None:
         if writing and chunk.hi > chunk.lo:
-            self.t.fh.Write_at(chunk.offset, chunk.span(buffer))
+            self.t.file.write_at(chunk.offset, chunk.span(buffer))
 
 
 def _serve(t: Transfer, *, writing: bool) -> None:

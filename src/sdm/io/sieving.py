@@ -40,7 +40,7 @@ from mpi4py import MPI
 from ..errors import HintError
 from ..layout.regions import Runs, count_regions, expand, file_strides, memory_positions, rank_stats, storage_dims
 from ._selection import as_index, selector
-from ._support import Deferred, byte_view, int_hint, memory_runs, read_fully, set_view
+from ._support import Deferred, byte_view, int_hint, memory_runs, set_view
 from .base import IOMethod, Transfer, register
 
 __all__ = ["SievingIO", "Windows", "windows", "slab_windows", "slabs_suit", "conflicts", "turns", "sieve_parameters",
@@ -215,11 +215,11 @@ class SievingIO(IOMethod):
 def _between_turns(t: Transfer, sync: bool) -> None:
     """Make one turn's writes visible to the next turn's reads (collective)."""
     if sync:
-        t.fh.Sync()
+        t.file.sync_all()
     if t.comm is not None:
         t.comm.Barrier()
     if sync:
-        t.fh.Sync()
+        t.file.sync_all()
 
 
 def _first_row(p, slow: int):
@@ -290,7 +290,7 @@ class _SlabPlan:
         """Read or write every window of this rank (independent calls)."""
         if self.win.count == 0:
             return
-        p, fh, row = t.piece, t.fh, self.fstr[self.slow]
+        p, fh, row = t.piece, t.file, self.fstr[self.slow]
         first = self.win.first
         nrows = self.rows[first[1:] - 1] - self.rows[first[:-1]] + 1
         scratch = np.empty(int(nrows.max()) * row, dtype=np.uint8)
@@ -299,7 +299,7 @@ class _SlabPlan:
             a, b = int(first[w]), int(first[w + 1])
             if mv is not None and b - a == 1:
                 m = sum(int(x[a if d == self.slow else 0]) * s for d, (x, s) in enumerate(zip(self.mpos, self.mstr)))
-                (fh.Write_at if writing else fh.Read_at)(int(self.win.start[w]), mv[m:m + self.row_bytes])
+                (fh.write_at if writing else fh.read_at)(int(self.win.start[w]), mv[m:m + self.row_bytes])
                 continue
             top = int(self.rows[a])
             shape = list(p.shape)
@@ -309,10 +309,10 @@ class _SlabPlan:
             span = scratch[start - top * row: stop - top * row]
             fsel, msel = self._selectors(a, b, top)
             if not writing or self.win.rmw[w]:
-                read_fully(fh, start, span)
+                fh.read_fully(start, span)
             if writing:
                 slab[fsel] = t.array[msel]
-                fh.Write_at(start, span)
+                fh.write_at(start, span)
             else:
                 t.array[msel] = slab[fsel]
 
@@ -373,23 +373,23 @@ class _RegionPlan:
         spans = self.win.end - self.win.start
         scratch = np.empty(int(spans.max()), dtype=np.uint8)
         mv = raw.data
-        fh, seg = t.fh, self.seg
+        fh, seg = t.file, self.seg
         for w in range(self.win.count):
             a, b = int(self.first[w]), int(self.first[w + 1])
             start, span, holes = int(self.win.start[w]), int(spans[w]), bool(self.win.rmw[w])
             if b - a == 1 and not holes:  # one segment fills the window: straight from/to memory
                 m = int(self.memory[a])
-                (fh.Write_at if writing else fh.Read_at)(start, mv[m:m + span])
+                (fh.write_at if writing else fh.read_at)(start, mv[m:m + span])
                 continue
             buf = scratch[:span]
             if not writing or holes:
-                read_fully(fh, start, buf)
+                fh.read_fully(start, buf)
             at_file = expand(seg.file[a:b] - start, seg.length[a:b], self.unit)
             at_mem = expand(self.memory[a:b], seg.length[a:b], self.unit)
             words = buf.view(word)
             if writing:
                 words[at_file] = mem[at_mem]
-                fh.Write_at(start, buf)
+                fh.write_at(start, buf)
             else:
                 mem[at_mem] = words[at_file]
 

@@ -24,8 +24,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import integrity
-from ..storage.subfiles import Extent, write_extent
+from ..storage.subfiles import Extent
 from ..layout.regions import memory_positions
+from ..storage.backends.base import Backend
 from ._selection import selector
 from ._support import Deferred
 from .base import Transfer
@@ -39,7 +40,7 @@ class Place:
     """Where an extent's bytes are: *key* of *backend* (an absolute path on the fast tier, an object key
     on the archive tier) at *offset*."""
 
-    backend: Any
+    backend: Backend
     key: Any
     offset: int
 
@@ -62,9 +63,9 @@ class _ExtentIO(ChunkIO):
     def put(self, index: int, data: np.ndarray) -> None:
         """Write extent *index* (its bytes: *data*) and its checksum; the subfile is synced later, once per dump."""
         self.digests[index] = integrity.xxh3(data)
-        path = Path(self.places[index].key)
-        write_extent(path, self.places[index].offset, data)
-        self.written[path] = None
+        place = self.places[index]
+        place.backend.write(place.key, data, place.offset, what="subfile")
+        self.written[Path(place.key)] = None
 
     def before(self, chunk: Any, buffer: np.ndarray, writing: bool) -> None:
         place, full = self.places[chunk.index], buffer[:chunk.nbytes]

@@ -60,6 +60,7 @@ from ..storage.digests import DIGEST, file_digest
 
 if TYPE_CHECKING:
     from ..catalog import Catalog
+    from ..storage.backends.base import Backend
 
 __all__ = ["TierReport", "migrate", "stage", "purge", "pack", "select_runs", "archive_store", "run"]
 
@@ -101,27 +102,32 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _read_back(store: Any, key: str, size: int, each: Callable[[int, bytes], None]) -> None:
+def _range(store: "Backend", key: str, offset: int, nbytes: int) -> bytes:
+    """Bytes *offset* .. *offset* + *nbytes* of *key* (fewer at its end): one ranged read of the seam."""
+    return store.read(key, [(offset, nbytes)])[0]
+
+
+def _read_back(store: "Backend", key: str, size: int, each: Callable[[int, bytes], None]) -> None:
     """Read an object back in ranges, in order, the next ones fetched while *each(offset, bytes)* handles one."""
 
     starts = list(range(0, size, _CHUNK))
     with ThreadPoolExecutor(max_workers=_AHEAD, thread_name_prefix="sdm-readback") as pool:
-        pending = [pool.submit(store.get_range, key, o, min(_CHUNK, size - o)) for o in starts[:_AHEAD]]
+        pending = [pool.submit(_range, store, key, o, min(_CHUNK, size - o)) for o in starts[:_AHEAD]]
         for i, start in enumerate(starts):
             data = pending[i].result()
             if i + _AHEAD < len(starts):
                 o = starts[i + _AHEAD]
-                pending.append(pool.submit(store.get_range, key, o, min(_CHUNK, size - o)))
+                pending.append(pool.submit(_range, store, key, o, min(_CHUNK, size - o)))
             each(start, data)
 
 
-def _same_object(store: Any, key: str, local: Path, size: int) -> int | None:
+def _same_object(store: "Backend", key: str, local: Path, size: int) -> int | None:
     """Read object *key* back and compare it byte for byte with the file *local*: None if equal, else the
     offset of the first range that differs (or *size*, the object being longer)."""
     import mmap
 
     if size == 0:
-        return None if store.head(key) == 0 else 0
+        return None if store.size(key) == 0 else 0
     differs: list[int] = []
     with open(local, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         def compare(start: int, data: bytes) -> None:
@@ -129,7 +135,7 @@ def _same_object(store: Any, key: str, local: Path, size: int) -> int | None:
                 differs.append(start)
 
         _read_back(store, key, size, compare)
-        if not differs and store.head(key) != size:
+        if not differs and store.size(key) != size:
             differs.append(size)
     return differs[0] if differs else None
 
@@ -412,17 +418,17 @@ def _start_copy(cat: "Catalog", run_id: int, path: str, local: Path, size: int, 
     return _Transfer(path, local, size, pool.submit(_upload_mapped, store, path, local), pool.submit(check))
 
 
-def _upload_mapped(store: Any, key: str, local: Path) -> None:
+def _upload_mapped(store: "Backend", key: str, local: Path) -> None:
     """Upload a file from a memory map of it: the client sends (and signs) the mapped pages themselves, the
     ones the check hashes, where uploading by path reads the file once more (twice the client's CPU time)."""
     import mmap
 
     with open(local, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
-            store.put(key, b"")
+            store.write(key, b"")
             return
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
-            store.put(key, view)
+            store.write(key, view)
 
 
 def _finish_copy(cat: "Catalog", run_id: int, transfer: _Transfer, store: Any, verify: str) -> None:
@@ -517,8 +523,8 @@ def pack(cat: "Catalog", run_id: int, store: Any, members: list[tuple[str, Path,
         _put(cat, run_id, item["path"], rows.ARCHIVE, size=item["size"],
                       location=rows.member_location(store.location(key), item["offset"]))
     body = b"".join(blob)
-    store.put(key, body + trailer.encode({"format": 1, "superfile": True, "run": run_id, "members": index}, offset))
-    back = store.get_range(key, 0, offset)
+    store.write(key, body + trailer.encode({"format": 1, "superfile": True, "run": run_id, "members": index}, offset))
+    back = _range(store, key, 0, offset)
     for item in index:
         got = f"{DIGEST}:{hashlib.sha256(back[item['offset']:item['offset'] + item['size']]).hexdigest()}"
         if got != item["checksum"]:
@@ -576,7 +582,7 @@ def stage(cat: "Catalog", run_id: int, store: Any, *, progress: Progress | None 
                 if at is None:
                     store.get_file(path, part)
                 else:  # a member of a superfile: its bytes only
-                    part.write_bytes(store.get_range(obj[len(store.url) + 1:], at, archive.size))
+                    part.write_bytes(_range(store, obj[len(store.url) + 1:], at, archive.size))
                 if file_digest(part, like=archive.checksum) != archive.checksum:
                     part.unlink()
                     raise IntegrityError(f"{archive.location} does not match its recorded digest {archive.checksum}; "
@@ -639,7 +645,7 @@ def purge(cat: "Catalog", run_id: int, tier: str, store: Any = None, *,
                 obj = rows.member(mine.location)[0]  # a superfile goes with the last copy in it
                 if not _referenced(cat, run_id, obj):
                     store.delete(obj[len(store.url) + 1:])
-            elif store is not None and (mine is not None or store.head(path) is not None):
+            elif store is not None and (mine is not None or store.size(path) is not None):
                 store.delete(path)
             if mine is None:
                 report.skipped += 1

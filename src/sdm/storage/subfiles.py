@@ -23,7 +23,9 @@ rank's piece is its own extent and goes straight from its array to its subfile
 move the bytes to the owners with the ``servers`` method's exchange
 (:mod:`sdm.io.servers`: shared memory on one node, ``Alltoallv`` across nodes).
 The owner computes the extent's ``xxh3-64`` checksum from its contiguous buffer
-(:func:`sdm.integrity.xxh3`); the step's row carries ``xxh3-64-extents``.
+(:func:`sdm.integrity.xxh3`); the step's row carries ``xxh3-64-extents``. Extents are written
+and read through the storage seam (:meth:`Backend.write <sdm.storage.backends.base.Backend.write>`,
+``read_into``; :mod:`sdm.io.subfiles`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from .failures import storage_error
 
-__all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path", "write_extent"]
+__all__ = ["ALIGN", "Extent", "check_subfiles", "cut", "subfile_path"]
 
 ALIGN = 4096  #: default alignment of extents in their subfiles (hint ``sdm_subfile_align``)
 AUTO = 0  #: ``subfiles="auto"`` as the catalog stores it
@@ -104,26 +106,3 @@ def cut(shape: Sequence[int], itemsize: int, order: str, k: int) -> list[Extent]
         out.append(Extent((a, b), a * per_row, (b - a) * per_row))
         a = b
     return out
-
-
-def write_extent(path: Path, offset: int, data: Any) -> None:
-    """``pwrite`` *data* at *offset* of *path* (created if needed; synced by the caller, once per dump).
-
-    Raises
-    ------
-    StorageError
-    """
-    view = memoryview(data).cast("B")
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        raise storage_error(exc, f"cannot open subfile {path}", path, needed=len(view)) from None
-    try:
-        at = 0
-        while at < len(view):
-            at += os.pwrite(fd, view[at:], int(offset) + at)
-    except OSError as exc:
-        raise storage_error(exc, f"cannot write subfile {path}", path, needed=len(view)) from None
-    finally:
-        os.close(fd)
-

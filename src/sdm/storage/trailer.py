@@ -23,16 +23,19 @@ is documented in ``docs/format.md``.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import struct
 import zlib
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import IntegrityError, StorageError
-from .failures import storage_error
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
 
 __all__ = ["MAGIC", "FOOTER", "VERSION", "encode", "write", "index_of", "read_trailer", "read_array", "read_step",
            "trailer_span"]
@@ -49,28 +52,27 @@ def encode(index: dict[str, Any], offset: int) -> bytes:
     return body + FOOTER.pack(MAGIC, offset, len(body), zlib.crc32(body) & 0xFFFFFFFF, VERSION)
 
 
-def write(path: Path, offset: int, index: dict[str, Any], *, sync: bool) -> None:
+def write(path: Path, offset: int, index: dict[str, Any], *, sync: bool, files: "Backend | None" = None) -> None:
     """Write the trailer of *index* at *offset* of an existing data file (space reserved by the caller).
+
+    The bytes go through the storage seam: *files* (by default the fast tier's files of
+    this process, :class:`~sdm.storage.backends.posix.PosixFiles`: the caller is one rank,
+    so nothing collective); with *sync*, this process syncs them.
 
     Raises
     ------
     StorageError
+        The file does not exist (a trailer never makes one), or the write or the sync failed.
     """
+    from .backends.posix import PosixFiles
+
+    backend = files if files is not None else PosixFiles()
     blob = encode(index, offset)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise StorageError(f"cannot write the trailer of {path}: {exc.strerror}", exc.errno) from None
-    try:
-        done = 0
-        while done < len(blob):
-            done += os.pwrite(fd, blob[done:], offset + done)
-        if sync:
-            os.fsync(fd)
-    except OSError as exc:
-        raise storage_error(exc, f"cannot write the trailer of {path}", path, needed=len(blob)) from None
-    finally:
-        os.close(fd)
+    if backend.size(path) is None:
+        raise StorageError(f"cannot write the trailer of {path}: {os.strerror(errno.ENOENT)}", errno.ENOENT)
+    backend.write(path, blob, offset, what="the trailer of")
+    if sync:
+        backend.sync(path)
 
 
 def _footer(fd: int, size: int) -> tuple[int, int, int] | None:

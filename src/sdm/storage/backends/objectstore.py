@@ -62,7 +62,7 @@ from typing import Any, TypeVar
 
 from ...urls import mask_urls, redact_url
 from ...errors import InvalidArgumentError, StorageError
-from .base import Backend
+from .base import Backend, FileHandle
 
 __all__ = ["ObjectStore", "ObjectHandle", "Credentials", "parse_url", "resolve_credentials", "resolve_endpoint",
            "scrub_credentials"]
@@ -256,6 +256,7 @@ class ObjectStore(Backend):
     tier = "archive"
     partial_writes = False
     collective_io = False
+    multipart = True
 
     def __init__(self, url: str, *, endpoint: str | None = None, timeout: float = 30.0,
                  connect_timeout: float = 5.0, retry_time: float | None = None, backoff: float = 0.1,
@@ -560,10 +561,10 @@ class ObjectStore(Backend):
                                errno.EIO)
         return etag
 
-    def finish_upload(self, key: str, upload: str, etags: Sequence[str]) -> None:
+    def finish_upload(self, key: str, upload: str, tags: Sequence[str]) -> None:
         """Complete an upload from its parts' ETags, in part order: the object appears whole, at once."""
         body = ("<CompleteMultipartUpload>" + "".join(
-            f"<Part><PartNumber>{i}</PartNumber><ETag>{e}</ETag></Part>" for i, e in enumerate(etags, 1))
+            f"<Part><PartNumber>{i}</PartNumber><ETag>{e}</ETag></Part>" for i, e in enumerate(tags, 1))
             + "</CompleteMultipartUpload>").encode()
         _, _, text = self._call("POST", key, lambda: self._signed("POST", key, {"uploadId": upload}, body))
         failed = re.search(rb"<Error>.*?<Code>([^<]+)</Code>", text, re.S)  # S3 may fail with status 200
@@ -588,7 +589,7 @@ class ObjectStore(Backend):
         """Concurrent ranged GETs (:meth:`get_ranges`)."""
         return self.get_ranges(key, ranges)
 
-    def write(self, key: str, data: bytes | bytearray | memoryview, offset: int = 0) -> None:
+    def write(self, key: str, data: Any, offset: int = 0, *, what: str = "") -> None:
         """Replace object *key* with *data*; an object cannot be written in part (*offset* must be 0)."""
         if offset:
             raise StorageError(f"PUT {self.location(key)}: an object cannot be updated in part (offset {offset}); "
@@ -604,8 +605,14 @@ class ObjectStore(Backend):
 
 
 @dataclass
-class ObjectHandle:
+class ObjectHandle(FileHandle):
     """What an I/O method gets for an object (:attr:`sdm.io.Transfer.fh`): the store and the key.
+
+    Every call is a request of its own (nothing is held open): ranged GETs
+    (:meth:`read_ranges`, concurrent and coalesced; :meth:`read_each`, one request per
+    range), a whole PUT (:meth:`put`) and the steps of a multipart upload whose parts come
+    from several processes (:meth:`start_upload`, :meth:`put_part`, :meth:`finish_upload`,
+    :meth:`abort_upload`).
 
     Attributes
     ----------
@@ -616,17 +623,81 @@ class ObjectHandle:
         cache knows a new object replaced the one it mirrors); empty when unknown.
     size : int
         For a write: the object's size, every byte of it (bytes no rank writes are zeros).
-    digest : str
-        After a write, on the first rank: the object's digest (:mod:`sdm.storage.digests`).
+    written : str
+        After a write, on the first rank: the object's digest (:mod:`sdm.storage.digests`;
+        :attr:`digest` answers it).
     """
 
     store: ObjectStore
     key: str
     copy: str = ""
     size: int = 0
-    digest: str = ""
+    written: str = ""
+
+    @property
+    def backend(self) -> ObjectStore:  # type: ignore[override]
+        """The store (:attr:`FileHandle.backend`)."""
+        return self.store
 
     @property
     def location(self) -> str:
         """``s3://BUCKET/PREFIX/KEY``."""
         return self.store.location(self.key)
+
+    @property
+    def digest(self) -> str:
+        return self.written
+
+    @digest.setter
+    def digest(self, value: str) -> None:
+        self.written = value
+
+    def expect(self, *, copy: str = "", size: int = 0) -> None:
+        self.copy, self.size = copy, size
+
+    # ------------------------------------------------------------------ reads
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> builtins.list[bytes]:
+        """Concurrent ranged GETs (:meth:`ObjectStore.get_ranges`)."""
+        return self.store.get_ranges(self.key, ranges)
+
+    def read_each(self, ranges: Sequence[tuple[int, int]]) -> builtins.list[bytes]:
+        """One ranged GET per range, one after another (:meth:`ObjectStore.get_each`)."""
+        return self.store.get_each(self.key, ranges)
+
+    def read_into(self, offset: int, out: Any) -> int:
+        """A ranged GET into *out*."""
+        return self.store.read_into(self.key, offset, out)
+
+    def get_size(self) -> int:
+        """HEAD (:meth:`ObjectStore.head`).
+
+        Raises
+        ------
+        StorageError
+            No such object.
+        """
+        found = self.store.head(self.key)
+        if found is None:
+            raise StorageError(f"HEAD {self.location}: no such object", errno.ENOENT)
+        return found
+
+    # ------------------------------------------------------------------ writes
+    def put(self, data: bytes | bytearray | memoryview) -> None:
+        """Store *data* as the object, replacing it whole (:meth:`ObjectStore.put`)."""
+        self.store.put(self.key, data)
+
+    def start_upload(self) -> str:
+        """:meth:`ObjectStore.start_upload` of this object."""
+        return self.store.start_upload(self.key)
+
+    def put_part(self, upload: str, number: int, data: bytes | bytearray | memoryview) -> str:
+        """:meth:`ObjectStore.put_part` of this object."""
+        return self.store.put_part(self.key, upload, number, data)
+
+    def finish_upload(self, upload: str, tags: Sequence[str]) -> None:
+        """:meth:`ObjectStore.finish_upload` of this object."""
+        self.store.finish_upload(self.key, upload, tags)
+
+    def abort_upload(self, upload: str) -> None:
+        """:meth:`ObjectStore.abort_upload` of this object."""
+        self.store.abort_upload(self.key, upload)
