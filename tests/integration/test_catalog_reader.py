@@ -107,3 +107,30 @@ def test_text_is_rendered_for_each_driver() -> None:
         reader.render(sql, "sqlite", (("ids", 0),))
     with pytest.raises(ValueError, match="'ids' has no length"):
         reader.render(sql, "sqlite")
+
+
+def test_lookup_writes_finds_one_step_of_many_datasets_in_one_query(catalog_url: str, monkeypatch) -> None:
+    """``lookup_writes``: the rows of one step of several datasets (absent: never written), one statement
+    per batch of ids on the lean path, the same records ``lookup_write`` gives one by one."""
+    from sdm.catalog import writes
+
+    specs = [DatasetSpec(f"v{i}", "<f8", (4,), "C") for i in range(5)]
+    with _open(catalog_url) as cat:
+        run = cat.new_run("app", nprocs=1, root="/r", attributes={}, created_at=CREATED).id
+        ids = [d.id for d in cat.define_group(run, "g", 3, specs).datasets]
+        for step in (0, 1):
+            for k, d in enumerate(ids[:4]):  # the last dataset is never written
+                cat.record_write(run_id=run, dataset_id=d, step=step, path="g.sdm", level=3,
+                                 offset=32 * (4 * step + k), nbytes=32, checksum=f"{k:016x}", checksum_algo="mix64-v2",
+                                 method="collective", seconds=0.5, nprocs=1, overwrite=False)
+    monkeypatch.setattr(writes, "_IDS_PER_QUERY", 2)  # three batches of ids
+    with _open(catalog_url, create=False) as cat, _statements() as seen:
+        found = cat.lookup_writes(ids, 1)
+        one_by_one = {d: cat.lookup_write(d, 1) for d in ids}
+    assert seen["engine"] == []
+    batched = [q for q in seen["lean"] if "writes.dataset_id IN (" in q]
+    assert len(batched) == 3  # five ids in batches of two
+    assert sorted(found) == ids[:4] and ids[4] not in found
+    assert {d: found.get(d) for d in ids} == one_by_one
+    assert [(found[d].offset, found[d].checksum, found[d].step) for d in ids[:4]] == [
+        (32 * (4 + k), f"{k:016x}", 1) for k in range(4)]

@@ -197,6 +197,7 @@ class Catalog:
 
     # writes, extents, files and their space
     lookup_write = _via(_writes, Writes.lookup_write)
+    lookup_writes = _via(_writes, Writes.lookup_writes)
     dataset_writes = _via(_writes, Writes.dataset_writes)
     file_end = _via(_writes, Writes.file_end)
     reserve = _via(_writes, Writes.reserve)

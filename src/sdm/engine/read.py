@@ -164,7 +164,7 @@ class Reading(GroupState):
             failure = s._settle() or failure  # an earlier dump's commit failure surfaces first
         wanted, prepared = got if got is not None else ([], [])
         if s.rank == 0 and failure is None:
-            plans, failure = capture(lambda: [self._plan_read(n, int(step)) for n in wanted], rank=0)
+            plans, failure = capture(self._plan_reads, wanted, int(step), rank=0)
         stats = [view.stats(arr) for view, arr in prepared] if got is not None else None
         call = (tuple(_key(n) for n in wanted) if got is not None else None, _key(step), _key(method), _key(verify))
         _, statsets = self._agree_call("read_step", call, failure, plans, stats)

@@ -440,12 +440,18 @@ class GroupState:
         got = s.record(SpaceReserved(s.run_id, tuple((rel, self.level, nbytes, False) for rel, nbytes in wanted)))
         return [int(x or 0) for x in got]  # never None: no request here owns a whole file
 
-    def _plan_read(self, name: str, step: int) -> tuple[Any, ...]:
+    def _plan_reads(self, names: Sequence[str], step: int) -> list[tuple[Any, ...]]:
+        """Rank 0: :meth:`_plan_read` of *step* of several datasets, their rows looked up together."""
+        found = self.session.open_catalog().lookup_writes([self.dataset(n).id for n in names], step)
+        return [self._plan_read(n, step, found.get(self.dataset(n).id)) for n in names]
+
+    def _plan_read(self, name: str, step: int, w: Any = None) -> tuple[Any, ...]:
         """Rank 0: where the bytes of one step are and their checksum: ``(path, offset, checksum, algorithm)``,
-        and for a subfiled step its extents' :func:`sdm.engine.subfiled.read_plan`."""
+        and for a subfiled step its extents' :func:`sdm.engine.subfiled.read_plan` (*w*: its row, when the
+        caller looked it up)."""
         s = self.session
         rec = self.dataset(name)
-        w = s.open_catalog().lookup_write(rec.id, step)
+        w = w or s.open_catalog().lookup_write(rec.id, step)
         if w is None:
             steps = sorted(s.open_catalog().dataset_writes(rec.id))
             raise StepNotFoundError(
