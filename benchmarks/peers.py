@@ -181,8 +181,8 @@ class Run:
                "--catalog", url, *(["--quick"] if self.opts.quick else [])]
         done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=1800)
         if done.returncode == 2 and "degenerate" in done.stderr:  # refused (sdm calibrate): SDM runs uncalibrated
-            self.problems.append(f"{self.place}: sdm calibrate refused its fit, SDM ran uncalibrated: "
-                                 f"{done.stderr.strip().splitlines()[-1]}")
+            why = next(line for line in done.stderr.splitlines() if "degenerate" in line)  # not MPI's banners
+            self.problems.append(f"{self.place}: sdm calibrate refused its fit, SDM ran uncalibrated: {why.strip()}")
             print(self.problems[-1], flush=True)
             shutil.rmtree(where, ignore_errors=True)
             return
