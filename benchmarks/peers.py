@@ -92,7 +92,7 @@ class Stack:
         adios2 = (self.root / "adios2" / "include" / "adios2" / "common" / "ADIOSConfig.h")
         adios_version = next((line.split()[-1].strip('"') for line in adios2.read_text().splitlines()
                               if "ADIOS2_VERSION_STR" in line), "?") if adios2.exists() else "?"
-        return {"mpi": run("from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])"),
+        return {"mpi": run("from mpi4py import MPI; print(MPI.Get_library_version().replace(chr(0), '').splitlines()[0])"),
                 "hdf5": run("import h5py; print(h5py.version.hdf5_version, 'h5py', h5py.version.version)"),
                 "pnetcdf": pnetcdf, "adios2": adios_version,
                 "mpi4py": run("import mpi4py; print(mpi4py.__version__)")}
