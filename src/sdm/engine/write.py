@@ -245,8 +245,9 @@ class Writing(GroupState):
         """This rank's part of one combined write: the datasets *members* of one file in one view and one call.
 
         Returns each dataset's seconds (the call's, shared out by size) and checksum share.
-        The collective calls are made on every rank even when building the types failed
-        here (the failure is raised afterwards, for the closing exchange).
+        An I/O error is raised after the collective calls, for the closing exchange; a
+        failure to build the MPI types (which only an exhausted MPI library gives) would
+        leave this rank out of them.
         """
         s = self.session
         path = self._absolute(places[members[0]][0])
