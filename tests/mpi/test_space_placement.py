@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sdm
+import sdm.engine.placement as engine_placement
 import sdm.engine.state as engine_state
 
 from _reference import global_array
@@ -22,7 +23,7 @@ N = 24
 
 @pytest.fixture
 def broadcasts(monkeypatch):
-    """The number of root_vector calls the engine's group state makes (reservations and commits)."""
+    """The number of root_vector calls the engine makes for a group's dumps (placements and commits)."""
     seen = {"n": 0}
     real = engine_state.root_vector
 
@@ -30,7 +31,8 @@ def broadcasts(monkeypatch):
         seen["n"] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine_state, "root_vector", counting)
+    for module in (engine_state, engine_placement):
+        monkeypatch.setattr(module, "root_vector", counting)
     return seen
 
 

@@ -2,7 +2,7 @@
 
 :class:`sdm.Group` is the user's handle and holds one :class:`GroupEngine` (``group.engine``).
 The protocol's steps live in the modules they belong to: :mod:`sdm.engine.state` (what every
-access shares), :mod:`sdm.engine.write` (a dump), :mod:`sdm.engine.read` (a step of a
+access shares), :mod:`sdm.engine.placement` (where a dump's bytes go), :mod:`sdm.engine.write` (a dump), :mod:`sdm.engine.read` (a step of a
 dataset), :mod:`sdm.engine.data_view` (a data view); the strategies of particular dataset
 kinds in :mod:`sdm.engine.ranked` (ranked sections) and :mod:`sdm.engine.subfiled`
 (subfiled groups).

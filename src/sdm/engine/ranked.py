@@ -58,6 +58,7 @@ from ..storage.failures import storage_error
 from ..storage.backends.base import CollectiveHandle
 
 if TYPE_CHECKING:
+    from .placement import Placing
     from .state import GroupState as Group
 
 __all__ = ["MAGIC", "FIXED", "RankedCounts", "header_bytes", "header_length", "parse_header", "stream_share",
@@ -134,7 +135,7 @@ def _rows_of(array: Any, name: str, row: tuple[int, ...], dtype: np.dtype, rank:
     return np.ascontiguousarray(array)
 
 
-def write(g: "Group", step: int, arrays: Mapping[str, Any], *, overwrite: bool, method: str | None,
+def write(g: "Placing", step: int, arrays: Mapping[str, Any], *, overwrite: bool, method: str | None,
           casting: str | None) -> None:
     """Write one step of ranked datasets, every rank its own rows (collective; see :meth:`sdm.Group.write_step`)."""
     s = g.session

@@ -34,7 +34,8 @@ from ..storage import appends
 from ..storage.durability import fsync_path
 
 from .checks import _check_array, _check_step, _key
-from .state import _ARCHIVE_WRITE, _COMBINE_AUTO_BYTES, _THREADED_SHARE, GroupState
+from .placement import Placing
+from .state import _ARCHIVE_WRITE, _COMBINE_AUTO_BYTES, _THREADED_SHARE
 
 
 __all__ = ["Writing"]
@@ -70,7 +71,7 @@ class _ShareJob:
         return integrity.piece_share(*self.args)
 
 
-class Writing(GroupState):
+class Writing(Placing):
     """The write protocol of a group (mixed into :class:`~sdm.engine.group_engine.GroupEngine`)."""
 
     def _write_dump(
