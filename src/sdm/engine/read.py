@@ -22,14 +22,13 @@ from ..errors import (
 from ..io import get_method
 from ..io import remote as _remote
 from ..io.combined import COMBINABLE
-from ..storage import appends
 from ..layout.views import ResolvedView
 from ..planner import choose_method
 from ..planner.remote import read_method
 from ..storage.backends import is_object
 
 from .checks import _check_array, _check_step, _key
-from .state import _COMBINE_AUTO_BYTES, _MASK, _PLAN_WIDTH, GroupState
+from .state import _MASK, _PLAN_WIDTH, GroupState
 
 
 __all__ = ["Reading"]
@@ -169,7 +168,9 @@ class Reading(GroupState):
         call = (tuple(_key(n) for n in wanted) if got is not None else None, _key(step), _key(method), _key(verify))
         _, statsets = self._agree_call("read_step", call, failure, plans, stats)
         plans = s.comm.bcast(plans, root=0)  # every rank needs every row's place (one broadcast)
-        combined = self._combined_reads(wanted, plans, method)
+        # rows in one fast-tier file (not subfiled, not purged to the archive tier) are read together
+        combined = self._combined(wanted, [p[0] if len(p) == 4 and not is_object(p[0]) else None for p in plans],
+                                  method)
         done = {i for members in combined for i in members}
         seconds = [0.0] * len(wanted)
         shares = [0] * len(wanted)
@@ -210,25 +211,6 @@ class Reading(GroupState):
                 self._read_file(name, step, view, arr, plan[0], plan[1], plan[2], plan[3], method, own, False,
                                 verify_now)
         return {name: arr for name, (_, arr) in zip(wanted, prepared)}
-
-    def _combined_reads(self, names: Sequence[str], plans: Sequence[tuple[Any, ...]],
-                        method: str | None) -> list[list[int]]:
-        """The datasets of a :meth:`_read_dump` read together, per file: positions in *names* (alike everywhere).
-
-        Rows in one fast-tier file (not subfiled, not purged to the archive tier) when the
-        call names a method that reads through a file view (``collective``, ``datatype``)
-        or leaves it to SDM (``auto``: rows of at most :data:`_COMBINE_AUTO_BYTES`), two or
-        more per file.
-        """
-        chosen = method or self.session.method
-        if not appends(self.level) or (chosen != "auto" and chosen not in COMBINABLE):
-            return []
-        files: dict[str, list[int]] = {}
-        for i, (name, plan) in enumerate(zip(names, plans)):
-            if len(plan) == 4 and not is_object(plan[0]) and (chosen != "auto" or
-                                                               self._nbytes[name] <= _COMBINE_AUTO_BYTES):
-                files.setdefault(plan[0], []).append(i)
-        return [members for members in files.values() if len(members) > 1]
 
     def _read_combined(self, members: Sequence[int], prepared: Sequence[tuple[ResolvedView, np.ndarray]],
                        plans: Sequence[tuple[Any, ...]], names: Sequence[str], method: str | None) -> list[float]:

@@ -39,7 +39,7 @@ from ..errors import (
     StorageError,
 )
 from ..io import Transfer, get_method
-from ..io.combined import Part, combined_types, move_combined
+from ..io.combined import COMBINABLE, Part, combined_types, move_combined
 from ..io import remote as _remote
 from ..layout import Block
 from ..layout.datatypes import freeing
@@ -243,6 +243,26 @@ class GroupState:
         """
         top, sums = reduce_exchange(self.session.comm, failure, [pack_float(max(t, 0.0)) for t in seconds], shares)
         return unpack_float(top), sums
+
+    def _combined(self, names: Sequence[str], files: Sequence[str | None], method: str | None) -> list[list[int]]:
+        """The datasets of a dump (or of a ``read_step``) moved by one combined call per file: their positions,
+        per file, two or more each (the same on every rank: from agreed values only).
+
+        *files* gives each dataset's file, or None for one that cannot be combined (subfiled,
+        on the archive tier).  Only at levels 2 and 3 (a level-1 file holds one dataset), and
+        when the call names a method that moves bytes through a file view (``collective``,
+        ``datatype``) or leaves the method to SDM (``auto``: for datasets of at most
+        :data:`_COMBINE_AUTO_BYTES`, whose access costs more in fixed per-call work than in
+        bytes; a larger one is planned on its own).
+        """
+        chosen = method or self.session.method
+        if not appends(self.level) or (chosen != "auto" and chosen not in COMBINABLE):
+            return []
+        by_file: dict[str, list[int]] = {}
+        for i, (name, path) in enumerate(zip(names, files)):
+            if path is not None and (chosen != "auto" or self._nbytes[name] <= _COMBINE_AUTO_BYTES):
+                by_file.setdefault(path, []).append(i)
+        return [members for members in by_file.values() if len(members) > 1]
 
     def _move_combined(self, path: Path, members: Sequence[tuple[int, int, ResolvedView, np.ndarray]], method: str,
                        writing: bool) -> float:

@@ -35,7 +35,7 @@ from ..storage.durability import fsync_path
 
 from .checks import _check_array, _check_step, _key
 from .placement import Placing
-from .state import _ARCHIVE_WRITE, _COMBINE_AUTO_BYTES, _THREADED_SHARE
+from .state import _ARCHIVE_WRITE, _THREADED_SHARE
 
 
 __all__ = ["Writing"]
@@ -214,31 +214,11 @@ class Writing(Placing):
                           subfiled=(layouts, extent_digests))
 
     def _shared_files(self, names: Sequence[str], places: Sequence[tuple[str, int, int, int | None]],
-                      layouts: Sequence[Any],
-                      method: str | None) -> dict[int, list[int]]:
-        """The datasets of a dump that share a file with another one: ``{index: members of its file}``.
-
-        Only at levels 2 and 3 (a level-1 file holds one dataset), for fast-tier datasets
-        that are not subfiled, and when the call names a method that moves bytes through
-        a file view (``collective``, ``datatype``) or leaves the method to SDM (``auto``:
-        for datasets of at most :data:`_COMBINE_AUTO_BYTES`, whose access costs more in
-        fixed per-call work than in bytes; a larger one is planned on its own): those are
-        written by one combined call per file (:mod:`sdm.io.combined`).  The same on
-        every rank (from agreed values only).
-        """
-        chosen = method or self.session.method
-        if not appends(self.level) or (chosen != "auto" and chosen not in COMBINABLE):
-            return {}
-        limit = _COMBINE_AUTO_BYTES if chosen == "auto" else None
-        files: dict[str, list[int]] = {}
-        for i, (place, lay, name) in enumerate(zip(places, layouts, names)):
-            if lay is None and (limit is None or self._nbytes[name] <= limit):
-                files.setdefault(place[0], []).append(i)
-        out: dict[int, list[int]] = {}
-        for members in files.values():
-            if len(members) > 1:
-                out.update((i, members) for i in members)
-        return out
+                      layouts: Sequence[Any], method: str | None) -> dict[int, list[int]]:
+        """The datasets of a dump written by one combined call per file (:meth:`_combined`; not subfiled ones):
+        ``{index: members of its file}``."""
+        groups = self._combined(names, [p[0] if lay is None else None for p, lay in zip(places, layouts)], method)
+        return {i: members for members in groups for i in members}
 
     def _write_combined(self, members: Sequence[int], prepared: Sequence[tuple[ResolvedView, np.ndarray]],
                         places: Sequence[tuple[str, int, int, int | None]], sizes: Sequence[int], method: str,
