@@ -729,6 +729,7 @@ def check_trailer(index: Any, where: Where, start: int) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- meta-file records
 _PATH = Text(4096)
+_CODEC_TEXT = 256  #: the longest codec pipeline text (sdm.codecs) a meta-file may hold
 _TIER = Text(choices=("fast", "archive"))
 _WRITE = Record(
     {"group": Name(), "dataset": Name(), "step": Int(0), "path": _PATH, "level": Int(1, 3),
@@ -738,10 +739,12 @@ _WRITE = Record(
      "copy": Maybe(Record({"tier": _TIER, "location": _PATH, "size": Int(0, MAX_BYTES),
                            "checksum": Maybe(Text(80)), "verified_at": Maybe(Time())})),
      "extents": Maybe(Seq(Record({"path": _PATH, "offset": Int(0, MAX_BYTES), "nbytes": Int(0, MAX_BYTES),
-                                  "start": Int(0, MAX_BYTES), "checksum": CHECKSUM, "checksum_algo": Text(32)})))},
+                                  "start": Int(0, MAX_BYTES), "checksum": CHECKSUM, "checksum_algo": Text(32)},
+                                 {"box": Tuple(Seq(Int(0, MAX_BYTES), MAX_NDIM), Seq(Int(0, MAX_BYTES), MAX_NDIM))}))),
+     "codec": Text(_CODEC_TEXT), "stored": Int(0, MAX_BYTES), "max_error": Maybe(Num(0))},
 )
 _DATASET = Record({"name": Name(), "dtype": DType(), "shape": Shape(), "order": Text(choices=("C", "F"))},
-                  {"dims": Maybe(Seq(Text(255), MAX_NDIM))})
+                  {"dims": Maybe(Seq(Text(255), MAX_NDIM)), "compression": Maybe(Text(_CODEC_TEXT))})
 
 #: Every record type of the meta-file (format 1) and its members besides ``v``, ``t`` and ``id``
 #: (``docs/format.md``, "Record types").

@@ -86,8 +86,8 @@ def test_schema_created_then_reopened(catalog_url: str) -> None:
     assert {"alembic_version", "catalog_info", "applications", "runs", "groups", "datasets", "attributes",
             "files", "writes"} <= tables
     assert "sdm_schema" not in tables  # the pre-Alembic version table is only read, never made
-    assert _revisions(c) == ["0012"]
-    assert c.schema_version == "0012" == S.SCHEMA_VERSION
+    assert _revisions(c) == ["0013"]
+    assert c.schema_version == "0013" == S.SCHEMA_VERSION
     assert len(c.id) == 32 and int(c.id, 16) >= 0
     assert c.counts() == dict(applications=0, runs=0, groups=0, datasets=0, attributes=0, files=0, writes=0, infos=0)
     run = c.create_run("astro", nprocs=4, root="/data", attributes={"res": 64})
@@ -99,7 +99,7 @@ def test_schema_created_then_reopened(catalog_url: str) -> None:
         rec = again.run(run)
         assert (rec.application, rec.nprocs, rec.root, rec.attributes) == ("astro", 4, "/data", {"res": 64})
         assert (rec.dir, rec.state) == (None, "closed")  # registered without a directory
-        assert _revisions(again) == ["0012"] and again.id == first_id
+        assert _revisions(again) == ["0013"] and again.id == first_id
         assert again.integrity_check() == []
     finally:
         again.close()
@@ -108,7 +108,7 @@ def test_schema_created_then_reopened(catalog_url: str) -> None:
 def test_head_revision_is_the_schema_version() -> None:
     from sdm.catalog.database import known_revisions
 
-    assert known_revisions() == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012"]
+    assert known_revisions() == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013"]
     assert known_revisions()[-1] == S.SCHEMA_VERSION
 
 
@@ -120,7 +120,7 @@ def test_other_schema_version_is_refused(catalog_url: str) -> None:
     with pytest.raises(CatalogVersionError) as info:
         Catalog(catalog_url)
     assert str(info.value) == (
-        f"catalog {catalog_url!r} has schema revision 9999; this SDM uses revision 0012. "
+        f"catalog {catalog_url!r} has schema revision 9999; this SDM uses revision 0013. "
         "Open it with a matching SDM release."
     )
     assert isinstance(info.value, SDMError)
@@ -543,7 +543,7 @@ def test_version_1_catalog_is_migrated_in_place(catalog_url: str) -> None:
     cat.close()
     make_version_1(catalog_url)  # turn it back into what version 1 created
     cat = Catalog(catalog_url, create=False)
-    assert cat.schema_version == "0012" and _revisions(cat) == ["0012"]
+    assert cat.schema_version == "0013" and _revisions(cat) == ["0013"]
     with cat.engine.connect() as con:
         assert "sources" in {c["name"] for c in sa.inspect(con).get_columns("index_histories")}
         assert con.execute(sa.select(S.files.c.alloc_end)).scalars().all() == [128 + 384]

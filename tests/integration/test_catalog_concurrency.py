@@ -73,7 +73,7 @@ def test_jobs_start_at_once_on_a_fresh_catalog_and_never_share_bytes(catalog_url
     cat = Catalog(catalog_url, create=False)
     try:
         with cat.engine.connect() as con:
-            assert con.execute(sa.text("SELECT version_num FROM alembic_version")).scalars().all() == ["0012"]
+            assert con.execute(sa.text("SELECT version_num FROM alembic_version")).scalars().all() == ["0013"]
             assert con.execute(sa.select(sa.func.count()).select_from(S.catalog_info)).scalar_one() == 1
             end = con.execute(sa.select(S.files.c.alloc_end).where(S.files.c.path == "race/f.sdm")).scalar_one()
         assert end == spans[-1][1]

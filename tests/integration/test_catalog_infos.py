@@ -143,11 +143,14 @@ def test_a_0006_catalog_is_upgraded_and_takes_infos(catalog_url: str) -> None:
         con.execute(sa.text("ALTER TABLE datasets DROP COLUMN dims"))
         con.execute(sa.text("ALTER TABLE groups DROP COLUMN subfiles"))  # 0011
         con.execute(sa.text("ALTER TABLE writes DROP COLUMN extents"))
+        for table, column in (("datasets", "compression"), ("writes", "codec"), ("writes", "stored_nbytes"),
+                              ("writes", "max_error")):  # 0013
+            con.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
         con.execute(sa.text("UPDATE alembic_version SET version_num = '0006'"))
     cat.close()
     cat = Catalog(catalog_url, create=False)  # upgraded in place
     try:
-        assert cat.schema_version == "0012" and sa.inspect(cat.engine).has_table("infos")
+        assert cat.schema_version == "0013" and sa.inspect(cat.engine).has_table("infos")
         assert cat.run(run).attributes == {"k": 1} and cat.infos(run) == []
         cat.set_info(run, "units", np.array(["m"]))
         np.testing.assert_array_equal(cat.info(run, "units").array(), np.array(["m"]))

@@ -231,11 +231,12 @@ def test_step_summaries_are_rebuilt_when_a_0004_catalog_is_upgraded(catalog_url:
     expected = {d.id: (d.nsteps, d.first_step, d.last_step) for r in cat.find(steps=True) for g in r.groups
                 for d in g.datasets}
     with cat.engine.begin() as con:  # back to revision 0004: the summary columns did not exist
-        for column in ("nsteps", "first_step", "last_step", "nbytes_written", "dims"):  # and 0010's
+        for column in ("nsteps", "first_step", "last_step", "nbytes_written", "dims", "compression"):  # and 0010, 0013's
             con.execute(sa.text(f"ALTER TABLE datasets DROP COLUMN {column}"))
         for column in ("kind", "steps_per_file", "truncated_after", "archive", "subfiles"):  # and 0006, 0009, 0011's
             con.execute(sa.text(f"ALTER TABLE groups DROP COLUMN {column}"))
-        con.execute(sa.text("ALTER TABLE writes DROP COLUMN extents"))  # 0011
+        for column in ("extents", "codec", "stored_nbytes", "max_error"):  # 0011, 0013
+            con.execute(sa.text(f"ALTER TABLE writes DROP COLUMN {column}"))
         for table in ("planner_choices", "extents", "tier_operations", "copies", "infos"):  # of 0012, 0011, 0008, 0007
             con.execute(sa.text(f"DROP TABLE {table}"))
         con.execute(sa.text("UPDATE alembic_version SET version_num = '0004'"))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Sequence, TypeVar
 
+from ..errors import IntegrityError, InvalidArgumentError
 from .infos import InfoValue
 from .records import DatasetSpec, GroupRecord, Truncation
 from .values import decode, encode
@@ -220,12 +221,14 @@ class GroupDefined(Change[GroupRecord]):
                 "steps_per_file": self.steps_per_file, "archive": self.archive,
                 **({"subfiles": int(self.subfiles)} if self.subfiles is not None else {}), "datasets": [
                     {"name": s.name, "dtype": s.dtype, "shape": list(s.shape), "order": s.order,
-                     **({"dims": list(s.dims)} if s.dims is not None else {})} for s in self.specs]}
+                     **({"dims": list(s.dims)} if s.dims is not None else {}),
+                     **({"compression": s.compression} if s.compression is not None else {})} for s in self.specs]}
 
     @classmethod
     def from_record(cls, rec: Record, names: Names, run_id: int) -> "GroupDefined":
         specs = tuple(DatasetSpec(d["name"], d["dtype"], tuple(d["shape"]), d["order"],
-                                  None if d.get("dims") is None else tuple(d["dims"])) for d in rec["datasets"])
+                                  None if d.get("dims") is None else tuple(d["dims"]), _compression(d))
+                      for d in rec["datasets"])
         return cls(run_id, rec["name"], int(rec["level"]), specs, rec.get("kind", "state"), rec.get("steps_per_file"),
                    rec.get("archive"), rec.get("subfiles"))
 
@@ -373,7 +376,9 @@ class WritesRecorded(Change[None]):
                         "reason": w.get("reason"), "seconds": float(w["seconds"]), "nprocs": int(w["nprocs"]),
                         "version": int(w.get("version", 1)), "replaces": w.get("replaces"),
                         "overwrite": bool(w["overwrite"]), **({"copy": _copy(w["copy"])} if w.get("copy") else {}),
-                        **({"extents": [dict(x) for x in w["extents"]]} if w.get("extents") else {})})
+                        **({"extents": [_extent(x) for x in w["extents"]]} if w.get("extents") else {}),
+                        **({"codec": w["codec"], "stored": int(w["stored_nbytes"]), "max_error": w.get("max_error")}
+                           if w.get("codec") else {})})
         return {"t": "writes", "written_at": self.written_at.isoformat(), "writes": out}
 
     @classmethod
@@ -390,11 +395,46 @@ class WritesRecorded(Change[None]):
                 overwrite=bool(w.get("overwrite", w.get("replaces") is not None)), written_at=when,
                 **({"copy": dict(copy, verified_at=None if copy.get("verified_at") is None else
                                  _time(copy["verified_at"]))} if copy else {}),
-                **({"extents": [{k: x[k] for k in _EXTENT} for x in w["extents"]]} if w.get("extents") else {})))
+                **({"extents": [{**{k: x[k] for k in _EXTENT}, **({"box": _box(x["box"])} if x.get("box") else {})}
+                                for x in w["extents"]]} if w.get("extents") else {}),
+                **({"codec": _codec(w["codec"]), "stored_nbytes": w["stored"], "max_error": w.get("max_error")}
+                   if w.get("codec") else {})))
         return cls(run_id, tuple(rows), when)
 
     def apply(self, catalog: "Catalog") -> None:
         catalog.record_writes(self.run_id, self.rows)
+
+
+def _extent(x: dict[str, Any]) -> dict[str, Any]:
+    """An extent (a subfiled step's) or a chunk (a compressed step's, with its box) as the meta-file keeps it."""
+    out = {k: x[k] for k in _EXTENT}
+    if x.get("box") is not None:
+        starts, counts = x["box"]
+        out["box"] = [[int(v) for v in starts], [int(v) for v in counts]]
+    return out
+
+
+def _box(box: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A chunk's box read back from the meta-file (checked there: two lists of integers)."""
+    starts, counts = box
+    if len(starts) != len(counts):
+        raise IntegrityError(f"a chunk's box has {len(starts)} starts and {len(counts)} counts")
+    return tuple(int(v) for v in starts), tuple(int(v) for v in counts)
+
+
+def _codec(text: str) -> str:
+    """A codec pipeline's text read back from the meta-file, checked (:mod:`sdm.codecs`)."""
+    from ..codecs import CompressionSpec
+
+    try:
+        return CompressionSpec.from_record(text).text
+    except InvalidArgumentError as exc:  # a spec this SDM cannot read back (or not installed here)
+        raise IntegrityError(f"a compression of the meta-file is not one SDM writes: {exc}") from None
+
+
+def _compression(d: dict[str, Any]) -> str | None:
+    """A dataset's compression in a group record of the meta-file (None: raw bytes), checked."""
+    return None if d.get("compression") is None else _codec(d["compression"])
 
 
 def _copy(copy: dict[str, Any]) -> dict[str, Any]:

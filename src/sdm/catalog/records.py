@@ -28,6 +28,8 @@ class DatasetRecord:
     nsteps: int = 0  #: number of committed steps
     first_step: int | None = None  #: the smallest committed step (None: no step yet)
     last_step: int | None = None  #: the largest committed step
+    #: The codec pipeline's canonical text (:mod:`sdm.codecs`); None: stored as raw bytes
+    compression: str | None = None
 
     def __post_init__(self) -> None:
         if self.steps and not self.nsteps:  # a record made from its steps alone carries their summary
@@ -88,7 +90,13 @@ class RunRecord:
 @dataclass(frozen=True)
 class ExtentRecord:
     """One extent of a subfiled step: bytes ``start .. start + nbytes`` of the step's canonical
-    stream, stored at *offset* of the subfile *path* (:mod:`sdm.storage.subfiles`)."""
+    stream, stored at *offset* of the subfile *path* (:mod:`sdm.storage.subfiles`).
+
+    A chunk of a compressed step (:mod:`sdm.engine.compressed`) is an extent too: its
+    *nbytes* stored bytes at *offset* of the data file *path* hold the elements of *box*
+    (``(starts, counts)`` in the array) encoded by the dataset's codec; *start* is then its
+    first byte in the step's logical stream of chunks.
+    """
 
     path: str
     offset: int
@@ -96,6 +104,7 @@ class ExtentRecord:
     start: int
     checksum: str
     checksum_algo: str
+    box: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,21 @@ class WriteRecord:
     reason: str | None = None
     version: int = 1
     extents: tuple[ExtentRecord, ...] = ()
+    codec: str | None = None  #: a compressed step: its codec pipeline's text (its chunks are its extents)
+    stored_nbytes: int | None = None  #: a compressed step: the bytes its chunks take (``nbytes``: the array's)
+    max_error: float | None = None  #: a lossy codec's largest absolute error, measured at write time
+
+    @property
+    def compressed(self) -> bool:
+        """Whether the step is stored as compressed chunks."""
+        return self.codec is not None
+
+    @property
+    def ratio(self) -> float | None:
+        """Logical bytes over stored bytes of a compressed step (None: not compressed)."""
+        if self.codec is None or self.stored_nbytes is None:
+            return None
+        return self.nbytes / self.stored_nbytes if self.stored_nbytes else float("inf")
 
     def spans(self) -> list[tuple[str, int, int]]:
         """``(path, offset, nbytes)`` of every run of bytes the step occupies: its extents, or its one run."""
@@ -162,22 +186,26 @@ class Truncation:
 class DatasetSpec:
     """What a group definition says of one dataset (picklable, no catalog ids)."""
 
-    __slots__ = ("name", "dtype", "shape", "order", "dims")
+    __slots__ = ("name", "dtype", "shape", "order", "dims", "compression")
 
     def __init__(self, name: str, dtype: str, shape: Sequence[int], order: str,
-                 dims: Sequence[str] | None = None) -> None:
+                 dims: Sequence[str] | None = None, compression: str | None = None) -> None:
         self.name, self.dtype, self.shape, self.order = name, dtype, tuple(int(s) for s in shape), order
         self.dims = None if dims is None else tuple(str(d) for d in dims)
+        self.compression = compression
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DatasetSpec) and (self.name, self.dtype, self.shape, self.order, self.dims) == (
+        return isinstance(other, DatasetSpec) and (
+            self.name, self.dtype, self.shape, self.order, self.dims, self.compression) == (
             other.name,
             other.dtype,
             other.shape,
             other.order,
             other.dims,
+            other.compression,
         )
 
     def __repr__(self) -> str:
         dims = "" if self.dims is None else f", dims={self.dims}"
-        return f"DatasetSpec({self.name!r}, {self.dtype!r}, {self.shape}, {self.order!r}{dims})"
+        codec = "" if self.compression is None else f", compression={self.compression!r}"
+        return f"DatasetSpec({self.name!r}, {self.dtype!r}, {self.shape}, {self.order!r}{dims}{codec})"

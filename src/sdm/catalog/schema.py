@@ -85,7 +85,7 @@ from sqlalchemy import (
 from sqlalchemy import Table
 
 #: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0012"
+SCHEMA_VERSION = "0013"
 
 #: Run states (``runs.state``).
 RUN_STATES = ("open", "closed", "interrupted")
@@ -158,6 +158,7 @@ datasets = Table(
     Column("storage_order", String(1), nullable=False),  # 'C' or 'F'
     Column("dims", Text, nullable=True),  # JSON list of dimension names (0010)
     Column("distribution", Text, nullable=True),  # JSON of the writer's data view
+    Column("compression", Text, nullable=True),  # the codec pipeline's text (sdm.codecs), NULL: raw bytes (0013)
     # the committed steps' summary, raised with each new step in its commit (0005)
     Column("nsteps", BigInteger, nullable=False, server_default="0"),
     Column("first_step", BigInteger, nullable=True),
@@ -212,6 +213,10 @@ writes = Table(
     Column("written_at", DateTime(timezone=True), nullable=False),
     Column("version", Integer, nullable=False, server_default="1"),  # 1 + overwrites of the step (0004)
     Column("extents", Integer, nullable=False, server_default="0"),  # subfiled: its extents (0011)
+    # compressed: the codec, the bytes stored (its chunks, in extents) and a lossy codec's largest error (0013)
+    Column("codec", Text, nullable=True),
+    Column("stored_nbytes", BigInteger, nullable=True),
+    Column("max_error", Float, nullable=True),
     UniqueConstraint("dataset_id", "step", name="uq_writes_dataset_step"),
     Index("ix_writes_file_offset", "file_id", "offset"),
 )
@@ -228,6 +233,7 @@ extents = Table(  # 0011: the extents of a subfiled step, in order (sdm.storage.
     Column("start", BigInteger, nullable=False),  # its first byte in the step's canonical stream
     Column("checksum", String(16), nullable=False),
     Column("checksum_algo", String(32), nullable=False),
+    Column("box", Text, nullable=True),  # a compressed chunk: JSON [starts, counts] of its box (0013)
     UniqueConstraint("write_id", "seq", name="uq_extents_write_seq"),
     Index("ix_extents_file_offset", "file_id", "offset"),
 )

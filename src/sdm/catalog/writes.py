@@ -10,6 +10,7 @@ writes are committed in one transaction with their datasets' step summaries
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
@@ -36,6 +37,15 @@ _WRITES = ('SELECT ' + ", ".join(f'writes."{c.name}"' for c in S.writes.c) + ', 
 _LOOKUP_WRITE = _WRITES + ' AND writes."step" = :s'
 _LOOKUP_WRITES = _WRITES.replace("writes.dataset_id = :d", "writes.dataset_id IN :ds") + ' AND writes."step" = :s'
 _IDS_PER_QUERY = 500  # dataset ids in one IN (...) list
+_RUN_WRITES_FROM = ('SELECT ' + ", ".join(f'writes."{c.name}"' for c in S.writes.c)
+                    + ', files."path", datasets."name" AS dname, groups."name" AS gname FROM writes '
+                    'JOIN files ON files.id = writes.file_id JOIN datasets ON datasets.id = writes.dataset_id '
+                    'JOIN groups ON groups.id = datasets.group_id WHERE files.run_id = :r')
+_RUN_ORDER = ' ORDER BY files."path", writes."offset"'
+_RUN_WRITES = _RUN_WRITES_FROM + _RUN_ORDER
+#: ... of the files *ps*, and the subfiled rows with an extent in them
+_RUN_WRITES_IN = (_RUN_WRITES_FROM + ' AND (files."path" IN :ps OR writes.id IN (SELECT extents.write_id FROM extents '
+                  'JOIN files AS ef ON ef.id = extents.file_id WHERE ef.run_id = :r AND ef."path" IN :ps))' + _RUN_ORDER)
 _EXTENTS = ('SELECT ' + ", ".join(f'extents."{c.name}"' for c in S.extents.c) + ', files."path" FROM extents '
             'JOIN files ON files.id = extents.file_id WHERE extents.write_id IN :ids ORDER BY extents.write_id, extents.seq')
 
@@ -221,6 +231,9 @@ class Writes(Store):
                         written_at=w.get("written_at") or now,  # the meta-file's time, when it stamped one
                         version=version,
                         extents=len(w.get("extents") or ()),
+                        codec=w.get("codec"),
+                        stored_nbytes=None if w.get("stored_nbytes") is None else int(w["stored_nbytes"]),
+                        max_error=None if w.get("max_error") is None else float(w["max_error"]),
                     )
                     if w["overwrite"] and w.get("replaces") is not None:
                         _flush(con, inserts, summaries)  # the row it replaces may be among them
@@ -274,7 +287,8 @@ class Writes(Store):
                 raise CatalogError(f"catalog {self.url!r} did not record the subfile {x['path']}")
             new_ids[key] = int(file_id)
             rows.append(dict(write_id=wid, seq=seq, file_id=file_id, offset=int(x["offset"]), nbytes=int(x["nbytes"]),
-                             start=int(x["start"]), checksum=x["checksum"], checksum_algo=x["checksum_algo"]))
+                             start=int(x["start"]), checksum=x["checksum"], checksum_algo=x["checksum_algo"],
+                             box=None if x.get("box") is None else json.dumps([list(x["box"][0]), list(x["box"][1])])))
         if rows:
             con.execute(e.insert(), rows)
 
@@ -370,23 +384,18 @@ class Writes(Store):
 
     def writes(self, run_id: int, paths: Sequence[str] | None = None) -> list[tuple[str, str, WriteRecord]]:
         """Every write of a run (or those with bytes in its files *paths*: a subfiled row's extents count) as
-        ``(group, dataset, record)``, by file then offset."""
-        w, f, d, g = S.writes, S.files, S.datasets, S.groups
-        q = (
-            sa.select(w, f.c.path, d.c.name.label("dname"), g.c.name.label("gname"))
-            .select_from(
-                w.join(f, f.c.id == w.c.file_id)
-                .join(d, d.c.id == w.c.dataset_id)
-                .join(g, g.c.id == d.c.group_id)
-            )
-            .where(f.c.run_id == run_id, *(() if paths is None else (sa.or_(f.c.path.in_(list(paths)), w.c.id.in_(
-                sa.select(S.extents.c.write_id).select_from(S.extents.join(f, f.c.id == S.extents.c.file_id))
-                .where(f.c.run_id == run_id, f.c.path.in_(list(paths))))),)))
-            .order_by(f.c.path, w.c.offset)
-        )
-        with self.db.connect() as con:
-            rows = con.execute(q).mappings().all()
-            parts = _read_extents(RD.Reader.over(con), [row["id"] for row in rows if row["extents"]])
+        ``(group, dataset, record)``, by file then offset (fixed SQL on the lean read path: a close's trailers
+        read every row the session wrote)."""
+        params: dict[str, Any] = {"r": int(run_id)}
+        sql = _RUN_WRITES
+        if paths is not None:
+            params["ps"] = list(dict.fromkeys(str(p) for p in paths))
+            if not params["ps"]:
+                return []
+            sql = _RUN_WRITES_IN
+        with self.db.read("read a run's writes") as con:
+            rows = con.rows(sql, params)
+            parts = _read_extents(con, [row["id"] for row in rows if row["extents"]])
             return [(row["gname"], row["dname"], _write_record(row, parts)) for row in rows]
 
     def files(self, run_id: int) -> list[FileRecord]:
@@ -473,8 +482,16 @@ def _read_extents(con: RD.Reader, write_ids: Sequence[int]) -> dict[int, tuple[E
         for row in con.rows(_EXTENTS, {"ids": part}):
             found.setdefault(int(row["write_id"]), []).append(ExtentRecord(
                 path=row["path"], offset=int(row["offset"]), nbytes=int(row["nbytes"]), start=int(row["start"]),
-                checksum=row["checksum"], checksum_algo=row["checksum_algo"]))
+                checksum=row["checksum"], checksum_algo=row["checksum_algo"], box=_chunk_box(row.get("box"))))
     return {k: tuple(v) for k, v in found.items()}
+
+
+def _chunk_box(text: str | None) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """A chunk's box from its JSON (None: an extent of a subfiled step)."""
+    if text is None:
+        return None
+    starts, counts = json.loads(text)
+    return tuple(int(v) for v in starts), tuple(int(v) for v in counts)
 
 
 def _write_record(row, extents: dict[int, tuple[ExtentRecord, ...]] | None = None) -> WriteRecord:
@@ -493,5 +510,8 @@ def _write_record(row, extents: dict[int, tuple[ExtentRecord, ...]] | None = Non
         reason=row["reason"],
         version=int(row["version"]),
         extents=(extents or {}).get(int(row["id"]), ()) if row["extents"] else (),
+        codec=row.get("codec"),
+        stored_nbytes=None if row.get("stored_nbytes") is None else int(row["stored_nbytes"]),
+        max_error=None if row.get("max_error") is None else float(row["max_error"]),
     )
 

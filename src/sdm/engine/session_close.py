@@ -167,7 +167,7 @@ def _write_trailers(s: SessionState) -> None:
     assert catalog is not None
     if not s.described:
         return
-    rec = catalog.run(s.run_id, steps=False)
+    rec = catalog.run(s.run_id, steps=False)  # the groups as committed (a dataset's view is set by its first write)
     run = {"application": rec.application, "run": rec.id, "catalog": catalog.id, "dir": rec.dir}
     groups = {g.name: g for g in rec.groups}
     rows: dict[str, list[tuple[str, Any]]] = {}
@@ -180,8 +180,8 @@ def _write_trailers(s: SessionState) -> None:
     closed_at = datetime.now(timezone.utc).isoformat()
     for path in sorted(rows):  # a file left without rows (truncated away) has nothing to describe
         g = groups[owner[path]]
-        index = trailer.index_of(run, g, path, rows[path], closed_at)
-        size = len(trailer.encode(index, 0))
+        index = trailer.body_of(trailer.index_of(run, g, path, rows[path], closed_at))
+        size = len(index) + trailer.FOOTER.size
         offset = s._commits.record(SpaceReserved(s.run_id, ((path, g.level, size, False),)))[0]
         assert offset is not None  # appended space (not a whole file) always has its offset
         trailer.write(confine(s.root, s.run_dir, path, row_record(s.run_id, g.name)), int(offset), index,

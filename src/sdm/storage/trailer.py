@@ -37,7 +37,7 @@ from ..errors import IntegrityError, StorageError
 if TYPE_CHECKING:
     from .backends.base import Backend
 
-__all__ = ["MAGIC", "FOOTER", "VERSION", "encode", "write", "index_of", "read_trailer", "read_array", "read_step",
+__all__ = ["MAGIC", "FOOTER", "VERSION", "body_of", "encode", "write", "index_of", "read_trailer", "read_array", "read_step",
            "trailer_span"]
 
 MAGIC = b"SDMTRAIL"
@@ -46,14 +46,22 @@ FOOTER = struct.Struct("<8sQQII")
 VERSION = 1
 
 
-def encode(index: dict[str, Any], offset: int) -> bytes:
-    """The trailer of *index* (JSON, then the footer) to be written at *offset* of its file."""
-    body = json.dumps(index, separators=(",", ":"), ensure_ascii=False).encode()
+def body_of(index: dict[str, Any]) -> bytes:
+    """The JSON of *index* as a trailer holds it (its length plus ``FOOTER.size`` is the trailer's size)."""
+    return json.dumps(index, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def encode(index: dict[str, Any] | bytes, offset: int) -> bytes:
+    """The trailer of *index* (JSON, or the JSON's bytes from :func:`body_of`, then the footer) to be written
+    at *offset* of its file."""
+    body = index if isinstance(index, bytes) else body_of(index)
     return body + FOOTER.pack(MAGIC, offset, len(body), zlib.crc32(body) & 0xFFFFFFFF, VERSION)
 
 
-def write(path: Path, offset: int, index: dict[str, Any], *, sync: bool, files: "Backend | None" = None) -> None:
-    """Write the trailer of *index* at *offset* of an existing data file (space reserved by the caller).
+def write(path: Path, offset: int, index: dict[str, Any] | bytes, *, sync: bool,
+          files: "Backend | None" = None) -> None:
+    """Write the trailer of *index* (or of its JSON's bytes, :func:`body_of`) at *offset* of an existing data
+    file (space reserved by the caller).
 
     The bytes go through the storage seam: *files* (by default the fast tier's files of
     this process, :class:`~sdm.storage.backends.posix.PosixFiles`: the caller is one rank,
