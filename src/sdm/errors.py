@@ -28,6 +28,7 @@ __all__ = [
     "InvalidArgumentError",
     "HintError",
     "UnsupportedDtypeError",
+    "CompressionSpecError",
     "DistributionError",
     "LocalArrayError",
     "ConversionError",
@@ -35,6 +36,7 @@ __all__ = [
     "CollectiveMismatchError",
     "StorageError",
     "IntegrityError",
+    "CompressionBoundError",
     "RunStateError",
     "InternalError",
     "error_class",
@@ -148,6 +150,10 @@ class UnsupportedDtypeError(InvalidArgumentError):
     """A numpy dtype SDM cannot store exactly (objects, zero-size, unsupported kinds)."""
 
 
+class CompressionSpecError(InvalidArgumentError):
+    """A compression spec is unknown, not installed or unsuitable for the dataset's dtype (see :mod:`sdm.codecs`)."""
+
+
 class DistributionError(SDMError, ValueError):
     """A data view does not fit the array or the communicator (gaps, overlaps, grid)."""
 
@@ -189,6 +195,13 @@ class StorageError(SDMError, OSError):
 
 class IntegrityError(SDMError, ValueError):
     """Bytes read back do not match the checksum recorded at write time."""
+
+
+class CompressionBoundError(SDMError, ValueError):
+    """A lossy codec broke the error bound asked for; nothing of that write is recorded.
+
+    Also raised when a lossy codec is handed values whose error it cannot bound (NaN, infinity).
+    """
 
 
 class RunStateError(SDMError, RuntimeError):
