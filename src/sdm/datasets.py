@@ -35,6 +35,10 @@ class Dataset:
     order : {"C", "F"}, optional
     dims : sequence of str, optional
         A name per dimension (``("z", "y", "x")``): what xarray and the exports call them.
+    compression : str, dict or None, optional
+        This dataset's codec pipeline (:mod:`sdm.codecs`, e.g. ``"zstd:1:shuffle"`` or
+        ``{"codec": "zfp", "tolerance": 1e-3}``), instead of the group's; ``"none"``: raw
+        bytes in a compressed group. Unset: the group's.
     """
 
     name: str
@@ -42,6 +46,7 @@ class Dataset:
     dtype: Any = None
     order: str | None = None
     dims: Sequence[str] | None = None
+    compression: Any = None
 
     @classmethod
     def of(cls, item: "str | Dataset") -> "Dataset":
@@ -49,7 +54,7 @@ class Dataset:
         return item if isinstance(item, Dataset) else cls(item)
 
     def spec(self, *, dtype: Any, shape: Sequence[int] | None, order: str,
-             dims: Sequence[str] | None = None) -> DatasetSpec:
+             dims: Sequence[str] | None = None, compression: Any = None) -> DatasetSpec:
         """Resolve against the group defaults and validate.
 
         Raises
@@ -73,7 +78,33 @@ class Dataset:
         names = self.dims if self.dims is not None else dims
         if names is not None:
             names = check_dims(names, len(shp), f"dataset {self.name!r}")
-        return DatasetSpec(self.name, dtype_text(np_dtype), shp, od, names)
+        return DatasetSpec(self.name, dtype_text(np_dtype), shp, od, names,
+                           _compression(self.compression if self.compression is not None else compression,
+                                        np_dtype, self.name))
+
+
+def _compression(value: Any, dtype: np.dtype, name: str) -> str | None:
+    """A dataset's codec pipeline as the catalog keeps it (its canonical text), checked against its dtype
+    (None: raw bytes).
+
+    Raises
+    ------
+    CompressionSpecError
+        An unknown spec, a codec not installed, or one unsuitable for the dtype.
+    """
+    if value is None or (isinstance(value, str) and value == "none"):
+        return None
+    from .codecs import parse_compression
+    from .errors import CompressionSpecError
+
+    spec = parse_compression(value)
+    if spec is None:
+        return None
+    try:
+        spec.check_dtype(dtype)
+    except CompressionSpecError as exc:
+        raise CompressionSpecError(f"dataset {name!r}: {exc}") from None
+    return spec.text
 
 
 def check_dims(dims: Any, ndim: int, what: str) -> tuple[str, ...]:

@@ -47,13 +47,12 @@ __all__ = ["Session", "open"]
 class Session:
     """A collective connection of an MPI job to SDM for one application and run.
 
-    Use :func:`sdm.open` to create one.  Attributes ``run_id``, ``run`` (the catalog
-    record), ``root`` (the data root), ``run_dir`` (the run's directory under it) and
-    ``catalog_url`` describe where things go (``catalog_url`` is for showing: its
-    password, if any, is masked as ``user:***@``); ``previous_state`` is the state the
-    run was in when the session opened it (``"new"``, ``"open"``, ``"closed"`` or
-    ``"interrupted"``: its last writers died without closing it).  ``async_commit``
-    says whether dumps are committed in the background (see :func:`open`).
+    Use :func:`sdm.open` to create one.  Attributes ``run_id``, ``run`` (the catalog record),
+    ``root`` (the data root), ``run_dir`` (the run's directory under it) and ``catalog_url``
+    (for showing: a password is masked as ``user:***@``) describe where things go;
+    ``previous_state`` is the run's state when the session opened it (``"new"``, ``"open"``,
+    ``"closed"`` or ``"interrupted"``: its last writers died without closing it);
+    ``async_commit``: whether dumps are committed in the background (see :func:`open`).
     """
 
     def __init__(self, application: str, mode: str = "w", *, comm: MPI.Comm | None = None, catalog: str | None = None,
@@ -133,7 +132,7 @@ class Session:
                    view: Distribution | None = None, attributes: dict[str, Any] | None = None, kind: str = "state",
                    steps_per_file: int | None = None, tier: str = "fast", archive: str | None = None,
                    dims: Sequence[str] | None = None, coords: dict[str, Any] | None = None,
-                   subfiles: int | str | None = None) -> Group:
+                   subfiles: int | str | None = None, compression: Any = None) -> Group:
         """Define a data group (the paper's ``SDM_make_datalist``), collectively.
 
         ``dtype``, ``shape`` and ``order`` apply to every dataset that does not set its own
@@ -159,24 +158,25 @@ class Session:
             Levels 2 and 3: a new data file every *steps_per_file* steps (named by its steps);
             default one file.
         tier : {"fast", "archive"}
-            Where the writes go: files on the fast tier (default), or objects in an S3 object
-            store, one per dataset and step (level 1: an object cannot be appended to), assembled
-            by aggregator ranks and uploaded in parts (:mod:`sdm.io.remote`), each recorded as a
-            verified archive copy that reads, ``sdm stage`` and ``sdm purge`` treat as any other.
+            Where the writes go: files on the fast tier (default), or objects in an S3 object store,
+            one per dataset and step (level 1), uploaded in parts by aggregators (:mod:`sdm.io.remote`),
+            each a verified archive copy that reads, ``sdm stage`` and ``sdm purge`` treat as any other.
         archive : str, optional
             ``tier="archive"``: the object store, ``s3://BUCKET/PREFIX`` (default ``$SDM_ARCHIVE``;
             the bucket is made if needed; server and credentials as for ``sdm migrate``).
         dims : sequence of str, optional
-            Dimension names for every dataset that gives none (:class:`sdm.Dataset` ``dims=``),
-            e.g. ``("z", "y", "x")``, for xarray and the exports (default ``dim_0``, ...).
+            Dimension names (``("z", "y", "x")``) of every dataset that gives none (:class:`sdm.Dataset`
+            ``dims=``), for xarray and the exports (default ``dim_0``, ...).
         coords : dict of str to array, optional
-            Coordinate values of named dimensions (``{"x": np.linspace(0, 1, nx)}``), 1-D arrays
-            as long as the dimension, kept as infos ``coord.<name>`` of the group.
+            Values of named dimensions (``{"x": np.linspace(0, 1, nx)}``), kept as infos ``coord.<name>``.
         subfiles : int or "auto", optional
-            Levels 2 and 3 on the fast tier: each dataset step as K extents in K subfiles, each
-            written and read whole by one rank with POSIX I/O (file-per-process speed for one
-            logical dataset; :mod:`sdm.storage.subfiles`). ``"auto"``: the planner chooses K or
-            one shared file per write and records why. Default: one shared file.
+            Levels 2 and 3 on the fast tier: each dataset step as K extents in K subfiles, each written and
+            read whole by one rank with POSIX I/O (:mod:`sdm.storage.subfiles`). ``"auto"``: the planner
+            chooses K or one shared file per write and records why. Default: one shared file.
+        compression : str, dict or None, optional
+            Each dataset stored as chunks encoded by their writers (:mod:`sdm.codecs`: ``"zstd"``,
+            ``"zstd:1:shuffle"``, ``"lz4"``, ``"blosc2:zstd:5:bitshuffle"``, ``{"codec": "zfp",
+            "tolerance": 1e-3}``, ...; :class:`sdm.Dataset` ``compression=`` per dataset). Default: raw bytes.
 
         Returns
         -------
@@ -184,12 +184,12 @@ class Session:
 
         Raises
         ------
-        ReadOnlyError, InvalidNameError, GroupExistsError
+        ReadOnlyError, InvalidNameError, GroupExistsError, CompressionSpecError
         """
         self._check_writable("define a group")
         record = define_group(
-            self, name, lambda: [Dataset.of(d).spec(dtype=dtype, shape=shape, order=order, dims=dims)
-                                 for d in check.names(datasets, "datasets")],
+            self, name, lambda: [Dataset.of(d).spec(dtype=dtype, shape=shape, order=order, dims=dims,
+                                                    compression=compression) for d in check.names(datasets, "datasets")],
             level=level, view=view, attributes=attributes, kind=kind, steps_per_file=steps_per_file, tier=tier,
             archive=archive, coords=coords, subfiles=subfiles)
         group = self._groups[name] = Group(self, record)

@@ -48,6 +48,10 @@ class Viewing(GroupState):
             agree(s.comm, failure)
         assert names is not None
         if isinstance(view, Ranked):  # the same kind on every rank (agreed above)
+            packed = [n for n in names if n in self._datasets and self.dataset(n).compression]
+            if packed:  # alike on every rank: the names and the group's record are
+                raise InvalidArgumentError(f"datasets {packed} of group {self.name!r} are compressed: a ranked view's "
+                                           "rows are written as they come; compress datasets with views of boxes")
             return _ranked_io.set_view(self, names)
 
         def resolve() -> tuple[list[str], dict[str, Piece]]:

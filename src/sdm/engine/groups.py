@@ -23,6 +23,7 @@ from ..values import encode
 from ..errors import CollectiveMismatchError, DistributionError, InvalidArgumentError, InvalidNameError
 from ..layout import Distribution
 from ..layout.agreement import agree_view
+from ..layout.ranked import Ranked
 from ..segments import check_kind
 from ..storage import check_level, check_name, check_steps_per_file
 from ..storage.subfiles import check_subfiles
@@ -71,6 +72,7 @@ def define_group(s: SessionState, name: str, specs_of: Callable[[], list[Dataset
         if view is not None and not isinstance(view, Distribution):
             raise InvalidArgumentError(f"view must be a Distribution (Block, Cyclic, MapArray, ...), got {type(view).__name__}")
         out = specs_of()
+        _check_compressed(name, out, subfiles, bool(where), view)
         _check_coords(coords, out, name)
         names = [sp.name for sp in out]
         if not out:
@@ -94,6 +96,30 @@ def define_group(s: SessionState, name: str, specs_of: Callable[[], list[Dataset
         s.run_id, name, int(level), tuple(local), kind,
         None if steps_per_file is None else int(steps_per_file), where or None,
         None if subfiles is None else check_subfiles(subfiles, int(level), False))))
+
+
+def _check_compressed(name: str, specs: list[DatasetSpec], subfiles: Any, archived: bool,
+                      view: Distribution | None) -> None:
+    """Refuse what compressed datasets are not stored with (yet), before anything is recorded.
+
+    Raises
+    ------
+    InvalidArgumentError
+    """
+    codecs = sorted({sp.compression for sp in specs if sp.compression})
+    if not codecs:
+        return
+    why = None
+    if subfiles is not None:
+        why = ("subfiles= cut a step into extents of raw bytes, and compressed datasets are stored as chunks encoded "
+               "by their writers, which already write with independent I/O; leave subfiles unset")
+    elif archived:
+        why = ("the archive tier writes one object per dataset and step from raw bytes; write compressed datasets "
+               "on the fast tier (`sdm migrate` moves their files to the archive)")
+    elif isinstance(view, Ranked):
+        why = "a ranked view's rows are written as they come; compress datasets with views of the array's boxes"
+    if why is not None:
+        raise InvalidArgumentError(f"group {name!r} is compressed ({', '.join(codecs)}): {why}")
 
 
 def same_calls(calls: list[Any], what: str) -> None:

@@ -75,6 +75,7 @@ class Placing(GroupState):
         """
         if not (appends(self.level) and self.record.archive is None and self.record.subfiles is None
                 and self._new_steps(names, step, overwrite)
+                and not any(self.dataset(n).compression for n in names)  # sizes known after the exchange
                 and not any(_has_gaps(self._view(n).dist) for n in names)):
             return None
         wanted = [(self._relative(n, step, 1), self._nbytes[n]) for n in names]

@@ -9,6 +9,7 @@ import numpy as np
 from .. import _validate as check
 from .. import convert, integrity
 from . import ranked as _ranked_io
+from . import compressed as _compressed
 from . import subfiled as _subfiled
 from .._collective import (Failure, capture, exchange)
 from ..dtypes import check_dtype, dtype_text, from_text
@@ -97,7 +98,9 @@ class Reading(GroupState):
             got = got if isinstance(got, tuple) else _unpack_read_plan(got)
             rel, offset, expected, algorithm = got[:4]
             view, arr, conv = prepared  # type: ignore[misc]
-            if len(got) > 4:  # subfiled: every extent through its owner (sdm.engine.subfiled)
+            if len(got) > 4 and isinstance(got[4], _compressed.ChunkPlan):  # compressed: the chunks that meet the piece
+                self._read_chunks(name, step, view, arr, got[4], verify_now and bool(expected))
+            elif len(got) > 4:  # subfiled: every extent through its owner (sdm.engine.subfiled)
                 self._read_subfiled(name, step, view, arr, got[4], verify_now and bool(expected), statsets)
             else:
                 self._read_file(name, step, view, arr, rel, offset, expected, algorithm, method, statsets, boxed,
@@ -205,7 +208,9 @@ class Reading(GroupState):
             if i in done:
                 continue
             own = [[p[i]] for p in statsets]  # this dataset's layout statistics on every rank
-            if len(plan) > 4:  # subfiled: every extent through its owner
+            if len(plan) > 4 and isinstance(plan[4], _compressed.ChunkPlan):  # compressed: the chunks that meet the piece
+                self._read_chunks(name, step, view, arr, plan[4], verify_now and bool(plan[2]))
+            elif len(plan) > 4:  # subfiled: every extent through its owner
                 self._read_subfiled(name, step, view, arr, plan[4], verify_now and bool(plan[2]), own)
             else:
                 self._read_file(name, step, view, arr, plan[0], plan[1], plan[2], plan[3], method, own, False,
@@ -222,6 +227,11 @@ class Reading(GroupState):
                                    chosen, False)
         total = sum(self._nbytes[names[i]] for i in members) or 1
         return [secs * self._nbytes[names[i]] / total for i in members]
+
+    def _read_chunks(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, plan: Any, verify: bool) -> None:
+        """The I/O of a read of a compressed step (independent reads) and its exchange of errors (collective)."""
+        _, failure = capture(_compressed.read, self, name, step, view, arr, plan, verify, rank=self.session.rank)
+        exchange(self.session.comm, failure, [])
 
     def _read_subfiled(self, name: str, step: int, view: ResolvedView, arr: np.ndarray, plan: Any,
                        verify: bool, statsets: list[Any]) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import integrity
+from . import compressed as _compressed
 from . import subfiled as _subfiled
 from .._collective import (agree, digest, pack_float, reduce_exchange, root_vector, unpack_float)
 from ..catalog import DatasetRecord, GroupRecord
@@ -476,6 +477,8 @@ class GroupState:
                 f"dataset {name!r} (group {self.name!r}, run {s.run_id}) was never written at step {step}; "
                 f"written steps: {steps}"
             )
+        if w.codec is not None:  # compressed: its chunks (sdm.engine.compressed)
+            return w.path, w.offset, w.checksum, w.checksum_algo, _compressed.read_plan(self, name, step, w)
         if w.extents:
             return w.path, w.offset, w.checksum, w.checksum_algo, _subfiled.read_plan(self, name, step, w)
         path, offset = self._locate(name, step, w)
@@ -501,12 +504,15 @@ class GroupState:
     def _commit_dump(self, names: Sequence[str], step: int, places: Sequence[tuple[str, int, int, int | None]],
                      checksums: Sequence[str], decisions: Sequence[Any], seconds: Sequence[float], overwrite: bool,
                      sizes: Sequence[int], digests: Sequence[str] | None = None,
-                     subfiled: tuple[list[Any], list[list[int]]] | None = None) -> None:
+                     subfiled: tuple[list[Any], list[list[int]]] | None = None,
+                     compressed: tuple[Sequence[str | None], Sequence[Any]] | None = None) -> None:
         """Every rank, once the bytes of a dump are written and agreed: rank 0 commits its rows (or queues them).
 
         *digests*: the objects' digests of an archive-tier group (rank 0); each row then
         carries its object's verified archive copy, committed with it. *subfiled*: each
         dataset's :class:`sdm.engine.subfiled.Layout` (or None) and its extents' checksums.
+        *compressed*: each dataset's codec text (or None) and every rank's chunk metadata
+        (:func:`sdm.engine.compressed.row_fields`).
         """
         s = self.session
         rows = self._rows(names, step, places, checksums, decisions, seconds, overwrite, sizes) if s.rank == 0 else []
@@ -514,6 +520,10 @@ class GroupState:
         for row, lay, sums in zip(rows, layouts, subfiled[1] if subfiled is not None else [[]] * len(names)):
             if lay is not None:
                 row.update(_subfiled.row_fields(row["path"], lay, sums, s.checksum))
+        if compressed is not None:
+            for i, (row, codec) in enumerate(zip(rows, compressed[0])):
+                if codec:
+                    row.update(_compressed.row_fields(codec, row["path"], row["offset"], compressed[1], i, s.checksum))
         if digests is not None and s.rank == 0:
             store, now = self._store(), datetime.now(timezone.utc)
             for row, sha, nbytes in zip(rows, digests, sizes):

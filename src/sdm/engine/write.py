@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import _validate as check
 from .. import convert, integrity
+from . import compressed as _compressed
 from . import ranked as _ranked_io
 from . import subfiled as _subfiled
 from .._collective import (capture)
@@ -101,6 +102,11 @@ class Writing(Placing):
                     for n in names]
 
         prepared, failure = capture(local, rank=s.rank)
+        codecs = [self.dataset(n).compression if n in self._datasets else None for n in names]
+        chunks: list[Any] = [None] * len(names)
+        if prepared and any(codecs):  # compressed datasets: encoded before any collective call (no bytes wait on it)
+            encoded, f = capture(self._encode_chunks, names, prepared, codecs, rank=s.rank)
+            chunks, failure = encoded or chunks, failure or f
         plan = None
         if s.rank == 0:
             failure = s._settle() or failure  # an earlier dump's commit failure surfaces first
@@ -113,6 +119,13 @@ class Writing(Placing):
         call = (tuple(_key(n) for n in names), _key(step), _key(overwrite), _key(method), self._pool.signature())
         # exchange 1: every rank's call, failure and layout in one fixed-size allgather
         _, statsets = self._agree_call("write", call, failure, plan, stats)
+        # compressed datasets: every rank's chunks (boxes, stored bytes, checksums, errors) in one allgather, so that
+        # every rank knows each step's stored size and where its own chunks go (alike everywhere: names agreed)
+        metas = s.comm.allgather([c.meta() if c is not None else None for c in chunks]) if any(codecs) else None
+        starts: list[list[int]] = []
+        if metas is not None:
+            totals, starts = _compressed.stored_sizes(metas, len(names))
+            sizes = [t if c else size for t, c, size in zip(totals, codecs, sizes)]
         # exchange 2: rank 0 reserves fresh space, which it may only do once every rank
         # has accepted the call (exchange 1), and every rank needs the offsets before it
         # writes: one small Bcast of (offset, version, replaced version) per dataset; none
@@ -121,12 +134,14 @@ class Writing(Placing):
                           else ([None] * len(names), [""] * len(names)))
         places = self._reserve_everywhere(names, int(step), plan, sizes, layouts, placed)
         archived = self.record.archive is not None
-        shared = self._shared_files(names, places, layouts, method) if not archived else {}
-        # the planner's view of each access (not needed for a dataset written in a combined call)
-        accesses = [None if i in shared else self._access(n, True, statsets, i) for i, n in enumerate(names)]
+        shared = self._shared_files(names, places, layouts, method, codecs) if not archived else {}
+        # the planner's view of each access (not needed for a dataset written in a combined call, nor a compressed one)
+        accesses = [None if i in shared or codecs[i] else self._access(n, True, statsets, i)
+                    for i, n in enumerate(names)]
         chosen = s.planner.choose_many(method or s.method, [None if archived or lay is not None else a
                                                             for a, lay in zip(accesses, layouts)])
         decisions = [_ARCHIVE_WRITE if archived else _Decision(get_method("servers"), lay.reason) if lay is not None
+                     else _compressed_decision(codecs[i], method) if codecs[i]
                      else _combined_decision(len(shared[i]), method or s.method) if i in shared
                      else _noted(d, note)  # type: ignore[arg-type]  # planned: not None
                      for i, (d, lay, note) in enumerate(zip(chosen.decisions, layouts, notes))]
@@ -151,6 +166,12 @@ class Writing(Placing):
         done = {i for members in combined.values() for i in members}
         for i, ((view, arr), decision, (rel, offset, _, _), name) in enumerate(zip(prepared, decisions, places, names)):  # type: ignore[arg-type]
             if i in done:
+                continue
+            if codecs[i]:  # compressed: this rank's chunks, at its place in the step's span, with independent I/O
+                took, f = capture(_compressed.write, s.files, self._absolute(rel), offset + starts[i][s.rank],
+                                  chunks[i], subfiles, rank=s.rank)
+                seconds[i] = took or 0.0
+                failure = failure or f
                 continue
             if chosen.settles(i):  # a trial ended earlier in this dump (agreed here): its winner writes the rest
                 decision = decisions[i] = _noted(chosen.settle(i, seconds, s.comm), notes[i])
@@ -211,14 +232,24 @@ class Writing(Placing):
                     s.planner.observe(a, decision.method.name, float(secs))
         self._commit_dump(names, int(step), places, checksums, decisions, [float(x) for x in slowest], overwrite,
                           [self._nbytes[n] for n in names], digests if archived else None,
-                          subfiled=(layouts, extent_digests))
+                          subfiled=(layouts, extent_digests),
+                          compressed=(codecs, metas) if metas is not None else None)
 
     def _shared_files(self, names: Sequence[str], places: Sequence[tuple[str, int, int, int | None]],
-                      layouts: Sequence[Any], method: str | None) -> dict[int, list[int]]:
-        """The datasets of a dump written by one combined call per file (:meth:`_combined`; not subfiled ones):
-        ``{index: members of its file}``."""
-        groups = self._combined(names, [p[0] if lay is None else None for p, lay in zip(places, layouts)], method)
+                      layouts: Sequence[Any], method: str | None,
+                      codecs: Sequence[str | None]) -> dict[int, list[int]]:
+        """The datasets of a dump written by one combined call per file (:meth:`_combined`; not subfiled or
+        compressed ones): ``{index: members of its file}``."""
+        groups = self._combined(names, [p[0] if lay is None and not codec else None
+                                        for p, lay, codec in zip(places, layouts, codecs)], method)
         return {i: members for members in groups for i in members}
+
+    def _encode_chunks(self, names: Sequence[str], prepared: Sequence[tuple[ResolvedView, np.ndarray]],
+                       codecs: Sequence[str | None]) -> list[Any]:
+        """This rank's chunks of each compressed dataset of a dump (None for the others), encoded and checked."""
+        checksum = self.session.checksum
+        return [None if not codec else _compressed.encode_piece(_compressed.spec_of(codec), view, arr, name, checksum)
+                for name, (view, arr), codec in zip(names, prepared, codecs)]
 
     def _write_combined(self, members: Sequence[int], prepared: Sequence[tuple[ResolvedView, np.ndarray]],
                         places: Sequence[tuple[str, int, int, int | None]], sizes: Sequence[int], method: str,
@@ -278,6 +309,14 @@ def _combined_decision(count: int, method: str) -> _Decision:
                          "one file view and one call for all of them (sdm.io.combined)")
     return _Decision(get_method("collective"), f"{count} datasets of the dump in one file: one file view and one "
                      "collective call for all of them (sdm.io.combined)")
+
+
+def _compressed_decision(codec: str, method: str | None) -> _Decision:
+    """The decision for a compressed dataset: each rank writes its own chunks (*method*: the one asked for,
+    which moves no compressed bytes)."""
+    asked = f"; method {method!r} asked for applies to uncompressed datasets" if method and method != "auto" else ""
+    return _Decision(get_method(_compressed.METHOD), f"compressed ({codec}): each rank encoded the box it owns and "
+                     f"wrote it with independent I/O at its place in the step's span{asked}")
 
 
 def _noted(decision: _Decision, note: str) -> _Decision:

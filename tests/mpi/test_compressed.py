@@ -1,0 +1,302 @@
+"""Compressed datasets: chunks encoded by their writers, read back by any view, any rank count, any box.
+
+Every array is built with numpy independently of SDM (``_reference``); a lossless step
+read back must equal it bit for bit, a lossy one must be within its bound at every value
+(checked here with numpy), and the largest error the catalog records must be the one
+numpy measures.  The bytes on disk of a plain ``zstd`` step are decoded with numcodecs
+alone, chunk by chunk, from the offsets and boxes the catalog records.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sdm
+from mpi4py import MPI
+from sdm.codecs import parse_compression
+from sdm.errors import CompressionBoundError, CompressionSpecError, IntegrityError, InvalidArgumentError
+
+from _reference import block_indices, catalog_counts, cyclic_indices, global_array, local_from_global
+
+SHAPE = (13, 6, 5)
+LOSSLESS = ["zstd", "zstd:1:shuffle", "lz4", "blosc2:zstd:5:bitshuffle", "blosc2:lz4:1:shuffle"]
+LOSSY = [({"codec": "zfp", "tolerance": 1e-3}, "absolute", 1e-3),
+         ({"codec": "sz3", "absolute": 1e-3}, "absolute", 1e-3),
+         ({"codec": "sz3", "relative": 1e-4}, "relative", 1e-4)]
+
+
+def _grid(size, ndim):
+    return tuple(MPI.Compute_dims(size, [0] * ndim))
+
+
+def _smooth(shape, step, dtype="<f8", order="C"):
+    """A smooth field (what lossy codecs are for), different at every step."""
+    axes = np.meshgrid(*[np.linspace(0, 1, n) for n in shape], indexing="ij")
+    value = np.sin(2 * np.pi * axes[0] + step) * np.cos(np.pi * axes[1]) * (1 + axes[-1])
+    return np.asarray(value, dtype=dtype, order=order)
+
+
+def _write(comm, url, root, group, specs, steps, level=3, view=None, ghosts=0, **kw):
+    """Write *steps* of each ``(Dataset, global array of step)`` under a Block view (with *ghosts*)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    view = view or sdm.Block(ghosts=ghosts)
+    with sdm.open("packed", root=root, catalog=url) as s:
+        g = s.make_group(group, [ds for ds, _ in specs], level=level, view=view, **kw)
+        for step in steps:
+            local = {}
+            for ds, make in specs:
+                G = make(step)
+                idx = block_indices(G.shape, _grid(size, G.ndim), rank)
+                local[ds.name] = local_from_global(G, idx, ghosts, ds.order or "C")[0]
+            g.write_step(step, local)
+        return s.run_id
+
+
+def _read_all(comm, url, group, names, steps, view=None):
+    """Every step of *names* read back with *view* on this rank: ``{(name, step): (indices, array)}``."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    out = {}
+    with sdm.open("packed", "r", comm=comm, catalog=url, run="latest") as s:
+        g = s.group(group)
+        if view is not None:
+            g.data_view(view)
+        for name in names:
+            for step in steps:
+                out[name, step] = g.read(name, step)
+    return out
+
+
+@pytest.mark.parametrize("codec", LOSSLESS)
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_lossless_round_trip_is_exact(comm, mpi_tmp, codec, level):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    specs = [
+        (sdm.Dataset("a", shape=SHAPE, dtype="<f8"), lambda st: global_array(SHAPE, "<f8", seed=st)),
+        (sdm.Dataset("b", shape=SHAPE, dtype=">f4", order="F"), lambda st: global_array(SHAPE, ">f4", "F", seed=st)),
+        (sdm.Dataset("c", shape=(7, 3), dtype="<i2"), lambda st: global_array((7, 3), "<i2", seed=st) - 3),
+        (sdm.Dataset("d", shape=(1,), dtype="<c16"), lambda st: global_array((1,), "<c16", seed=st)),  # pieces empty
+    ]
+    nan = global_array(SHAPE, "<f8", seed=9)
+    nan[1, 2, 3], nan[0, 0, 0] = np.nan, -0.0
+    specs.append((sdm.Dataset("e", shape=SHAPE, dtype="<f8"), lambda st: nan))
+    _write(comm, url, mpi_tmp, "g", specs, range(2), level=level, compression=codec)
+    got = _read_all(comm, url, "g", [ds.name for ds, _ in specs], range(2))
+    for ds, make in specs:
+        for step in range(2):
+            G = make(step)
+            idx = block_indices(G.shape, _grid(size, G.ndim), rank)
+            want = G[np.ix_(*idx)]
+            out = got[ds.name, step]
+            assert out.dtype == np.dtype(ds.dtype) and out.shape == want.shape
+            assert out.tobytes(order="A") == np.asarray(want, order="F" if ds.order == "F" else "C").tobytes(order="A")
+
+
+@pytest.mark.parametrize("spec,kind,bound", LOSSY, ids=["zfp-tolerance", "sz3-absolute", "sz3-relative"])
+def test_lossy_values_within_the_bound_and_the_recorded_error_is_numpys(comm, mpi_tmp, spec, kind, bound):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    shape = (24, 16, 12)
+    specs = [(sdm.Dataset("T", shape=shape, dtype="<f4"), lambda st: _smooth(shape, st, "<f4")),
+             (sdm.Dataset("U", shape=shape, dtype=">f8", order="F"), lambda st: _smooth(shape, st + 5, ">f8", "F"))]
+    run = _write(comm, url, mpi_tmp, "g", specs, range(2), compression=spec, ghosts=1)
+    # every rank's values, and the largest error over all ranks as numpy measures it
+    with sdm.open("packed", "r", comm=comm, catalog=url, run="latest") as s:
+        g = s.group("g")
+        errors = {}
+        for ds, make in specs:
+            for step in range(2):
+                G = make(step).astype("<f8")
+                idx = block_indices(shape, _grid(size, 3), rank)
+                out = g.read(ds.name, step).astype("<f8")
+                want = G[np.ix_(*idx)]
+                err = float(np.abs(out - want).max()) if want.size else 0.0
+                if kind == "absolute":
+                    assert err <= bound
+                else:  # relative to the range of the chunk the value is in: at most the whole array's range
+                    span = float(want.max() - want.min()) if want.size else 0.0
+                    assert err <= bound * span + 1e-300
+                errors[ds.name, step] = comm.allreduce(err, op=MPI.MAX)
+    rows = None
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        rows = {(d, w.step): w for _, d, w in cat.writes(run)}
+        cat.close()
+    rows = comm.bcast(rows)
+    for (name, step), w in rows.items():
+        assert w.codec == parse_compression(spec).text and w.max_error is not None
+        assert w.stored_nbytes < w.nbytes and w.ratio > 1
+        if kind == "absolute":
+            assert w.max_error == pytest.approx(errors[name, step], rel=1e-6, abs=1e-12)
+        else:
+            assert 0 <= w.max_error <= bound
+
+
+def test_zstd_chunks_on_disk_decode_with_numcodecs_alone(comm, mpi_tmp):
+    """The format: each chunk, at its recorded offset, is the codec's stream of the box's elements in the
+    dataset's order (here plain zstd, no shuffle), and the chunks of a step cover the array once."""
+    from numcodecs import Zstd
+
+    rank = comm.Get_rank()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    specs = [(sdm.Dataset("a", shape=SHAPE, dtype="<f8"), lambda st: global_array(SHAPE, "<f8", seed=st)),
+             (sdm.Dataset("f", shape=SHAPE, dtype=">i4", order="F"), lambda st: global_array(SHAPE, ">i4", "F", st))]
+    run = _write(comm, url, mpi_tmp, "g", specs, range(3), compression="zstd:3:noshuffle")
+    bad = 0
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        root = Path(cat.run(run).root)
+        for _, name, w in cat.writes(run):
+            ds, make = next(x for x in specs if x[0].name == name)
+            G = make(w.step)
+            seen = np.zeros(G.shape, bool)
+            assert sum(e.nbytes for e in w.extents) == w.stored_nbytes
+            for e in w.extents:
+                with open(root / e.path, "rb") as f:
+                    f.seek(e.offset)
+                    blob = f.read(e.nbytes)
+                starts, counts = e.box
+                box = tuple(slice(a, a + c) for a, c in zip(starts, counts))
+                raw = np.frombuffer(Zstd().decode(blob), dtype=ds.dtype)
+                values = raw.reshape(counts, order=ds.order or "C")
+                bad += int(not np.array_equal(values, G[box]))
+                assert not seen[box].any()
+                seen[box] = True
+            assert seen.all()
+        cat.close()
+    assert comm.bcast(bad) == 0
+
+
+def test_other_views_rank_counts_and_boxes_read_the_chunks(comm, mpi_tmp):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    G = global_array((17, 9), "<f8", seed=3)
+    specs = [(sdm.Dataset("a", shape=(17, 9), dtype="<f8"), lambda st: G + st)]
+    _write(comm, url, mpi_tmp, "g", specs, range(2), compression="zstd:1:shuffle")
+    # a Cyclic view on every rank: each rank's values come from several writers' chunks
+    got = _read_all(comm, url, "g", ["a"], [1], view=sdm.Cyclic())
+    idx = cyclic_indices((17, 9), _grid(size, 2), rank)
+    np.testing.assert_array_equal(got["a", 1], (G + 1)[np.ix_(*idx)])
+    # a box across chunk boundaries, and one process alone
+    with sdm.open("packed", "r", comm=comm, catalog=url, run="latest") as s:
+        box = s.group("g")["a"][1, 2:15:3, 4:]
+    np.testing.assert_array_equal(box, (G + 1)[2:15:3, 4:])
+    if rank == 0:
+        with sdm.open("packed", "r", comm=MPI.COMM_SELF, catalog=url, run="latest") as s:
+            g = s.group("g")
+            np.testing.assert_array_equal(g.read("a", 0), G)
+            np.testing.assert_array_equal(g["a"][0, -1], G[-1])
+    comm.Barrier()
+
+
+def test_a_damaged_chunk_is_an_integrity_error_naming_it(comm, mpi_tmp):
+    rank = comm.Get_rank()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    specs = [(sdm.Dataset("a", shape=(16, 8), dtype="<f8"), lambda st: global_array((16, 8), "<f8", seed=st))]
+    run = _write(comm, url, mpi_tmp, "g", specs, range(1), compression="zstd")
+    where = None
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        (_, _, w), = cat.writes(run)
+        e = w.extents[-1]
+        path = Path(cat.run(run).root) / e.path
+        cat.close()
+        with open(path, "r+b") as f:  # one byte in the middle of the last chunk
+            f.seek(e.offset + e.nbytes // 2)
+            byte = f.read(1)
+            f.seek(e.offset + e.nbytes // 2)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        where = (len(w.extents) - 1, list(e.box[0]), list(e.box[1]))
+    k, starts, counts = comm.bcast(where)
+    with sdm.open("packed", "r", comm=comm, catalog=url, run="latest") as s:
+        with pytest.raises(IntegrityError, match=re.escape(f"chunk {k} (box starts {starts}, counts {counts}) of step "
+                                                           "0 of dataset 'a': its stored bytes do not match")):
+            s.group("g").read("a", 0, verify=True)
+    if rank == 0:
+        from sdm.maintenance import verify_run
+
+        cat = sdm.Catalog(url)
+        report = verify_run(cat, run)
+        cat.close()
+        assert not report.ok and f"extent {k}" in report.problems[0].problem
+    comm.Barrier()
+
+
+def test_a_broken_bound_fails_every_rank_and_records_nothing(comm, mpi_tmp):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    shape = (8, 4)
+    with sdm.open("packed", root=mpi_tmp, catalog=url) as s:
+        g = s.make_group("g", ["T"], dtype="<f8", shape=shape, view=sdm.Block(),
+                         compression={"codec": "zfp", "tolerance": 1e-3})
+        idx = block_indices(shape, _grid(size, 2), rank)
+        local = _smooth(shape, 0)[np.ix_(*idx)].copy()
+        if rank == size - 1 and local.size:
+            local.flat[0] = np.nan  # no error bound holds for NaN
+        before = catalog_counts(comm, url)
+        with pytest.raises(CompressionBoundError, match=re.escape("cannot bound the error of NaN or infinite values")):
+            g.write_step(0, {"T": local})
+        assert catalog_counts(comm, url) == before
+        local = _smooth(shape, 0)[np.ix_(*idx)].copy()
+        g.write_step(0, {"T": local})  # the session goes on
+        np.testing.assert_allclose(g.read("T", 0), local, atol=1e-3, rtol=0)
+
+
+def test_refused_uses_raise_on_every_rank_before_anything_is_recorded(comm, mpi_tmp):
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    with sdm.open("packed", root=mpi_tmp, catalog=url) as s:
+        before = catalog_counts(comm, url)
+        with pytest.raises(CompressionSpecError, match=re.escape("dataset 'i': a tolerance needs a floating-point "
+                                                                 "dtype; int32 is exact only with a lossless codec")):
+            s.make_group("g", ["i"], dtype="<i4", shape=(8,), compression={"codec": "zfp", "tolerance": 1e-3})
+        with pytest.raises(InvalidArgumentError, match=re.escape("group 'g' is compressed (zstd:3:noshuffle): "
+                                                                 "subfiles= cut a step")):
+            s.make_group("g", ["a"], dtype="<f8", shape=(8,), compression="zstd", subfiles=2)
+        with pytest.raises(InvalidArgumentError, match="a ranked view's rows are written as they come"):
+            s.make_group("g", ["a"], dtype="<f8", shape=(8,), compression="zstd", view=sdm.Ranked())
+        assert catalog_counts(comm, url) == before
+        g = s.make_group("g", ["a"], dtype="<f8", shape=(comm.Get_size() * 4,), compression="lz4")
+        g.data_view(sdm.Cyclic())
+        with pytest.raises(InvalidArgumentError, match=re.escape("dataset 'a' is compressed, and its view gives this "
+                                                                 "rank a 'cyclic' piece")):
+            g.write("a", 0, np.zeros(4))
+        assert catalog_counts(comm, url)["writes"] == 0
+        g.data_view(sdm.Block())
+        g.write("a", 0, np.full(4, 1.5))
+        np.testing.assert_array_equal(g.read("a", 0), np.full(4, 1.5))
+
+
+def test_rebuild_restores_codecs_chunks_and_errors(comm, mpi_tmp):
+    rank = comm.Get_rank()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    shape = (20, 6)
+    specs = [(sdm.Dataset("T", shape=shape, dtype="<f8"), lambda st: _smooth(shape, st)),
+             (sdm.Dataset("n", shape=shape, dtype="<i8", compression="blosc2:zstd:1:shuffle"),
+              lambda st: np.arange(120, dtype="<i8").reshape(shape) // 7 + st),
+             (sdm.Dataset("r", shape=shape, dtype="<f8", compression="none"), lambda st: _smooth(shape, st + 1))]
+    run = _write(comm, url, mpi_tmp, "g", specs, range(3), compression={"codec": "zfp", "tolerance": 1e-4})
+    same = None
+    if rank == 0:
+        from sdm.catalog.rebuild import rebuild
+
+        def rows(u):
+            cat = sdm.Catalog(u)
+            try:
+                out = sorted((d, w.step, w.path, w.offset, w.nbytes, w.codec, w.stored_nbytes, w.max_error,
+                              w.checksum, w.checksum_algo, w.extents) for _, d, w in cat.writes(run))
+                specs_ = sorted((d.name, d.compression) for g in cat.run(run).groups for d in g.datasets)
+                return out, specs_
+            finally:
+                cat.close()
+
+        before = rows(url)
+        url2 = f"sqlite:///{mpi_tmp}/rebuilt.db"
+        assert rebuild(mpi_tmp, url2).added == [run]
+        after = rows(url2)
+        same = before == after and before[1] == [("T", "zfp:tolerance=0.0001"), ("n", "blosc2:zstd:1:shuffle"),
+                                                 ("r", None)]
+        assert any(r[5] is None for r in before[0]) and all(r[10] for r in before[0] if r[5])
+    assert comm.bcast(same)
