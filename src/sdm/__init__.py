@@ -73,9 +73,10 @@ def find(catalog: str | None = None, application: str | None = None, **kwargs: A
         Catalog URL (default ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT``).
     application : str, optional
     **kwargs
-        ``run``, ``since``, ``until``, ``attributes``, ``conditions``, ``steps`` as for
-        :meth:`Catalog.find` (``steps=True`` reads every step; else each dataset carries
-        ``nsteps``, ``first_step`` and ``last_step``).
+        ``run``, ``since``, ``until``, ``attributes``, ``conditions``, ``steps``, ``compression``
+        as for :meth:`Catalog.find` (``steps=True`` reads every step; else each dataset carries
+        ``nsteps``, ``first_step`` and ``last_step``; ``compression=["ratio>4"]`` keeps the
+        compressed datasets whose steps compressed that well).
 
     Returns
     -------

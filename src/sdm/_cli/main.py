@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from datetime import datetime, time, timezone
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Sequence, TypeVar
 
 import typer
 from rich.console import Console
@@ -242,6 +242,7 @@ def _dataset_json(group: str, d: Any) -> dict[str, Any]:
         "nsteps": d.nsteps,
         "first_step": d.first_step,
         "last_step": d.last_step,
+        "compression": d.compression,
     }
     if d.steps is not None:  # read (sdm show, sdm find --steps)
         out.update(steps=list(d.steps), steps_range=steps_text(d.steps))
@@ -417,7 +418,8 @@ def show(
         rec = _with_current_state(cat, cat.run(run))
         infos = cat.infos(run, everywhere=True)
         files = cat.files(run)
-        wrows = cat.writes(run) if writes else []
+        packed = any(d.compression for g in rec.groups for d in g.datasets)
+        wrows = cat.writes(run) if writes or packed else []
         imported = irregular_records.imports(cat, run_id=run)
     if as_json:
         out: dict[str, Any] = {
@@ -440,6 +442,8 @@ def show(
             "files": [{"path": f.path, "level": f.level, "writes": f.nwrites, "bytes": f.nbytes} for f in files],
             "imports": [_import_json(i) for i in imported],
         }
+        if packed:
+            out["compression"] = compression_rows(wrows)
         if writes:
             out["writes"] = [
                 {
@@ -457,8 +461,12 @@ def show(
                     "nprocs": w.nprocs,
                     "written_at": _iso(w.written_at),
                     **({"extents": [{"path": e.path, "offset": e.offset, "nbytes": e.nbytes, "start": e.start,
-                                     "checksum": e.checksum, "checksum_algo": e.checksum_algo} for e in w.extents]}
+                                     "checksum": e.checksum, "checksum_algo": e.checksum_algo,
+                                     **({"box": [list(e.box[0]), list(e.box[1])]} if e.box is not None else {})}
+                                    for e in w.extents]}
                        if w.extents else {}),
+                    **({"codec": w.codec, "stored_nbytes": w.stored_nbytes, "ratio": w.ratio,
+                        "max_error": w.max_error} if w.codec is not None else {}),
                 }
                 for g, d, w in wrows
             ]
@@ -496,6 +504,13 @@ def show(
     con.print(datasets)
     if infos:
         con.print(infos_table(infos, _table("infos", "attached to", "name", "dtype", "shape", "values")))
+    if packed:
+        ctable = _table("compression", "dataset", "codec", "steps", "array", "stored", "ratio", "max error")
+        for c in compression_rows(wrows):
+            _row(ctable, c["dataset"], c["codec"], c["steps"], _size(c["nbytes"]), _size(c["stored_nbytes"]),
+                 "-" if c["ratio"] is None else f"{c['ratio']:.2f}",
+                 "-" if c["max_error"] is None else f"{c['max_error']:.3g}")
+        con.print(ctable)
     ftable = _table("files", "path", "level", "writes", "size")
     for f in files:
         _row(ftable, f.path, f.level, f.nwrites, _size(f.nbytes))
@@ -511,10 +526,31 @@ def show(
         for gname, dname, w in wrows:
             _row(wtable, f"{gname}/{dname}", w.step, w.path, w.offset, w.nbytes,
                  f"{w.checksum_algo}:{w.checksum}", w.method, f"{w.seconds:.6f}", w.reason or "-")
-            for k, e in enumerate(w.extents):  # a subfiled step: each extent in its subfile
-                _row(wtable, f"  extent {k}", f"bytes {e.start}..{e.start + e.nbytes}", e.path, e.offset, e.nbytes,
+            for k, e in enumerate(w.extents):  # a subfiled step: each extent in its subfile; a compressed one's chunks
+                where = (f"box {list(e.box[0])}+{list(e.box[1])}" if e.box is not None
+                         else f"bytes {e.start}..{e.start + e.nbytes}")
+                _row(wtable, f"  {'chunk' if e.box is not None else 'extent'} {k}", where, e.path, e.offset, e.nbytes,
                      f"{e.checksum_algo}:{e.checksum}", "", "", "")
         con.print(wtable)
+
+
+def compression_rows(wrows: Sequence[tuple[str, str, Any]]) -> list[dict[str, Any]]:
+    """What compression achieved per compressed dataset of a run's writes: steps, array and stored bytes, their
+    ratio and the largest error a lossy codec measured at write time."""
+    acc: dict[tuple[str, str], dict[str, Any]] = {}
+    for gname, dname, w in wrows:
+        if w.codec is None:
+            continue
+        c = acc.setdefault((gname, dname), {"dataset": f"{gname}/{dname}", "codec": w.codec, "steps": 0,
+                                            "nbytes": 0, "stored_nbytes": 0, "max_error": None})
+        c["steps"] += 1
+        c["nbytes"] += int(w.nbytes)
+        c["stored_nbytes"] += int(w.stored_nbytes or 0)
+        if w.max_error is not None:
+            c["max_error"] = max(c["max_error"] or 0.0, float(w.max_error))
+    for c in acc.values():
+        c["ratio"] = c["nbytes"] / c["stored_nbytes"] if c["stored_nbytes"] else None
+    return list(acc.values())
 
 
 def _import_json(i: Any) -> dict[str, Any]:
@@ -570,6 +606,9 @@ def find(
     run: Annotated[int | None, typer.Option("--run", metavar="ID", help="Only this run.", min=1, max=RUN_ID_MAX)] = None,
     steps: Annotated[bool, typer.Option("--steps", help="Read every step of the datasets found (else count, "
                                         "first and last).")] = False,
+    compression: Annotated[list[str] | None, typer.Option(
+        "--compression", metavar="COND", help="Compressed datasets only, by what compression achieved over their "
+        "steps: ratio, max_error, stored, nbytes, codec ('ratio>4'; repeat for more).")] = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -577,9 +616,11 @@ def find(
     from ..catalog import parse_condition
 
     conds = [parse_condition(c) for c in conditions or ()]
+    packed = [parse_condition(c) for c in compression or ()]
     start, end = _parse_date(since, end=False), _parse_date(until, end=True)
     with _open(catalog) as cat:
-        runs = cat.find(application=application, run=run, since=start, until=end, conditions=conds, steps=steps)
+        runs = cat.find(application=application, run=run, since=start, until=end, conditions=conds, steps=steps,
+                        compression=packed)
     if as_json:
         _emit_json(
             {

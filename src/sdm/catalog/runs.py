@@ -328,6 +328,7 @@ class Runs(Store):
         attributes: dict[str, Any] | None = None,
         conditions: Iterable[Condition] = (),
         steps: bool = False,
+        compression: Iterable[Condition | str] | str = (),
     ) -> list[RunRecord]:
         """Find runs (newest first) and, in each, the datasets that match.
 
@@ -356,6 +357,10 @@ class Runs(Store):
         steps : bool
             Also read every dataset's list of steps (``DatasetRecord.steps``). By default
             only their count, first and last step are read and ``steps`` is ``None``.
+        compression : iterable of str or Condition
+            What compression achieved (``"ratio>4"``, ``"max_error<1e-4"``; :data:`COMPRESSION_KEYS`, over all the
+            dataset's steps): only compressed datasets whose ``ratio``, ``max_error``, ``stored``,
+            ``nbytes`` and ``codec`` satisfy every one are kept, and only runs holding one.
 
         Raises
         ------
@@ -365,6 +370,7 @@ class Runs(Store):
             The catalog failed while reading.
         """
         conds = self._conditions(attributes, conditions)
+        packed = _compression_conditions(compression)
         if run is not None:
             checked_id(run)  # validates
         for name, when in (("since", since), ("until", until)):
@@ -375,6 +381,8 @@ class Runs(Store):
         with self.db.read("find runs") as con:
             q, params = self._id_query(con, application=application, run=run, since=since, until=until, conds=conds)
             ids, only = self._narrow(con, [int(i) for i in con.scalars(q, params)], conds)
+            if packed:
+                ids, only = _narrow_compressed(con, ids, only, packed)
             found = L.load_runs(con, ids, only=only, steps=steps)
         return sorted(found, key=lambda r: (r.created_at, r.id), reverse=True)  # as sdm ls lists them
 
@@ -485,3 +493,53 @@ def _selection_text(attributes: Any, conditions: Iterable[Condition]) -> str:
     parts += [repr(c) for c in conditions]
     return " and ".join(parts)
 
+
+
+#: What :meth:`Runs.find`'s ``compression=`` conditions may name, per compressed dataset over its steps
+COMPRESSION_KEYS = {
+    "ratio": "array bytes over stored bytes",
+    "max_error": "the largest error a lossy codec measured at write time (0 for lossless codecs)",
+    "stored": "bytes stored", "nbytes": "array bytes", "codec": "the codec pipeline's text",
+}
+#: Per compressed dataset of some runs: its codec and its steps' sums (sdm.engine.compressed)
+_COMPRESSION_FACTS = ('SELECT datasets.id AS id, groups.run_id AS run_id, MIN(writes.codec) AS codec, '
+                      'SUM(writes.nbytes) AS nbytes, SUM(writes.stored_nbytes) AS stored, '
+                      'MAX(writes.max_error) AS max_error FROM writes JOIN datasets ON datasets.id = writes.dataset_id '
+                      'JOIN groups ON groups.id = datasets.group_id WHERE groups.run_id IN :run_ids '
+                      'AND writes.codec IS NOT NULL GROUP BY datasets.id, groups.run_id')
+
+
+def _compression_conditions(conditions: Iterable[Condition | str] | str) -> list[Condition]:
+    """``find(compression=...)`` checked: conditions (``"ratio>4"`` or Condition objects) on :data:`COMPRESSION_KEYS`."""
+    from .values import parse_condition
+
+    out = []
+    for c in [conditions] if isinstance(conditions, str) else conditions:
+        if isinstance(c, str):
+            c = parse_condition(c)
+        if not isinstance(c, Condition):
+            raise InvalidArgumentError(
+                f"compression conditions must be Condition objects (see sdm.catalog.parse_condition), got {c!r}")
+        if c.key not in COMPRESSION_KEYS:
+            raise InvalidArgumentError(f"compression condition on {c.key!r}: the keys are "
+                                       + ", ".join(f"{k} ({v})" for k, v in COMPRESSION_KEYS.items()))
+        out.append(c)
+    return out
+
+
+def _narrow_compressed(con: RD.Reader, run_ids: list[int], only: dict[int, set[int]] | None,
+                       conds: Sequence[Condition]) -> tuple[list[int], dict[int, set[int]]]:
+    """The runs of *run_ids* holding a compressed dataset whose facts satisfy every condition, and those datasets
+    (among *only*'s, when given)."""
+    kept: dict[int, set[int]] = {}
+    for part in L.chunks(run_ids):
+        for row in con.rows(_COMPRESSION_FACTS, {"run_ids": part}):
+            rid, did = int(row["run_id"]), int(row["id"])
+            if only is not None and did not in only.get(rid, set()):
+                continue
+            stored, nbytes = int(row["stored"] or 0), int(row["nbytes"] or 0)
+            facts = {"ratio": nbytes / stored if stored else float("inf"), "stored": stored, "nbytes": nbytes,
+                     "codec": row["codec"], "max_error": float(row["max_error"] or 0.0)}
+            if all(c.matches(facts[c.key]) for c in conds):
+                kept.setdefault(rid, set()).add(did)
+    return [i for i in run_ids if i in kept], kept

@@ -402,7 +402,7 @@ class Writes(Store):
         """The data files of a run with their number of writes and bytes."""
         sp, f = S.spans(), S.files
         q = (
-            sa.select(f.c.path, f.c.level, sa.func.count(sp.c.write_id), sa.func.coalesce(sa.func.sum(sp.c.nbytes), 0))
+            sa.select(f.c.path, f.c.level, sa.func.count(sa.distinct(sp.c.write_id)), sa.func.coalesce(sa.func.sum(sp.c.nbytes), 0))
             .select_from(f.outerjoin(sp, sp.c.file_id == f.c.id))
             .where(f.c.run_id == run_id)
             .group_by(f.c.id, f.c.path, f.c.level)
