@@ -42,7 +42,7 @@ Order = Literal["C", "F"]
 
 
 class Encoded(NamedTuple):
-    """A compressed chunk and the error its round trip measured (what :func:`~sdm.codecs.bounds.check_bound` returns)."""
+    """A compressed chunk and the error its round trip measured (as :func:`~sdm.codecs.bounds.check_bound` does)."""
 
     data: bytes
     error: float
