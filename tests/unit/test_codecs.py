@@ -230,6 +230,28 @@ def test_refused_specs_say_what_is_expected(value: object, message: str) -> None
         parse_compression(value)
 
 
+@pytest.mark.parametrize("make, message", [
+    (lambda: Lossless("gzip", 3), "a lossless compression is one of 'zstd', 'lz4', 'blosc2'; got 'gzip'"),
+    (lambda: Lossless("zstd", 99), "the level of 'zstd' is 1 to 22 (or a fast level -1 to -131072); got 99"),
+    (lambda: Lossless("zstd", True), "the level of 'zstd' is an int; got bool"),
+    (lambda: Lossless("zstd", 3, "byte"), "the shuffle of 'zstd' is 'noshuffle', 'shuffle' or 'bitshuffle' ('none', "
+                                          "'byte', 'bit' also do); got 'byte'"),
+    (lambda: Lossless("zstd", 3, "shuffle", "lz4"), "only 'blosc2' has an inner codec; 'zstd' got 'lz4'"),
+    (lambda: Lossless("blosc2", 5, "shuffle"), "the inner codec of 'blosc2' is one of 'blosclz', 'lz4', 'lz4hc', "
+                                               "'zlib', 'zstd'; got None"),
+    (lambda: Lossy("zstd", "tolerance", 1.0), "a lossy compression is one of 'zfp', 'sz3'; got 'zstd'"),
+    (lambda: Lossy("zfp", "absolute", 1.0), "compression 'zfp' takes one of 'tolerance', 'rate', 'precision'; got "
+                                            "'absolute'"),
+    (lambda: Lossy("zfp", "tolerance", 1), "the tolerance of 'zfp' is held as a float; got int"),
+    (lambda: Lossy("zfp", "precision", 16.5), "the precision of 'zfp' is a number of bit planes from 1 to 64; got "
+                                              "16.5"),
+    (lambda: Lossy("sz3", "relative", -1.0), "the relative bound of 'sz3' is a positive finite number; got -1.0"),
+])
+def test_specs_built_directly_are_checked_too(make: object, message: str) -> None:
+    with pytest.raises(CompressionSpecError, match=f"^{R(message)}$"):
+        make()  # type: ignore[operator]
+
+
 @pytest.mark.parametrize("record, message", [
     (None, "a compression record is a str; got NoneType"),
     (b"zstd:3:noshuffle", "a compression record is a str; got bytes"),

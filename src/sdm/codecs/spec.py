@@ -81,7 +81,7 @@ def _native_name(dt: np.dtype) -> str:
 
 
 class CompressionSpec:
-    """A parsed, validated compression spec (immutable, hashable, comparable).
+    """A validated compression spec (immutable, hashable, comparable; its constructor refuses invalid fields).
 
     Built by :func:`~sdm.codecs.parse.parse_compression` (from what a user gives) or
     :meth:`from_record` (from what the catalog or a meta-file holds); the two subclasses
@@ -239,6 +239,9 @@ class Lossless(CompressionSpec):
     shuffle: str = "noshuffle"
     inner: str | None = None
 
+    def __post_init__(self) -> None:
+        _check_lossless(self)
+
     @property
     def codec(self) -> str:
         return self.name
@@ -285,6 +288,9 @@ class Lossy(CompressionSpec):
     name: str
     mode: str
     value: float
+
+    def __post_init__(self) -> None:
+        _check_lossy(self)
 
     @property
     def codec(self) -> str:
@@ -390,8 +396,22 @@ def parse_text(text: str) -> CompressionSpec:
 
 
 def make_lossless(name: str, level: int, shuffle: str, inner: str | None) -> Lossless:
-    """A checked :class:`Lossless` (*shuffle* may be an alias: ``none``, ``byte``, ``bit``)."""
-    shuffle = _SHUFFLE_ALIASES.get(shuffle, shuffle)
+    """A :class:`Lossless` (*shuffle* may be an alias: ``none``, ``byte``, ``bit``), checked by its constructor."""
+    return Lossless(name, level, _SHUFFLE_ALIASES.get(shuffle, shuffle), inner)
+
+
+def make_lossy(name: str, mode: str, value: float) -> Lossy:
+    """A :class:`Lossy` whose bound is *value* as a float, checked by its constructor."""
+    return Lossy(name, mode, float(value))
+
+
+def _check_lossless(spec: Lossless) -> None:
+    name, level, shuffle, inner = spec.name, spec.level, spec.shuffle, spec.inner
+    if name not in LOSSLESS_CODECS:
+        raise CompressionSpecError(f"a lossless compression is one of {', '.join(map(repr, LOSSLESS_CODECS))}; got "
+                                   f"{name!r}")
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, int):
+        raise CompressionSpecError(f"the {LEVEL_KEY[name]} of {name!r} is an int; got {type(level).__name__}")
     if shuffle not in SHUFFLES:
         raise CompressionSpecError(f"the shuffle of {name!r} is 'noshuffle', 'shuffle' or 'bitshuffle' ('none', "
                                    f"'byte', 'bit' also do); got {shuffle!r}")
@@ -401,29 +421,34 @@ def make_lossless(name: str, level: int, shuffle: str, inner: str | None) -> Los
                                        f"got {inner!r}")
         ok = 0 <= level <= 9
     else:
+        if inner is not None:
+            raise CompressionSpecError(f"only 'blosc2' has an inner codec; {name!r} got {inner!r}")
         if shuffle == "bitshuffle":
             raise CompressionSpecError(f"bitshuffle with {name!r} needs blosc2: write "
                                        f"'blosc2:{name}:<level 0-9>:bitshuffle'")
         ok = (1 <= level <= 22 or -131072 <= level <= -1) if name == "zstd" else 1 <= level <= 65537
     if not ok:
         raise CompressionSpecError(f"the {LEVEL_KEY[name]} of {name!r} is {_LEVEL_RANGE[name]}; got {level}")
-    return Lossless(name, int(level), shuffle, inner)
 
 
-def make_lossy(name: str, mode: str, value: float) -> Lossy:
-    """A checked :class:`Lossy` (the bound finite, positive and in its mode's range)."""
-    label = LABELS[mode]
+def _check_lossy(spec: Lossy) -> None:
+    name, mode, value = spec.name, spec.mode, spec.value
+    if name not in LOSSY_CODECS:
+        raise CompressionSpecError(f"a lossy compression is one of {', '.join(map(repr, LOSSY_CODECS))}; got {name!r}")
+    _known_mode(name, mode)
+    if not isinstance(value, float):
+        raise CompressionSpecError(f"the {LABELS[mode]} of {name!r} is held as a float; got {type(value).__name__}")
     if mode == "precision":
-        if not 1 <= value <= 64:
-            raise CompressionSpecError(f"the precision of {name!r} is a number of bit planes from 1 to 64; got {value}")
+        if not (value.is_integer() and 1 <= value <= 64):
+            raise CompressionSpecError(f"the precision of {name!r} is a number of bit planes from 1 to 64; got "
+                                       f"{format_number(value) if math.isfinite(value) else value}")
     elif not math.isfinite(value) or value <= 0:
-        raise CompressionSpecError(f"the {label} of {name!r} is a positive finite number; got {value!r}")
+        raise CompressionSpecError(f"the {LABELS[mode]} of {name!r} is a positive finite number; got {value!r}")
     elif mode == "relative" and value >= 1:
         raise CompressionSpecError(f"the relative bound of {name!r} is a fraction of the value range, below 1; "
                                    f"got {value!r}")
     elif mode == "rate" and value > 64:
         raise CompressionSpecError(f"the rate of {name!r} is a number of bits per value, at most 64; got {value!r}")
-    return Lossy(name, mode, float(value))
 
 
 def known_codecs() -> str:
