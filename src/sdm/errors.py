@@ -56,7 +56,7 @@ class SDMError(Exception):
     def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self):  # pickles cleanly between ranks
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:  # pickles cleanly between ranks
         return (type(self), (self.message,))
 
 

@@ -81,7 +81,7 @@ def max_abs_error(original: np.ndarray, decoded: np.ndarray) -> float:
     if o.dtype.kind in "biu" and d.dtype.kind in "biu" and not (mixed_unsigned and "i" in (o.dtype.kind, d.dtype.kind)):
         return _integer_error(o, d)
     wide = np.complex128 if "c" in (o.dtype.kind, d.dtype.kind) else np.float64
-    a, b = o.astype(wide), d.astype(wide)
+    a, b = np.atleast_1d(o.astype(wide)), np.atleast_1d(d.astype(wide))
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(b - a)
     same = (a == b) | (np.isnan(a) & np.isnan(b))
@@ -145,8 +145,8 @@ def check_bound(spec: CompressionSpec, original: np.ndarray, decoded: np.ndarray
     bound = spec.bound_value
     if not spec.lossy:
         if error != 0.0:
-            raise CompressionBoundError(f"compression {spec.text!r} is lossless, but the decoded chunk differs from the "
-                                        "original (dtype, shape or bits)")
+            raise CompressionBoundError(f"compression {spec.text!r} is lossless, but the decoded chunk differs from "
+                                        "the original (dtype, shape or bits)")
     elif bound is not None and spec.bound_kind in ("absolute", "relative") and not error <= bound:
         raise CompressionBoundError(f"compression {spec.text!r} broke its bound: {spec.bound_kind} error "
                                     f"{format_number(error) if math.isfinite(error) else error} measured, at most "

@@ -43,7 +43,8 @@ def load(codec: str, package: str) -> Any:
     try:
         return _import(_MODULES[codec])
     except ImportError as exc:
-        missing = isinstance(exc, ModuleNotFoundError) and exc.name == _MODULES[codec].partition(".")[0]
+        top = _MODULES[codec].partition(".")[0]
+        missing = isinstance(exc, ModuleNotFoundError) and (exc.name or "").partition(".")[0] == top
         why = "" if missing else f" ({type(exc).__name__}: {exc})"
         raise CompressionSpecError(f"compression {codec!r} needs the {package!r} package: pip install {package}"
                                    f"{why}") from None

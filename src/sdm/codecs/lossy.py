@@ -11,6 +11,7 @@ checks.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 import numpy as np
@@ -75,7 +76,7 @@ class _Sz3:
         bound = self._value
         if self._mode == "relative":  # relative to this chunk's value range, computed in float64
             bound *= float(values.max()) - float(values.min())
-            exact = exact or bound == 0.0  # a constant chunk: nothing to lose
+            exact = exact or not 0.0 < bound < math.inf  # a constant chunk (nothing to lose), or a range beyond floats
         if exact:
             conf.cmprAlgo = pysz.szAlgorithm.LOSSLESS
         else:

@@ -18,8 +18,9 @@ a chunk that broke an ``absolute`` or ``relative`` bound is compressed again wit
 codec's lossless mode (ZFP reversible, SZ3 lossless), which is exact and larger.  A
 chunk holding NaN or an infinity is refused with
 :class:`~sdm.errors.CompressionBoundError`: neither codec bounds the error of those
-(ZFP spreads them over their block).  ``rate`` and ``precision`` modes bound no error,
-so :meth:`Pipeline.encode` does not measure them; :meth:`Pipeline.encode_measured` does.
+(ZFP decodes them as finite numbers; SZ3 does not say what it does with them).
+``rate`` and ``precision`` modes bound no error, so :meth:`Pipeline.encode` does not
+measure them; :meth:`Pipeline.encode_measured` does.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ Order = Literal["C", "F"]
 
 
 class Encoded(NamedTuple):
-    """A compressed chunk and the error its round trip measured (what :func:`~sdm.codecs.bounds.check_bound` returns)."""
+    """A compressed chunk and the error its round trip measured (as :func:`~sdm.codecs.bounds.check_bound` does)."""
 
     data: bytes
     error: float

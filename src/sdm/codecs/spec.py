@@ -14,12 +14,16 @@ with ``<shuffle>`` one of ``noshuffle``, ``shuffle`` (bytes of each element grou
 their place in it) and ``bitshuffle`` (the same, bit by bit; blosc2 only).  The canonical
 text spells every field out, so it does not depend on the defaults; it is what the
 catalog and the meta-file store, at most :data:`TEXT_MAX` characters, and
-:meth:`CompressionSpec.from_record` refuses any other text.
+:meth:`CompressionSpec.from_record` refuses any other text.  Short forms take defaults:
+``zstd`` is ``zstd:3:noshuffle``, ``lz4`` is ``lz4:1:noshuffle``, ``blosc2`` is
+``blosc2:zstd:5:shuffle``, and ``byte``, ``bit``, ``none`` stand for ``shuffle``,
+``bitshuffle``, ``noshuffle``; lossy codecs have no default bound.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,7 +33,9 @@ from ..errors import CompressionSpecError
 
 __all__ = [
     "CompressionSpec", "Lossless", "Lossy", "BoundKind", "TEXT_MAX", "LOSSLESS_CODECS", "LOSSY_CODECS",
-    "KNOWN_CODECS", "SHUFFLES", "BLOSC2_INNER", "LOSSY_MODES", "PACKAGES", "format_number",
+    "KNOWN_CODECS", "SHUFFLES", "BLOSC2_INNER", "LOSSY_MODES", "PACKAGES", "MAX_CHUNK_BYTES", "MAX_LOSSY_NDIM",
+    "DEFAULT_LEVELS", "DEFAULT_SHUFFLE", "LEVEL_KEY", "LABELS", "format_number", "parse_text", "make_lossless",
+    "make_lossy", "known_codecs", "known_name", "needs_bound",
 ]
 
 #: Longest canonical text of a spec (the catalog column's width).
@@ -75,7 +81,7 @@ def _native_name(dt: np.dtype) -> str:
 
 
 class CompressionSpec:
-    """A parsed, validated compression spec (immutable, hashable, comparable).
+    """A validated compression spec (immutable, hashable, comparable; its constructor refuses invalid fields).
 
     Built by :func:`~sdm.codecs.parse.parse_compression` (from what a user gives) or
     :meth:`from_record` (from what the catalog or a meta-file holds); the two subclasses
@@ -195,8 +201,6 @@ class CompressionSpec:
             For anything but a canonical text: another type, too long, not ASCII, an
             abbreviated or otherwise non-canonical form, or an invalid spec.
         """
-        from .parse import parse_text  # parse builds specs: imported here to keep the two modules apart
-
         if not isinstance(text, str):
             raise CompressionSpecError(f"a compression record is a str; got {type(text).__name__}")
         if len(text) > TEXT_MAX or not text.isascii() or not text.isprintable():
@@ -234,6 +238,9 @@ class Lossless(CompressionSpec):
     level: int
     shuffle: str = "noshuffle"
     inner: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_lossless(self)
 
     @property
     def codec(self) -> str:
@@ -282,6 +289,9 @@ class Lossy(CompressionSpec):
     mode: str
     value: float
 
+    def __post_init__(self) -> None:
+        _check_lossy(self)
+
     @property
     def codec(self) -> str:
         return self.name
@@ -304,7 +314,7 @@ class Lossy(CompressionSpec):
 
     @property
     def error_bounded(self) -> bool:
-        """True when the spec bounds the error (``absolute`` or ``relative``), not the bits (``rate``, ``precision``)."""
+        """True when the spec bounds the error (``absolute``, ``relative``), not the bits (``rate``, ``precision``)."""
         return self.bound_kind in ("absolute", "relative")
 
     def check_dtype(self, dtype: np.dtype | type | str) -> np.dtype:
@@ -320,6 +330,157 @@ class Lossy(CompressionSpec):
         if self.name == "zfp":
             if name in _INTS_ZFP:
                 return dt  # rate and precision modes: tolerances were refused above
-            raise CompressionSpecError(f"zfp compresses float32 and float64 (int32 and int64 in rate or precision mode) "
-                                       f"only; {name} {exact}")
+            raise CompressionSpecError(f"zfp compresses float32 and float64 (int32 and int64 in rate or precision "
+                                       f"mode) only; {name} {exact}")
         raise CompressionSpecError(f"sz3 compresses float32 and float64 only; {name} {exact}")
+
+
+# ------------------------------------------------------------------------------ the text grammar
+
+#: Level (lz4: acceleration) of a lossless spec that names none.
+DEFAULT_LEVELS = {"zstd": 3, "lz4": 1, "blosc2": 5}
+DEFAULT_SHUFFLE = {"zstd": "noshuffle", "lz4": "noshuffle", "blosc2": "shuffle"}
+_SHUFFLE_ALIASES = {"none": "noshuffle", "byte": "shuffle", "bit": "bitshuffle"}
+LEVEL_KEY = {"zstd": "level", "lz4": "acceleration", "blosc2": "level"}
+_LEVEL_RANGE = {"zstd": "1 to 22 (or a fast level -1 to -131072)", "lz4": "1 to 65537", "blosc2": "0 to 9"}
+_FORMS = {"zstd": "zstd[:<level>[:<shuffle>]]", "lz4": "lz4[:<acceleration>[:<shuffle>]]",
+          "blosc2": "blosc2[:<inner>[:<level>[:<shuffle>]]]", "zfp": "zfp:<tolerance|rate|precision>=<number>",
+          "sz3": "sz3:<absolute|relative>=<number>"}
+LABELS = {"tolerance": "tolerance", "absolute": "absolute bound", "relative": "relative bound", "rate": "rate",
+           "precision": "precision"}
+_CHARS = re.compile(r"[A-Za-z0-9:=.+-]+")
+_INT = re.compile(r"[-+]?[0-9]+")
+_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_NONFINITE = ("nan", "inf", "infinity")
+
+
+def parse_text(text: str) -> CompressionSpec:
+    """The spec a text names (the grammar above; short forms take the defaults), installed or not.
+
+    Raises
+    ------
+    CompressionSpecError
+        For a text that is empty, too long, holds other characters or is not of the grammar.
+    """
+    if not text:
+        raise CompressionSpecError(f"compression text is empty; known codecs: {known_codecs()}")
+    if len(text) > TEXT_MAX:
+        raise CompressionSpecError(f"compression text is at most {TEXT_MAX} characters; got {len(text)}")
+    if not _CHARS.fullmatch(text):
+        raise CompressionSpecError(f"compression text {text!r} holds characters other than letters, digits and "
+                                   "':', '=', '.', '+', '-'")
+    name, _, rest = text.partition(":")
+    known_name(name)
+    fields = rest.split(":") if rest else []
+    if "" in fields or text.endswith(":"):
+        raise CompressionSpecError(f"compression text {text!r} has an empty field; write {_FORMS[name]!r}")
+    if name in LOSSLESS_CODECS:
+        inner = None
+        if name == "blosc2":
+            inner, fields = (fields[0] if fields else "zstd"), fields[1:]
+        if len(fields) > 2:
+            raise CompressionSpecError(f"compression {name!r} is written {_FORMS[name]!r}; got {text!r}")
+        level = _int_text(fields[0], name, LEVEL_KEY[name]) if fields else DEFAULT_LEVELS[name]
+        return make_lossless(name, level, fields[1] if len(fields) > 1 else DEFAULT_SHUFFLE[name], inner)
+    if not fields:
+        raise CompressionSpecError(needs_bound(name))
+    if len(fields) > 1:
+        raise CompressionSpecError(f"compression {name!r} is written {_FORMS[name]!r} (one bound); got {text!r}")
+    mode, eq, number = fields[0].partition("=")
+    if not eq:
+        raise CompressionSpecError(f"compression {name!r} is written {_FORMS[name]!r}; got {text!r}")
+    _known_mode(name, mode)
+    if mode == "precision":
+        return make_lossy(name, mode, _int_text(number, name, mode))
+    return make_lossy(name, mode, _float_text(number, name, mode))
+
+
+def make_lossless(name: str, level: int, shuffle: str, inner: str | None) -> Lossless:
+    """A :class:`Lossless` (*shuffle* may be an alias: ``none``, ``byte``, ``bit``), checked by its constructor."""
+    return Lossless(name, level, _SHUFFLE_ALIASES.get(shuffle, shuffle), inner)
+
+
+def make_lossy(name: str, mode: str, value: float) -> Lossy:
+    """A :class:`Lossy` whose bound is *value* as a float, checked by its constructor."""
+    return Lossy(name, mode, float(value))
+
+
+def _check_lossless(spec: Lossless) -> None:
+    name, level, shuffle, inner = spec.name, spec.level, spec.shuffle, spec.inner
+    if name not in LOSSLESS_CODECS:
+        raise CompressionSpecError(f"a lossless compression is one of {', '.join(map(repr, LOSSLESS_CODECS))}; got "
+                                   f"{name!r}")
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, int):
+        raise CompressionSpecError(f"the {LEVEL_KEY[name]} of {name!r} is an int; got {type(level).__name__}")
+    if shuffle not in SHUFFLES:
+        raise CompressionSpecError(f"the shuffle of {name!r} is 'noshuffle', 'shuffle' or 'bitshuffle' ('none', "
+                                   f"'byte', 'bit' also do); got {shuffle!r}")
+    if name == "blosc2":
+        if inner not in BLOSC2_INNER:
+            raise CompressionSpecError(f"the inner codec of 'blosc2' is one of {', '.join(map(repr, BLOSC2_INNER))}; "
+                                       f"got {inner!r}")
+        ok = 0 <= level <= 9
+    else:
+        if inner is not None:
+            raise CompressionSpecError(f"only 'blosc2' has an inner codec; {name!r} got {inner!r}")
+        if shuffle == "bitshuffle":
+            raise CompressionSpecError(f"bitshuffle with {name!r} needs blosc2: write "
+                                       f"'blosc2:{name}:<level 0-9>:bitshuffle'")
+        ok = (1 <= level <= 22 or -131072 <= level <= -1) if name == "zstd" else 1 <= level <= 65537
+    if not ok:
+        raise CompressionSpecError(f"the {LEVEL_KEY[name]} of {name!r} is {_LEVEL_RANGE[name]}; got {level}")
+
+
+def _check_lossy(spec: Lossy) -> None:
+    name, mode, value = spec.name, spec.mode, spec.value
+    if name not in LOSSY_CODECS:
+        raise CompressionSpecError(f"a lossy compression is one of {', '.join(map(repr, LOSSY_CODECS))}; got {name!r}")
+    _known_mode(name, mode)
+    if not isinstance(value, float):
+        raise CompressionSpecError(f"the {LABELS[mode]} of {name!r} is held as a float; got {type(value).__name__}")
+    if mode == "precision":
+        if not (value.is_integer() and 1 <= value <= 64):
+            raise CompressionSpecError(f"the precision of {name!r} is a number of bit planes from 1 to 64; got "
+                                       f"{format_number(value) if math.isfinite(value) else value}")
+    elif not math.isfinite(value) or value <= 0:
+        raise CompressionSpecError(f"the {LABELS[mode]} of {name!r} is a positive finite number; got {value!r}")
+    elif mode == "relative" and value >= 1:
+        raise CompressionSpecError(f"the relative bound of {name!r} is a fraction of the value range, below 1; "
+                                   f"got {value!r}")
+    elif mode == "rate" and value > 64:
+        raise CompressionSpecError(f"the rate of {name!r} is a number of bits per value, at most 64; got {value!r}")
+
+
+def known_codecs() -> str:
+    """The known codecs' names, quoted, for messages."""
+    return ", ".join(map(repr, KNOWN_CODECS))
+
+
+def known_name(name: str) -> None:
+    """Refuse a codec name that is not one of :data:`KNOWN_CODECS`."""
+    if name not in KNOWN_CODECS:
+        raise CompressionSpecError(f"unknown compression {name!r}; known: {known_codecs()}")
+
+
+def _known_mode(name: str, mode: str) -> None:
+    if mode not in LOSSY_MODES[name]:
+        raise CompressionSpecError(f"compression {name!r} takes one of {', '.join(map(repr, LOSSY_MODES[name]))}; "
+                                   f"got {mode!r}")
+
+
+def needs_bound(name: str) -> str:
+    """The message refusing a lossy codec given without a bound."""
+    forms = [f"'{name}:{mode}=<number>'" for mode in LOSSY_MODES[name]]
+    return f"compression {name!r} needs a bound: {', '.join(forms[:-1])} or {forms[-1]}"
+
+
+def _int_text(field: str, name: str, what: str) -> int:
+    if not _INT.fullmatch(field):
+        raise CompressionSpecError(f"the {LABELS.get(what, what)} of {name!r} is an integer; got {field!r}")
+    return int(field)
+
+
+def _float_text(field: str, name: str, what: str) -> float:
+    if not (_FLOAT.fullmatch(field) or field.lower().lstrip("+-") in _NONFINITE):
+        raise CompressionSpecError(f"the {LABELS[what]} of {name!r} is a number; got {field!r}")
+    return float(field)
