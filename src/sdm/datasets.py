@@ -39,6 +39,9 @@ class Dataset:
         This dataset's codec pipeline (:mod:`sdm.codecs`, e.g. ``"zstd:1:shuffle"`` or
         ``{"codec": "zfp", "tolerance": 1e-3}``), instead of the group's; ``"none"``: raw
         bytes in a compressed group. Unset: the group's.
+    chunks : sequence of int, optional
+        A compressed dataset's chunk shape, instead of the group's: each writer cuts the box
+        it owns along the multiples of it (unset: each writer's box is one chunk).
     """
 
     name: str
@@ -47,6 +50,7 @@ class Dataset:
     order: str | None = None
     dims: Sequence[str] | None = None
     compression: Any = None
+    chunks: Sequence[int] | None = None
 
     @classmethod
     def of(cls, item: "str | Dataset") -> "Dataset":
@@ -54,7 +58,8 @@ class Dataset:
         return item if isinstance(item, Dataset) else cls(item)
 
     def spec(self, *, dtype: Any, shape: Sequence[int] | None, order: str,
-             dims: Sequence[str] | None = None, compression: Any = None) -> DatasetSpec:
+             dims: Sequence[str] | None = None, compression: Any = None,
+             chunks: Sequence[int] | None = None) -> DatasetSpec:
         """Resolve against the group defaults and validate.
 
         Raises
@@ -78,9 +83,35 @@ class Dataset:
         names = self.dims if self.dims is not None else dims
         if names is not None:
             names = check_dims(names, len(shp), f"dataset {self.name!r}")
-        return DatasetSpec(self.name, dtype_text(np_dtype), shp, od, names,
-                           _compression(self.compression if self.compression is not None else compression,
-                                        np_dtype, self.name))
+        codec = _compression(self.compression if self.compression is not None else compression, np_dtype, self.name)
+        if self.chunks is None and codec is None and compression is not None:
+            chunks = None  # the group's chunks are for its compressed datasets; this one opted out
+        return DatasetSpec(self.name, dtype_text(np_dtype), shp, od, names, codec,
+                           _chunks(self.chunks if self.chunks is not None else chunks, shp, np_dtype, codec, self.name))
+
+
+def _chunks(value: Any, shape: tuple[int, ...], dtype: np.dtype, codec: str | None,
+            name: str) -> tuple[int, ...] | None:
+    """A compressed dataset's chunk shape, checked (None: each writer's box is one chunk).
+
+    Raises
+    ------
+    InvalidArgumentError
+        Chunks for a dataset stored raw, or not one positive integer per dimension.
+    """
+    if value is None:
+        return None
+    if codec is None:
+        raise InvalidArgumentError(f"dataset {name!r}: chunks= applies to compressed datasets (give compression=); "
+                                   "raw datasets are stored whole")
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != len(shape):
+        raise InvalidArgumentError(f"dataset {name!r}: chunks must give one positive integer per dimension of "
+                                   f"shape {shape}, got {value!r}")
+    out = tuple(check.integer(c, f"dataset {name!r}: chunks", minimum=1) for c in value)
+    from .codecs import CompressionSpec
+
+    CompressionSpec.from_record(codec).check_array(dtype, tuple(min(c, n) for c, n in zip(out, shape)))
+    return out
 
 
 def _compression(value: Any, dtype: np.dtype, name: str) -> str | None:

@@ -667,7 +667,12 @@ TRAILER = Record(
                               {"distribution": Maybe(Record({"kind": Text(64)}))}, {"distribution": None}),
                        key=Name()),
      "writes": Seq(Record({"dataset": Name(), "step": Int(0), "offset": Int(0, MAX_BYTES), "nbytes": Int(0, MAX_BYTES),
-                           "checksum": CHECKSUM, "algo": Text(32), "version": Int(1)})),
+                           "checksum": CHECKSUM, "algo": Text(32), "version": Int(1)},
+                          # a compressed step: its codec, stored bytes and chunks (sdm.engine.compressed)
+                          {"codec": Text(256), "stored": Int(0, MAX_BYTES),
+                           "chunks": Seq(Record({"offset": Int(0, MAX_BYTES), "nbytes": Int(0, MAX_BYTES),
+                                                 "checksum": CHECKSUM, "starts": Seq(Int(0, MAX_BYTES), MAX_NDIM),
+                                                 "counts": Seq(Int(1, MAX_BYTES), MAX_NDIM)}))})),
      "closed_at": Time(), "sdm": Text(64)},
     {"kind": Text(choices=("state", "topology")), "steps_per_file": Maybe(Int(1))},
     {"kind": "state", "steps_per_file": None},
@@ -703,10 +708,12 @@ def check_trailer(index: Any, where: Where, start: int) -> dict[str, Any]:
         return out
     out = TRAILER.validate(index, where)
     sizes: dict[str, int] = {}  # bytes of a step; for a ranked dataset minus its element size (no fixed size)
+    packed = {w.get("dataset") for w in out["writes"] if "codec" in w or "chunks" in w}  # may hold more than the file
     for name, d in out["datasets"].items():
         dt = _dtype(d["dtype"], where, f"datasets.{name}.dtype")
         ranked = (d["distribution"] or {}).get("kind") == "ranked"
-        limit, what = (MAX_BYTES, "SDM stores in one row") if ranked else (start, "the bytes before the trailer")
+        limit, what = ((MAX_BYTES, "SDM stores in one row") if ranked or name in packed
+                       else (start, "the bytes before the trailer"))
         n = _bounded(d["shape"], dt, limit, where, f"datasets.{name}.shape", what)
         sizes[name] = -dt.itemsize if ranked else n
     for i, w in enumerate(out["writes"]):
@@ -714,6 +721,11 @@ def check_trailer(index: Any, where: Where, start: int) -> dict[str, Any]:
         if w["dataset"] not in sizes:
             raise where.error(f"{field}.dataset {w['dataset']!r} is none of the trailer's datasets "
                               f"({', '.join(map(repr, sizes))})")
+        if "codec" in w or "chunks" in w:
+            if w["algo"] not in ("xxh3-64-extents", "none"):  # its chunks' checksums, combined
+                raise where.fail(f"{field}.algo", "'xxh3-64-extents' or 'none' (a compressed step)", w["algo"])
+            _check_chunks(w, out["datasets"][w["dataset"]], sizes[w["dataset"]], start, where, field)
+            continue
         _check_algorithm(w["algo"], where, f"{field}.algo")
         if w["offset"] + w["nbytes"] > start:
             raise where.error(f"{field} (bytes {w['offset']}..{w['offset'] + w['nbytes']}) does not lie before the "
@@ -725,6 +737,34 @@ def check_trailer(index: Any, where: Where, start: int) -> dict[str, Any]:
             raise where.fail(f"{field}.nbytes", f"a multiple of {-want} of at least 48 (a ranked step: a header "
                                                 f"and whole rows)", w["nbytes"])
     return out
+
+
+def _check_chunks(w: dict[str, Any], d: dict[str, Any], nbytes: int, start: int, where: Where, field: str) -> None:
+    """A compressed step's entry of a trailer: a codec SDM reads, chunks before the trailer and inside the
+    array's shape, as many stored bytes as they hold, the array's bytes in all."""
+    from .codecs import CompressionSpec
+    from .errors import CompressionSpecError
+
+    if "codec" not in w or "chunks" not in w or "stored" not in w:
+        raise where.error(f"{field} is a compressed step without its codec, stored bytes and chunks")
+    try:
+        CompressionSpec.from_record(w["codec"])
+    except CompressionSpecError as exc:
+        raise where.error(f"{field}.codec: {exc}") from None
+    if w["nbytes"] != nbytes:
+        raise where.fail(f"{field}.nbytes", f"{nbytes} (the bytes of dataset {w['dataset']!r})", w["nbytes"])
+    shape, total = d["shape"], 0
+    for k, c in enumerate(w["chunks"]):
+        if c["offset"] + c["nbytes"] > start:
+            raise where.error(f"{field}.chunks[{k}] (bytes {c['offset']}..{c['offset'] + c['nbytes']}) does not lie "
+                              f"before the trailer at byte {start}")
+        if len(c["starts"]) != len(shape) or len(c["counts"]) != len(shape) or any(
+                s + n > m for s, n, m in zip(c["starts"], c["counts"], shape)):
+            raise where.error(f"{field}.chunks[{k}]: box starts {c['starts']}, counts {c['counts']} does not lie in "
+                              f"the shape {shape}")
+        total += c["nbytes"]
+    if total != w["stored"]:
+        raise where.fail(f"{field}.stored", f"{total} (the bytes of its chunks)", w["stored"])
 
 
 # ----------------------------------------------------------------------------- meta-file records
@@ -744,7 +784,8 @@ _WRITE = Record(
      "codec": Text(_CODEC_TEXT), "stored": Int(0, MAX_BYTES), "max_error": Maybe(Num(0))},
 )
 _DATASET = Record({"name": Name(), "dtype": DType(), "shape": Shape(), "order": Text(choices=("C", "F"))},
-                  {"dims": Maybe(Seq(Text(255), MAX_NDIM)), "compression": Maybe(Text(_CODEC_TEXT))})
+                  {"dims": Maybe(Seq(Text(255), MAX_NDIM)), "compression": Maybe(Text(_CODEC_TEXT)),
+                   "chunks": Maybe(Seq(Int(1, MAX_BYTES), MAX_NDIM))})
 
 #: Every record type of the meta-file (format 1) and its members besides ``v``, ``t`` and ``id``
 #: (``docs/format.md``, "Record types").

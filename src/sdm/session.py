@@ -132,11 +132,12 @@ class Session:
                    view: Distribution | None = None, attributes: dict[str, Any] | None = None, kind: str = "state",
                    steps_per_file: int | None = None, tier: str = "fast", archive: str | None = None,
                    dims: Sequence[str] | None = None, coords: dict[str, Any] | None = None,
-                   subfiles: int | str | None = None, compression: Any = None) -> Group:
+                   subfiles: int | str | None = None, compression: Any = None,
+                   chunks: Sequence[int] | None = None) -> Group:
         """Define a data group (the paper's ``SDM_make_datalist``), collectively.
 
-        ``dtype``, ``shape`` and ``order`` apply to every dataset that does not set its own
-        (:class:`sdm.Dataset`); attributes propagate to every dataset of the group.
+        ``dtype``, ``shape``, ``order``, ``dims``, ``compression`` and ``chunks`` apply to every dataset
+        that does not set its own (:class:`sdm.Dataset`); attributes propagate to every dataset.
 
         Parameters
         ----------
@@ -145,7 +146,7 @@ class Session:
         datasets : sequence of str or Dataset
             The datasets of the group, in order.
         dtype, shape, order
-            Defaults for the datasets: numpy dtype, global shape, ``"C"`` or ``"F"``.
+            numpy dtype, global shape, ``"C"`` or ``"F"``.
         level : {1, 2, 3}
             File organization level (:mod:`sdm.storage.organization`); default 3, 1 on the archive tier.
         view : Distribution, optional
@@ -155,8 +156,7 @@ class Session:
         kind : {"state", "topology"}
             Written every step (default), or once or rarely, e.g. a mesh (:mod:`sdm.segments`).
         steps_per_file : int, optional
-            Levels 2 and 3: a new data file every *steps_per_file* steps (named by its steps);
-            default one file.
+            Levels 2 and 3: a new data file every *steps_per_file* steps (default one file).
         tier : {"fast", "archive"}
             Where the writes go: files on the fast tier (default), or objects in an S3 object store,
             one per dataset and step (level 1), uploaded in parts by aggregators (:mod:`sdm.io.remote`),
@@ -165,8 +165,7 @@ class Session:
             ``tier="archive"``: the object store, ``s3://BUCKET/PREFIX`` (default ``$SDM_ARCHIVE``;
             the bucket is made if needed; server and credentials as for ``sdm migrate``).
         dims : sequence of str, optional
-            Dimension names (``("z", "y", "x")``) of every dataset that gives none (:class:`sdm.Dataset`
-            ``dims=``), for xarray and the exports (default ``dim_0``, ...).
+            Dimension names (``("z", "y", "x")``) for xarray and the exports (default ``dim_0``, ...).
         coords : dict of str to array, optional
             Values of named dimensions (``{"x": np.linspace(0, 1, nx)}``), kept as infos ``coord.<name>``.
         subfiles : int or "auto", optional
@@ -174,9 +173,10 @@ class Session:
             read whole by one rank with POSIX I/O (:mod:`sdm.storage.subfiles`). ``"auto"``: the planner
             chooses K or one shared file per write and records why. Default: one shared file.
         compression : str, dict or None, optional
-            Each dataset stored as chunks encoded by their writers (:mod:`sdm.codecs`: ``"zstd"``,
-            ``"zstd:1:shuffle"``, ``"lz4"``, ``"blosc2:zstd:5:bitshuffle"``, ``{"codec": "zfp",
-            "tolerance": 1e-3}``, ...; :class:`sdm.Dataset` ``compression=`` per dataset). Default: raw bytes.
+            Datasets stored as chunks encoded by their writers (:mod:`sdm.codecs`: ``"zstd"``, ``"lz4"``,
+            ``"blosc2:zstd:5:bitshuffle"``, ``{"codec": "zfp", "tolerance": 1e-3}``, ...). Default: raw bytes.
+        chunks : sequence of int, optional
+            Compressed datasets: each writer cuts its box along multiples of this shape (default: one chunk).
 
         Returns
         -------
@@ -188,7 +188,7 @@ class Session:
         """
         self._check_writable("define a group")
         record = define_group(
-            self, name, lambda: [Dataset.of(d).spec(dtype=dtype, shape=shape, order=order, dims=dims,
+            self, name, lambda: [Dataset.of(d).spec(dtype=dtype, shape=shape, order=order, dims=dims, chunks=chunks,
                                                     compression=compression) for d in check.names(datasets, "datasets")],
             level=level, view=view, attributes=attributes, kind=kind, steps_per_file=steps_per_file, tier=tier,
             archive=archive, coords=coords, subfiles=subfiles)

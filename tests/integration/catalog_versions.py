@@ -38,7 +38,7 @@ def make_version_1(url: str) -> None:
                                   ("datasets", "last_step"), ("datasets", "nbytes_written"), ("groups", "kind"),
                                   ("groups", "steps_per_file"), ("groups", "truncated_after"), ("groups", "archive"),
                                   ("datasets", "dims"), ("groups", "subfiles"), ("writes", "extents"),
-                                  ("datasets", "compression"), ("writes", "codec"), ("writes", "stored_nbytes"),
+                                  ("datasets", "compression"), ("datasets", "chunks"), ("writes", "codec"), ("writes", "stored_nbytes"),
                                   ("writes", "max_error")):  # ..., 0011, 0013
                 con.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
             con.execute(sa.text("DROP TABLE catalog_info"))

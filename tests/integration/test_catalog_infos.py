@@ -143,7 +143,7 @@ def test_a_0006_catalog_is_upgraded_and_takes_infos(catalog_url: str) -> None:
         con.execute(sa.text("ALTER TABLE datasets DROP COLUMN dims"))
         con.execute(sa.text("ALTER TABLE groups DROP COLUMN subfiles"))  # 0011
         con.execute(sa.text("ALTER TABLE writes DROP COLUMN extents"))
-        for table, column in (("datasets", "compression"), ("writes", "codec"), ("writes", "stored_nbytes"),
+        for table, column in (("datasets", "compression"), ("datasets", "chunks"), ("writes", "codec"), ("writes", "stored_nbytes"),
                               ("writes", "max_error")):  # 0013
             con.execute(sa.text(f"ALTER TABLE {table} DROP COLUMN {column}"))
         con.execute(sa.text("UPDATE alembic_version SET version_num = '0006'"))

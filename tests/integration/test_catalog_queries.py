@@ -231,7 +231,7 @@ def test_step_summaries_are_rebuilt_when_a_0004_catalog_is_upgraded(catalog_url:
     expected = {d.id: (d.nsteps, d.first_step, d.last_step) for r in cat.find(steps=True) for g in r.groups
                 for d in g.datasets}
     with cat.engine.begin() as con:  # back to revision 0004: the summary columns did not exist
-        for column in ("nsteps", "first_step", "last_step", "nbytes_written", "dims", "compression"):  # and 0010, 0013's
+        for column in ("nsteps", "first_step", "last_step", "nbytes_written", "dims", "compression", "chunks"):  # and 0010, 0013's
             con.execute(sa.text(f"ALTER TABLE datasets DROP COLUMN {column}"))
         for column in ("kind", "steps_per_file", "truncated_after", "archive", "subfiles"):  # and 0006, 0009, 0011's
             con.execute(sa.text(f"ALTER TABLE groups DROP COLUMN {column}"))

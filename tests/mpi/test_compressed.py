@@ -300,3 +300,74 @@ def test_rebuild_restores_codecs_chunks_and_errors(comm, mpi_tmp):
                                                  ("r", None)]
         assert any(r[5] is None for r in before[0]) and all(r[10] for r in before[0] if r[5])
     assert comm.bcast(same)
+
+
+def test_chunks_cut_every_box_along_one_grid(comm, mpi_tmp):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    G = global_array((13, 10), "<i4", seed=1)
+    specs = [(sdm.Dataset("a", shape=(13, 10), dtype="<i4"), lambda st: G + st)]
+    run = _write(comm, url, mpi_tmp, "g", specs, range(2), compression="zstd", chunks=(4, 3))
+    with sdm.open("packed", "r", comm=comm, catalog=url, run="latest") as s:
+        g = s.group("g")
+        assert g.engine.dataset("a").chunks == (4, 3)
+        idx = block_indices((13, 10), _grid(size, 2), rank)
+        np.testing.assert_array_equal(g.read("a", 1), (G + 1)[np.ix_(*idx)])
+        np.testing.assert_array_equal(g["a"][0, 3:9, 2:8], G[3:9, 2:8])
+    boxes = None
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        boxes = [e.box for _, _, w in cat.writes(run) if w.step == 0 for e in w.extents]
+        cat.close()
+    boxes = comm.bcast(boxes)
+    cover = np.zeros((13, 10), int)
+    for starts, counts in boxes:  # no chunk crosses a multiple of the chunk shape; together they cover the array once
+        for s0, c, k in zip(starts, counts, (4, 3)):
+            assert s0 // k == (s0 + c - 1) // k and 1 <= c <= k
+        cover[tuple(slice(a, a + c) for a, c in zip(starts, counts))] += 1
+    assert (cover == 1).all()
+
+
+def test_chunks_are_refused_for_raw_datasets_and_bad_shapes(comm, mpi_tmp):
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    with sdm.open("packed", root=mpi_tmp, catalog=url) as s:
+        with pytest.raises(InvalidArgumentError, match=re.escape("dataset 'a': chunks= applies to compressed datasets")):
+            s.make_group("g", ["a"], dtype="<f8", shape=(8, 4), chunks=(2, 2))
+        with pytest.raises(InvalidArgumentError, match=re.escape("dataset 'a': chunks must give one positive integer "
+                                                                 "per dimension of shape (8, 4), got (2,)")):
+            s.make_group("g", ["a"], dtype="<f8", shape=(8, 4), chunks=(2,), compression="zstd")
+        with pytest.raises(InvalidArgumentError, match=re.escape("dataset 'a': chunks must be an integer >= 1 and <= 9223372036854775807, got 0")):
+            s.make_group("g", ["a"], dtype="<f8", shape=(8, 4), chunks=(2, 0), compression="zstd")
+        assert s.groups == []
+
+
+def test_the_trailer_describes_compressed_steps(comm, mpi_tmp):
+    """A level-3 file copied alone: its trailer lists every chunk, and the file alone gives back each step."""
+    rank = comm.Get_rank()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    G = global_array((12, 7), "<i8", seed=4)
+    specs = [(sdm.Dataset("a", shape=(12, 7), dtype="<i8"), lambda st: G * (st + 1)),
+             (sdm.Dataset("r", shape=(12, 7), dtype="<f4", compression="none"), lambda st: G.astype("<f4") + st)]
+    run = _write(comm, url, mpi_tmp, "g", specs, range(2), compression="lz4", chunks=(5, 7))
+    ok = None
+    if rank == 0:
+        from sdm.storage.trailer import read_array, read_trailer
+
+        cat = sdm.Catalog(url)
+        rows = {(d, w.step): w for _, d, w in cat.writes(run)}
+        path = Path(cat.run(run).root) / rows["a", 0].path
+        cat.close()
+        copy = Path(mpi_tmp) / "copied.sdm"
+        copy.write_bytes(path.read_bytes())
+        index = read_trailer(copy)
+        listed = {(w["dataset"], w["step"]): w for w in index["writes"]}
+        for step in range(2):
+            w, row = listed["a", step], rows["a", step]
+            assert w["codec"] == "lz4:1:noshuffle" and w["stored"] == row.stored_nbytes
+            assert [(c["offset"], c["nbytes"], c["checksum"], tuple(c["starts"]), tuple(c["counts"]))
+                    for c in w["chunks"]] == [(e.offset, e.nbytes, e.checksum, *e.box) for e in row.extents]
+            np.testing.assert_array_equal(read_array(copy, "a", step), G * (step + 1))
+            np.testing.assert_array_equal(read_array(copy, "r", step), G.astype("<f4") + step)
+            assert "codec" not in listed["r", step]
+        ok = True
+    assert comm.bcast(ok)

@@ -220,8 +220,12 @@ def _describe(file: Annotated[str, typer.Argument(metavar="FILE", help="A level-
         steps = [w["step"] for w in index["writes"] if w["dataset"] == name]
         _row(table, name, d["dtype"], "x".join(map(str, d["shape"])) or "scalar", d["order"], steps_text(sorted(steps)))
     out.print(table)
-    if index["writes"]:
-        w = index["writes"][0]
+    raw = [w for w in index["writes"] if "codec" not in w]  # a compressed step's chunks need its codec
+    if len(raw) < len(index["writes"]):
+        out.print(f"{len(index['writes']) - len(raw)} steps are compressed: `--json` lists each one's codec and "
+                  "chunks (offset, stored bytes, checksum, box); sdm.storage.trailer.read_array decodes them")
+    if raw:
+        w = raw[0]
         d = index["datasets"][w["dataset"]]
         count = w["nbytes"] // from_text(d["dtype"]).itemsize
         out.print(f"without SDM: numpy.fromfile({file!r}, dtype={d['dtype']!r}, count={count}, offset={w['offset']})"

@@ -222,12 +222,14 @@ class GroupDefined(Change[GroupRecord]):
                 **({"subfiles": int(self.subfiles)} if self.subfiles is not None else {}), "datasets": [
                     {"name": s.name, "dtype": s.dtype, "shape": list(s.shape), "order": s.order,
                      **({"dims": list(s.dims)} if s.dims is not None else {}),
-                     **({"compression": s.compression} if s.compression is not None else {})} for s in self.specs]}
+                     **({"compression": s.compression} if s.compression is not None else {}),
+                     **({"chunks": list(s.chunks)} if s.chunks is not None else {})} for s in self.specs]}
 
     @classmethod
     def from_record(cls, rec: Record, names: Names, run_id: int) -> "GroupDefined":
         specs = tuple(DatasetSpec(d["name"], d["dtype"], tuple(d["shape"]), d["order"],
-                                  None if d.get("dims") is None else tuple(d["dims"]), _compression(d))
+                                  None if d.get("dims") is None else tuple(d["dims"]), _compression(d),
+                                  None if d.get("chunks") is None else tuple(d["chunks"]))
                       for d in rec["datasets"])
         return cls(run_id, rec["name"], int(rec["level"]), specs, rec.get("kind", "state"), rec.get("steps_per_file"),
                    rec.get("archive"), rec.get("subfiles"))

@@ -138,12 +138,14 @@ class Groups(Store):
                 rows = [dict(group_id=gid, name=spec.name, position=i, dtype=spec.dtype,
                              shape=json.dumps(list(spec.shape)), storage_order=spec.order,
                              dims=None if spec.dims is None else json.dumps(list(spec.dims)),
-                             compression=spec.compression)
+                             compression=spec.compression,
+                             chunks=None if spec.chunks is None else json.dumps(list(spec.chunks)))
                         for i, spec in enumerate(specs)]
                 if rows:  # every dataset in one executemany
                     con.execute(S.datasets.insert(), rows)
         group = self.group(run_id, name)
-        existing = [DatasetSpec(d.name, d.dtype, d.shape, d.order, d.dims, d.compression) for d in group.datasets]
+        existing = [DatasetSpec(d.name, d.dtype, d.shape, d.order, d.dims, d.compression, d.chunks)
+                    for d in group.datasets]
         if row is not None and (existing != list(specs) or group.level != int(level) or group.kind != kind
                                 or group.steps_per_file != steps_per_file or group.archive != archive
                                 or group.subfiles != subfiles):

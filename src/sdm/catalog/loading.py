@@ -151,6 +151,7 @@ def load_runs(
             attributes=attrs.get(("d", drow["id"]), {}), steps=lists.get(drow["id"], ()) if steps else None,
             nsteps=int(drow["nsteps"]), first_step=drow["first_step"], last_step=drow["last_step"],
             compression=drow.get("compression"),
+            chunks=tuple(json.loads(drow["chunks"])) if drow.get("chunks") else None,
         ))
     groups: dict[int, list[GroupRecord]] = defaultdict(list)
     for grow in sorted(grows, key=lambda x: (x["position"], x["id"])):

@@ -30,6 +30,8 @@ class DatasetRecord:
     last_step: int | None = None  #: the largest committed step
     #: The codec pipeline's canonical text (:mod:`sdm.codecs`); None: stored as raw bytes
     compression: str | None = None
+    #: A compressed dataset's chunk shape (None: each writer's box is one chunk)
+    chunks: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.steps and not self.nsteps:  # a record made from its steps alone carries their summary
@@ -186,26 +188,24 @@ class Truncation:
 class DatasetSpec:
     """What a group definition says of one dataset (picklable, no catalog ids)."""
 
-    __slots__ = ("name", "dtype", "shape", "order", "dims", "compression")
+    __slots__ = ("name", "dtype", "shape", "order", "dims", "compression", "chunks")
 
     def __init__(self, name: str, dtype: str, shape: Sequence[int], order: str,
-                 dims: Sequence[str] | None = None, compression: str | None = None) -> None:
+                 dims: Sequence[str] | None = None, compression: str | None = None,
+                 chunks: Sequence[int] | None = None) -> None:
         self.name, self.dtype, self.shape, self.order = name, dtype, tuple(int(s) for s in shape), order
         self.dims = None if dims is None else tuple(str(d) for d in dims)
         self.compression = compression
+        self.chunks = None if chunks is None else tuple(int(c) for c in chunks)
+
+    def _key(self) -> tuple[Any, ...]:
+        return self.name, self.dtype, self.shape, self.order, self.dims, self.compression, self.chunks
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DatasetSpec) and (
-            self.name, self.dtype, self.shape, self.order, self.dims, self.compression) == (
-            other.name,
-            other.dtype,
-            other.shape,
-            other.order,
-            other.dims,
-            other.compression,
-        )
+        return isinstance(other, DatasetSpec) and self._key() == other._key()
 
     def __repr__(self) -> str:
         dims = "" if self.dims is None else f", dims={self.dims}"
         codec = "" if self.compression is None else f", compression={self.compression!r}"
-        return f"DatasetSpec({self.name!r}, {self.dtype!r}, {self.shape}, {self.order!r}{dims}{codec})"
+        chunks = "" if self.chunks is None else f", chunks={self.chunks}"
+        return f"DatasetSpec({self.name!r}, {self.dtype!r}, {self.shape}, {self.order!r}{dims}{codec}{chunks})"

@@ -159,6 +159,7 @@ datasets = Table(
     Column("dims", Text, nullable=True),  # JSON list of dimension names (0010)
     Column("distribution", Text, nullable=True),  # JSON of the writer's data view
     Column("compression", Text, nullable=True),  # the codec pipeline's text (sdm.codecs), NULL: raw bytes (0013)
+    Column("chunks", Text, nullable=True),  # a compressed dataset's chunk shape (JSON), NULL: each writer's box (0013)
     # the committed steps' summary, raised with each new step in its commit (0005)
     Column("nsteps", BigInteger, nullable=False, server_default="0"),
     Column("first_step", BigInteger, nullable=True),

@@ -24,6 +24,7 @@ checksum), decodes them and copies what the piece holds.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -92,9 +93,21 @@ def _interior(piece: "Piece", arr: np.ndarray) -> np.ndarray:
     return arr[tuple(slice(lo, lo + c) for (lo, _), c in zip(piece.ghosts, piece.counts))]
 
 
+def tiles(starts: Sequence[int], counts: Sequence[int], chunks: Sequence[int] | None) -> list[Box]:
+    """The chunks of a box: the box itself (*chunks* None), else the box cut along the multiples of *chunks*
+    in every dimension (so that writers whose boxes meet cut the array along one grid), in C order."""
+    if chunks is None:
+        return [(tuple(int(s) for s in starts), tuple(int(c) for c in counts))]
+    per_dim = []
+    for s, n, c in zip(starts, counts, chunks):
+        edges = [int(s), *range((int(s) // c + 1) * c, int(s) + int(n), c), int(s) + int(n)]
+        per_dim.append([(a, b - a) for a, b in zip(edges, edges[1:])])
+    return [(tuple(p[0] for p in part), tuple(p[1] for p in part)) for part in itertools.product(*per_dim)]
+
+
 def encode_piece(spec: "CompressionSpec", view: "ResolvedView", arr: np.ndarray, name: str,
-                 checksum: bool) -> Chunks:
-    """Encode this rank's piece of one dataset step as one chunk (none when it owns no element).
+                 checksum: bool, chunks: Sequence[int] | None = None) -> Chunks:
+    """Encode this rank's piece of one dataset step as chunks (:func:`tiles`; none when it owns no element).
 
     Raises
     ------
@@ -109,10 +122,16 @@ def encode_piece(spec: "CompressionSpec", view: "ResolvedView", arr: np.ndarray,
     check_piece(piece, name)
     if math.prod(piece.counts) == 0:
         return Chunks([], [], [], 0.0)
-    box: Box = (tuple(int(s) for s in piece.starts), tuple(int(c) for c in piece.counts))
-    encoded = pipeline_for(spec).encode_measured(_interior(piece, arr), view.order)  # type: ignore[arg-type]
-    data = encoded.data
-    return Chunks([box], [data], [integrity.xxh3(data) if checksum else 0], float(encoded.error))
+    pipeline, inner = pipeline_for(spec), _interior(piece, arr)
+    out = Chunks([], [], [], 0.0)
+    for box in tiles(piece.starts, piece.counts, chunks):
+        part = inner[tuple(slice(s - p0, s - p0 + c) for s, c, p0 in zip(box[0], box[1], piece.starts))]
+        encoded = pipeline.encode_measured(part, view.order)  # type: ignore[arg-type]
+        out.boxes.append(box)
+        out.blobs.append(encoded.data)
+        out.digests.append(integrity.xxh3(encoded.data) if checksum else 0)
+        out.error = max(out.error, float(encoded.error))
+    return out
 
 
 def stored_sizes(metas: Sequence[Sequence[Any]], count: int) -> tuple[list[int], list[list[int]]]:

@@ -173,7 +173,7 @@ def _write_trailers(s: SessionState) -> None:
     rows: dict[str, list[tuple[str, Any]]] = {}
     owner: dict[str, str] = {}
     for group, dataset, w in catalog.writes(s.run_id, paths=sorted(s.described)):
-        if w.extents:  # a subfiled step: described by the meta-file and the catalog, never by a trailer
+        if w.extents and w.codec is None:  # a subfiled step: described by the meta-file and the catalog, not a trailer
             continue
         rows.setdefault(w.path, []).append((dataset, w))
         owner[w.path] = group

@@ -248,7 +248,8 @@ class Writing(Placing):
                        codecs: Sequence[str | None]) -> list[Any]:
         """This rank's chunks of each compressed dataset of a dump (None for the others), encoded and checked."""
         checksum = self.session.checksum
-        return [None if not codec else _compressed.encode_piece(_compressed.spec_of(codec), view, arr, name, checksum)
+        return [None if not codec else _compressed.encode_piece(_compressed.spec_of(codec), view, arr, name, checksum,
+                                                                self.dataset(name).chunks)
                 for name, (view, arr), codec in zip(names, prepared, codecs)]
 
     def _write_combined(self, members: Sequence[int], prepared: Sequence[tuple[ResolvedView, np.ndarray]],

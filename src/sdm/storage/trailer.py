@@ -201,9 +201,47 @@ def index_of(run: dict[str, Any], group: Any, path: str, writes: Iterable[tuple[
         "datasets": {d.name: {"dtype": d.dtype, "shape": list(d.shape), "order": d.order,
                               "distribution": d.distribution} for d in group.datasets if d.name in names},
         "writes": [{"dataset": name, "step": w.step, "offset": w.offset, "nbytes": w.nbytes, "checksum": w.checksum,
-                    "algo": w.checksum_algo, "version": w.version} for name, w in rows],
+                    "algo": w.checksum_algo, "version": w.version, **_compressed(w)} for name, w in rows],
         "closed_at": closed_at, "sdm": __version__,
     }
+
+
+def _compressed(w: Any) -> dict[str, Any]:
+    """What a trailer says of a compressed step besides a raw one's: its codec, stored bytes and chunks."""
+    if w.codec is None:
+        return {}
+    return {"codec": w.codec, "stored": int(w.stored_nbytes or 0),
+            "chunks": [{"offset": e.offset, "nbytes": e.nbytes, "checksum": e.checksum, "starts": list(e.box[0]),
+                        "counts": list(e.box[1])} for e in w.extents]}
+
+
+def _read_chunks(path: str | Path, spec: dict[str, Any], write: dict[str, Any], verify: bool) -> Any:
+    """A compressed step of a data file: its chunks read, checked (*verify*) and decoded into the array."""
+    import numpy as np
+
+    from .. import integrity
+    from ..codecs import CompressionSpec, pipeline_for
+    from ..dtypes import from_text
+
+    dtype, order = from_text(spec["dtype"]), spec["order"]
+    out = np.zeros(spec["shape"], dtype=dtype, order=order)
+    pipeline = pipeline_for(CompressionSpec.from_record(write["codec"]))
+    what = f"step {write['step']} of {write['dataset']!r} in {path}"
+    try:
+        with open(path, "rb") as f:
+            for k, c in enumerate(write["chunks"]):
+                f.seek(c["offset"])
+                raw = f.read(c["nbytes"])
+                if len(raw) != c["nbytes"]:
+                    raise IntegrityError(f"{path} ends before chunk {k} of step {write['step']} of {write['dataset']!r} "
+                                         f"(bytes {c['offset']}..{c['offset'] + c['nbytes']})")
+                if verify and c["checksum"] and integrity.to_hex(integrity.xxh3(raw)) != c["checksum"]:
+                    raise IntegrityError(f"chunk {k} of {what} does not match its checksum xxh3-64:{c['checksum']}")
+                box = tuple(slice(s, s + n) for s, n in zip(c["starts"], c["counts"]))
+                out[box] = pipeline.decode(raw, tuple(c["counts"]), dtype, order)
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror}", exc.errno) from None
+    return out
 
 
 def read_array(path: str | Path, dataset: str, step: int, *, verify: bool = True) -> Any:
@@ -268,6 +306,8 @@ def read_step(path: str | Path, index: dict[str, Any], write: dict[str, Any], *,
 
     dataset, step, offset, nbytes = write["dataset"], write["step"], write["offset"], write["nbytes"]
     spec = index["datasets"][dataset]
+    if "codec" in write:  # compressed: its chunks (sdm.engine.compressed)
+        return _read_chunks(path, spec, write, verify)
     dtype = from_text(spec["dtype"])
     try:
         with open(path, "rb") as f:
