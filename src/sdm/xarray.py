@@ -171,12 +171,32 @@ def _variables(session: Any, group: Any, lock: threading.Lock, drop: set[str]) -
         named.update(zip(dims, rec.shape))
         data = indexing.LazilyIndexedArray(_Lazy(arr, steps, lock))
         attrs = {k: v for k, v in rec.attributes.items() if isinstance(v, (str, int, float, bool))}
-        variables[name] = xr.Variable(("step", *dims), data, attrs=attrs)
+        encoding: dict[str, Any] = {}
+        if rec.compression is not None:  # dask chunks (chunks={}) follow SDM's: one step, one chunk's box
+            attrs["sdm_compression"] = rec.compression
+            chunk = _chunk_shape(group, rec, arr.steps)
+            if chunk is not None:
+                encoding["preferred_chunks"] = {"step": 1, **dict(zip(dims, chunk))}
+        variables[name] = xr.Variable(("step", *dims), data, attrs=attrs, encoding=encoding)
     coords: dict[str, Any] = {"step": ("step", steps)}
     for dim in named:
         if f"coord.{dim}" in group.infos():
             coords[dim] = (dim, group.info(f"coord.{dim}"))
     return variables, coords, skipped
+
+
+def _chunk_shape(group: Any, rec: Any, steps: np.ndarray) -> tuple[int, ...] | None:
+    """A compressed dataset's chunk shape: the one it was made with, else the largest box of its first step's
+    chunks (each writer's box; None when no step was written)."""
+    if rec.chunks is not None:
+        return tuple(min(int(c), int(n)) for c, n in zip(rec.chunks, rec.shape))
+    if not steps.size:
+        return None
+    w = group.session.open_catalog().lookup_write(rec.id, int(steps[0]))
+    boxes = [e.box for e in (w.extents if w is not None else ()) if e.box is not None]
+    if not boxes:
+        return None
+    return tuple(max(int(b[1][d]) for b in boxes) for d in range(len(rec.shape)))
 
 
 class SDMBackendEntrypoint(BackendEntrypoint):
