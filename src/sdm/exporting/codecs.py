@@ -7,9 +7,9 @@ format's codec nearest to the dataset's SDM spec (:class:`Choice`), or to the sp
 =========================  ===============================  ===============================  ===============================
 SDM spec                   HDF5 (h5py + hdf5plugin)         NetCDF-4 (netCDF4)               Zarr v3 (zarr-python)
 =========================  ===============================  ===============================  ===============================
-``zstd:L:S``               ``Zstd(clevel=L)`` [+ shuffle]   ``zstd`` level L [+ shuffle]     ``[Shuffle] ZstdCodec(L)``
-``lz4:A:S``                ``LZ4()`` [+ shuffle]            ``blosc_lz4`` level 5, shuffle   ``[Shuffle] LZ4(A)`` (numcodecs)
-``blosc2:C:L:S``           ``Blosc2(C, L, S)``              ``blosc_C`` level L, shuffle S   ``BloscCodec(C, L, S)``
+``zstd:L:S``               ``Zstd(clevel=L)`` [+ shuffle]   zstd level L, no shuffle         ``[Shuffle] ZstdCodec(L)``
+``lz4:A:S``                ``LZ4()`` [+ shuffle]            zstd level 1, no shuffle         ``[Shuffle] LZ4(A)`` (numcodecs)
+``blosc2:C:L:S``           ``Blosc2(C, L, S)``              zstd level L, no shuffle         ``BloscCodec(C, L, S)``
 ``zfp:tolerance=t``        ``Zfp(accuracy=t - m)``          zlib 4 + shuffle (lossless)      ``ZFPY`` mode 4, ``t - m``
 ``zfp:rate=r``             ``Zfp(rate=r)``                  zlib 4 + shuffle (lossless)      ``ZFPY`` mode 2, rate r
 ``zfp:precision=p``        ``Zfp(precision=p)``             zlib 4 + shuffle (lossless)      ``ZFPY`` mode 3, precision p
@@ -22,8 +22,10 @@ dataset): a lossy export is handed what is left of the bound, so its values stay
 *t* of the originals when the format's codec keeps its own bound; the export measures
 its own error (against SDM's values) and records both. A relative bound is relative to
 the value range of each chunk the compressor sees, and the export's chunks are not
-SDM's, so it is exported losslessly. Without zstd (or blosc) support in netCDF-C,
-NetCDF falls back to zlib with the level clamped to 1..9. zstd levels outside 1..22
+SDM's, so it is exported losslessly. NetCDF gets zstd for lz4 and blosc2 too: netCDF-C's
+blosc filter fails the file on a chunk it cannot shrink; netCDF4-python shuffles only
+with zlib, so NetCDF's zstd is unshuffled. Without zstd support in
+netCDF-C, NetCDF falls back to zlib with the level clamped to 1..9. zstd levels outside 1..22
 (fast levels) are clamped to 1 for HDF5 and NetCDF, whose filters take 1..22 only;
 HDF5's lz4 filter has no acceleration. A lossy codec needs a chunk of at most 4
 dimensions: a larger one is exported losslessly.
@@ -224,11 +226,14 @@ def hdf5_filter(choice: Choice, dtype: np.dtype, chunk: tuple[int, ...]) -> Appl
 # ------------------------------------------------------------------ NetCDF-4
 _NC_BLOSC = {"blosclz": "blosc_lz", "lz4": "blosc_lz4", "lz4hc": "blosc_lz4hc", "zlib": "blosc_zlib",
              "zstd": "blosc_zstd"}
-_NC_BLOSC_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
 
 def netcdf_filter(choice: Choice, dtype: np.dtype) -> Applied:
-    """netCDF4 ``createVariable`` arguments for *choice*: zstd or blosc where netCDF-C has them, else zlib.
+    """netCDF4 ``createVariable`` arguments for *choice*: zstd where netCDF-C has it, else zlib.
+
+    lz4 and blosc2 get zstd too (blosc2's level, lz4 level 1): netCDF-C's blosc filter makes
+    the file unwritable when a chunk does not shrink. netCDF4-python applies HDF5's shuffle
+    filter only with zlib, so zstd gets none.
 
     NetCDF-4 has no lossy codec of SDM's (``least_significant_digit`` and quantization
     are other things): a lossy dataset's values, as SDM reads them, are stored with zlib.
@@ -239,24 +244,28 @@ def netcdf_filter(choice: Choice, dtype: np.dtype) -> Applied:
     if spec is None:
         return Applied({"zlib": True, "complevel": 4}, "zlib level 4") if choice.default else Applied()
     zstd_ok = bool(getattr(netCDF4, "__has_zstandard_support__", False))
-    blosc_ok = bool(getattr(netCDF4, "__has_blosc_support__", False))
     if isinstance(spec, Lossy):
         return Applied({"compression": "zlib", "complevel": 4, "shuffle": True}, _NC_LOSSLESS,
                        note=_lossless_note(choice, "NetCDF-4 has no lossy codec of SDM's"))
     assert isinstance(spec, Lossless)
+    shuffled = spec.shuffle != "noshuffle"
+    unshuffled = "; without shuffle (netCDF4 shuffles with zlib only)" if shuffled else ""
     if spec.name == "zstd" and zstd_ok:
         level = spec.level if 1 <= spec.level <= 22 else 1
-        note = None if level == spec.level else f"{spec.text}: NetCDF's zstd takes levels 1..22; level 1"
-        return Applied({"compression": "zstd", "complevel": level, "shuffle": spec.shuffle == "shuffle"},
-                       f"zstd level {level}" + (" + shuffle" if spec.shuffle == "shuffle" else ""), note=note)
-    if spec.name in ("lz4", "blosc2") and blosc_ok:
-        cname = _NC_BLOSC[spec.inner or "zstd"] if spec.name == "blosc2" else "blosc_lz4"
-        level = spec.level if spec.name == "blosc2" else 5
-        return Applied({"compression": cname, "complevel": level, "blosc_shuffle": _NC_BLOSC_SHUFFLE[spec.shuffle]},
-                       f"{cname} level {level}, {spec.shuffle} (blosc 1)")
+        why = [] if level == spec.level else ["NetCDF's zstd takes levels 1..22; level 1"]
+        why += ["without shuffle (netCDF4 shuffles with zlib only)"] if shuffled else []
+        return Applied({"compression": "zstd", "complevel": level}, f"zstd level {level}",
+                       note=f"{spec.text}: {'; '.join(why)}" if why else None)
+    if spec.name in ("lz4", "blosc2") and zstd_ok:
+        # not netCDF-C's blosc filter: it fails the whole file on a chunk it cannot shrink ("Buffer is
+        # uncompressible", then "NetCDF: HDF error" at close)
+        level = min(max(spec.level, 1), 9) if spec.name == "blosc2" else 1
+        return Applied({"compression": "zstd", "complevel": level}, f"zstd level {level}",
+                       note=f"{spec.text}: NetCDF-4 gets zstd (netCDF-C's blosc filter fails on incompressible "
+                            f"chunks){unshuffled}")
     level = min(max(spec.level, 1), 9) if spec.name != "lz4" else 1
-    return Applied({"compression": "zlib", "complevel": level, "shuffle": spec.shuffle != "noshuffle"},
-                   f"zlib level {level}" + (" + shuffle" if spec.shuffle != "noshuffle" else ""),
+    return Applied({"compression": "zlib", "complevel": level, "shuffle": shuffled},
+                   f"zlib level {level}" + (" + shuffle" if shuffled else ""),
                    note=f"{spec.text}: netCDF-C has no {spec.name} here; zlib")
 
 
