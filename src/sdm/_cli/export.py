@@ -24,8 +24,11 @@ def _export(
     group: Annotated[str | None, typer.Option("--group", metavar="G", help="Only this group, flat at the root.")] = None,
     steps: Annotated[str | None, typer.Option("--steps", metavar="START:STOP[:STRIDE]",
                                               help="Only these steps (STOP excluded), or one step K.")] = None,
-    compression: Annotated[bool, typer.Option("--compression", help="gzip (hdf5), zlib (netcdf), zstd (zarr).")]
-    = False,
+    compression: Annotated[str | None, typer.Option(
+        "--compression", metavar="SPEC",
+        help="Compress every dataset with SPEC (SDM's grammar: zstd:5, blosc2:lz4:5:shuffle, zfp:rate=8, ...); "
+             "'none': nothing compressed; 'default': raw datasets with gzip (hdf5), zlib (netcdf), zstd (zarr). "
+             "Default: each dataset as the run stores it, with the format's nearest codec.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing PATH.")] = False,
     root: RootOpt = None,
     catalog: CatalogOpt = None,

@@ -7,14 +7,21 @@ the run's, group's and dataset's attributes. With ``group=`` the file is flat: t
 group's arrays at its root. The formats differ only in how they say it:
 
 * HDF5 (h5py): h5py dimension scales for ``step`` and every other dimension
-  (``dim_0``, ... holding ``0..n-1``), attributes as HDF5 attributes, gzip with
-  ``compression=True``; chunks of one step.
+  (``dim_0``, ... holding ``0..n-1``), attributes as HDF5 attributes; chunks of one step.
 * NetCDF-4 (netCDF4): CF-style, ``step`` an unlimited dimension with a coordinate
-  variable, the others plain dimensions; zlib with ``compression=True``.
+  variable, the others plain dimensions.
 * Zarr v3 (zarr-python): one chunk per step along ``step``, stored through zarr's
   sharding codec with one shard per step (inner chunks of at most about 1 MiB), so a
-  step is written once, whole, and never read back; ``dimension_names`` name the
-  dimensions; zstd with ``compression=True``.
+  step is written once, whole; ``dimension_names`` name the dimensions.
+
+A dataset SDM stores compressed is exported compressed with the format's nearest codec
+(:mod:`sdm.exporting.codecs`: hdf5plugin's filters, NetCDF's zstd/blosc/zlib, Zarr's
+own and numcodecs' codecs), a raw one uncompressed; ``compression=True`` gives raw
+datasets the format's default (gzip, zlib, zstd), ``compression="none"`` exports
+everything uncompressed and a spec (``"zstd:5"``) compresses every dataset with it.
+The array's ``sdm_compression`` attribute names the dataset's SDM codec and, for a
+lossy one, ``sdm_bound``/``sdm_max_error`` its bound and recorded error; a lossy
+export's own error, measured by reading every step back, is ``sdm_export_max_error``.
 
 The data stream step by step: one step of one dataset is in memory at a time. A step
 that one dataset of a group lacks but another has is written as the fill value (NaN
@@ -53,7 +60,10 @@ import numpy as np
 
 from ..errors import GroupNotFoundError, IntegrityError, InvalidArgumentError, SDMError, StorageError
 from .base import STEP, Progress, Sink, Source, SourceArray
+from .codecs import Applied, Choice, array_attrs, resolve, spec_of_attrs
 from .reports import ExportReport, ImportReport, parse_steps
+
+from ..codecs import CompressionSpec
 
 if TYPE_CHECKING:
     from ..catalog import DatasetRecord, GroupRecord, RunRecord
@@ -76,18 +86,18 @@ def _check_format(fmt: Any) -> str:
     return fmt.lower()
 
 
-def _sink(fmt: str, path: Path, compression: bool) -> Sink:
+def _sink(fmt: str, path: Path, measure: bool) -> Sink:
     if fmt == "hdf5":
         from .hdf5 import HDF5Sink
 
-        return HDF5Sink(path, compression)
+        return HDF5Sink(path, measure)
     if fmt == "netcdf":
         from .netcdf import NetCDFSink
 
-        return NetCDFSink(path, compression)
+        return NetCDFSink(path)
     from .zarrv3 import ZarrSink
 
-    return ZarrSink(path, compression)
+    return ZarrSink(path)
 
 
 def _remove(path: Path) -> None:
@@ -163,6 +173,7 @@ class _Item:
     ranked: bool
     steps: list[int]  # the dataset's own (selected) steps
     dims: tuple[str, ...]
+    choice: Choice = Choice(None)  # what compression the export gives it
 
 
 def _plan(rec: RunRecord, group: str | None, steps: str | None) -> list[tuple[GroupRecord, list[_Item], list[int]]]:
@@ -201,9 +212,46 @@ def _check_dtypes(fmt: str, plan: list[tuple[GroupRecord, list[_Item], list[int]
                                            "export to hdf5 or zarr")
 
 
+def _choose(url: str, rec: RunRecord, plan: list[tuple[GroupRecord, list[_Item], list[int]]], compression: Any) -> None:
+    """Set every item's :class:`Choice`: what ``compression=`` asks (:func:`~sdm.exporting.codecs.resolve`) of it.
+
+    Raises
+    ------
+    CompressionSpecError
+        A spec SDM refuses, or one that cannot compress a dataset's dtype (its message).
+    """
+    mode, spec = resolve(compression)
+    lossy = any(i.record.compression is not None and CompressionSpec.from_record(i.record.compression).lossy
+                for _, items, _ in plan for i in items)
+    errors: dict[tuple[str, str], float] = {}
+    if lossy:  # the largest error each lossy dataset's steps recorded at write time
+        from ..catalog import Catalog
+
+        cat = Catalog(url, create=False)
+        try:
+            for gname, dname, w in cat.writes(rec.id):
+                if w.max_error is not None:
+                    errors[gname, dname] = max(errors.get((gname, dname), 0.0), float(w.max_error))
+        finally:
+            cat.close()
+    for g, items, _ in plan:
+        for i in items:
+            source = i.record.compression
+            own = CompressionSpec.from_record(source) if source is not None else None
+            m = errors.get((g.name, i.record.name)) if own is not None and own.lossy else None
+            if mode == "spec":
+                assert spec is not None
+                spec.check_dtype(i.dtype)
+                i.choice = Choice(spec, source, m)
+            elif mode == "none":
+                i.choice = Choice(None, source, m)
+            else:
+                i.choice = Choice(own, source, m, default=mode == "default" and own is None)
+
+
 def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[str],  # noqa: A002
            catalog: str | None = None, root: str | os.PathLike[str] | None = None, group: str | None = None,
-           steps: str | None = None, compression: bool = False, overwrite: bool = False,
+           steps: str | None = None, compression: Any = None, overwrite: bool = False,
            progress: Progress | None = None, application: str | None = None, where: Any = None) -> ExportReport:
     """Export one run to an HDF5 file, a NetCDF-4 file or a Zarr v3 store (``sdm export``).
 
@@ -225,8 +273,13 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         Export this group only, flat at the file's root.
     steps : str, optional
         ``START:STOP[:STRIDE]`` (STOP excluded), ``START:``, ``:STOP`` or one step ``K``.
-    compression : bool
-        gzip (HDF5), zlib (NetCDF) or zstd (Zarr).
+    compression : None, bool, str, dict or CompressionSpec
+        None (default): every dataset compressed as SDM stores it, with the format's
+        nearest codec (``docs/compression.md``, "Exports"), raw ones uncompressed; True (or
+        ``"default"``): the same, raw datasets with gzip (HDF5), zlib (NetCDF) or zstd (Zarr);
+        False or ``"none"``: nothing compressed; a spec in SDM's grammar (``"zstd:5"``,
+        ``"zfp:tolerance=1e-3"``, see :func:`sdm.codecs.parse_compression`): every dataset
+        compressed with it.
     overwrite : bool
         Replace an existing *out*.
     progress : callable, optional
@@ -246,6 +299,8 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         Several runs match and *run* is None.
     RunNotFoundError, GroupNotFoundError, InvalidArgumentError, StorageError
         Nothing is left at *out* (nor beside it) after an error.
+    CompressionSpecError
+        A *compression* spec SDM refuses or that cannot compress a dataset's dtype; nothing is written.
     """
     from .. import config
     from ..catalog import Catalog
@@ -254,6 +309,7 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
 
     fmt = _check_format(format)
     parse_steps(steps)
+    resolve(compression)  # a refused spec: refused before anything is read or written
     if group is not None and not isinstance(group, str):
         raise InvalidArgumentError(f"group must be a group name, got {group!r}")
     target = Path(out).expanduser().absolute()
@@ -276,12 +332,15 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         return export_exodus(rec, url, root, target, group, steps, progress)
     plan = _plan(rec, group, steps)
     _check_dtypes(fmt, plan)
+    _choose(url, rec, plan, compression)
     t0 = time.perf_counter()
     from ..session import open as open_session
 
     with open_session(rec.application, "r", catalog=url, run=rec.id, **({"root": root} if root is not None else {})) as s, \
             _beside(target, overwrite) as tmp:
-        sink = _sink(fmt, tmp, compression)
+        measure = any(isinstance(i.choice.spec, CompressionSpec) and i.choice.spec.lossy for _, items, _ in plan
+                      for i in items)
+        sink = _sink(fmt, tmp, measure)
         try:
             report = _write(sink, s, rec, plan, flat=group is not None, fmt=fmt, progress=progress)
         finally:
@@ -329,19 +388,39 @@ def _write(sink: Sink, s: Any, rec: RunRecord, plan: list[tuple[GroupRecord, lis
                 attrs["sdm_missing_steps"] = missing if js else np.asarray(missing, dtype=np.int64)
                 report.notes.append(f"{g.name}/{item.record.name}: steps {missing} are missing; written as the fill "
                                     f"value {_fill(item.dtype)}")
-            arr = sink.array(where, item.record.name, item.dtype, (len(steps), *item.record.shape), (STEP, *dims),
-                             _fill(item.dtype))
-            sink.attrs(arr, attrs)
+            arr, applied = sink.array(where, item.record.name, item.dtype, (len(steps), *item.record.shape),
+                                      (STEP, *dims), _fill(item.dtype), item.choice)
+            _noted(report, f"{g.name}/{item.record.name}", applied)
+            sink.attrs(arr, {**attrs, **array_attrs(item.choice, applied, None)})
+            have, error = set(item.steps), 0.0
             for index, data in enumerate(_prefetched(group, item, steps)):  # the next step read while this one is written
-                sink.put(arr, index, np.ascontiguousarray(data, dtype=item.dtype))
+                if not applied.lossy or steps[index] in have:  # a lossy codec is given no fill value (NaN)
+                    data = np.ascontiguousarray(data, dtype=item.dtype)
+                    sink.put(arr, index, data)
+                    if applied.lossy:
+                        error = max(error, _measured(sink.get(arr, index), data))
                 del data
                 done += item.record.nbytes
                 report.nbytes += item.record.nbytes
                 if progress is not None:
                     progress(done, total)
+            if applied.lossy:
+                sink.attrs(arr, array_attrs(item.choice, applied, error))
             report.steps += len(set(item.steps) & set(steps))
             report.arrays += 1
     return report
+
+
+def _measured(got: np.ndarray, want: np.ndarray) -> float:
+    """The error a lossy export made on one step (read back from the file) against SDM's values."""
+    from ..codecs import max_abs_error
+
+    return max_abs_error(want, got)
+
+
+def _noted(report: ExportReport, where: str, applied: Applied) -> None:
+    if applied.note:
+        report.notes.append(f"{where}: {applied.note}")
 
 
 def _prefetched(group: Group, item: _Item, steps: Sequence[int]) -> Iterator[np.ndarray]:
@@ -401,9 +480,13 @@ def _ranked(sink: Sink, where: Any, group: Group, item: _Item, js: bool, report:
         rows = f"rows_{step}"
         sink.dimension(sub, rows, data.shape[0], None)
         dims = _shared(sink, sub, _Item(item.record, item.dtype, True, [], item.dims), sizes)
-        arr = sink.array(sub, f"step_{step}", item.dtype, data.shape, (rows, *dims), _fill(item.dtype))
-        sink.attrs(arr, {"sdm_step": step})
+        arr, applied = sink.array(sub, f"step_{step}", item.dtype, data.shape, (rows, *dims), _fill(item.dtype),
+                                  item.choice)
         sink.put(arr, None, data)
+        error = _measured(sink.get(arr, None), data) if applied.lossy else None
+        sink.attrs(arr, {"sdm_step": step, **array_attrs(item.choice, applied, error)})
+        if step == item.steps[0]:
+            _noted(report, f"{item.record.name}", applied)
         report.steps += 1
         report.arrays += 1
         report.nbytes += data.nbytes
@@ -469,7 +552,7 @@ def _sdm_attrs(attrs: dict[str, Any], notes: list[str], where: str) -> dict[str,
 
 def import_file(path: str | os.PathLike[str], *, format: str, application: str,  # noqa: A002
                 catalog: str | None = None, root: str | os.PathLike[str] | None = None,
-                progress: Progress | None = None) -> ImportReport:
+                progress: Progress | None = None, compression: Any = None) -> ImportReport:
     """Import an HDF5, NetCDF-4 or Zarr v3 file into a new run of *application* (``sdm import``).
 
     Parameters
@@ -484,6 +567,11 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
         Data root of the new run (default ``$SDM_ROOT`` or ``./sdm-data``).
     progress : callable, optional
         Called with ``(bytes done, bytes in all)`` after every step written.
+    compression : None, str, dict or CompressionSpec
+        None (default): each array compressed in SDM as in the file, where its codec maps
+        to one of SDM's (the ``sdm_compression`` attribute of an SDM export, else zstd,
+        lz4, blosc/blosc2 and zfp filters or codecs; not gzip/zlib), raw otherwise;
+        False or ``"none"``: every dataset raw; a spec: every dataset compressed with it.
 
     Returns
     -------
@@ -495,6 +583,9 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
         A bad format, or a file that cannot be read as it.
     """
     fmt = _check_format(format)
+    mode, override = resolve(compression)
+    if mode == "default":
+        raise InvalidArgumentError("an import's compression is None, 'none' or a spec; 'default' is for exports")
     src_path = Path(path).expanduser().absolute()
     if not src_path.exists():
         raise StorageError(f"cannot import {src_path}: no such file or directory")
@@ -516,6 +607,8 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
         for name, _, arrays, _ in groups:  # what the file says of itself, checked before a run is made
             for a in arrays:
                 _missing_steps(a.attrs, f"{src_path}: array {a.name!r}" + (f" of group {name!r}" if name else ""))
+                if override is not None:  # a spec that cannot compress an array: refused before a run is made
+                    override.check_array(a.dtype, a.shape)
         head = source.attrs()
         run_attrs = {**_sdm_attrs(head, notes, "file"), "imported_from": str(src_path), "imported_format": fmt}
         total = sum(a.dtype.itemsize * math.prod(a.shape) * len(a.steps or [0]) for _, _, arrays, _ in groups
@@ -535,19 +628,39 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
                     notes.append(f"{gname}/{sub}: a sub-group, not imported")
                 if not arrays:
                     continue
-                _import_group(s, gname, gattrs, arrays, report, total, progress)
+                _import_group(s, gname, gattrs, arrays, report, total, progress, (mode, override))
     finally:
         source.close()
     report.seconds = time.perf_counter() - t0
     return report
 
 
+def _import_spec(a: SourceArray, choice: tuple[str, CompressionSpec | None], where: str,
+                 notes: list[str]) -> CompressionSpec | None:
+    """The SDM compression an imported array gets: the override, else the one its codec in the file maps to."""
+    from ..errors import CompressionSpecError
+
+    mode, override = choice
+    spec = override if mode == "spec" else (a.compression if mode == "follow" else None)
+    if spec is None:
+        return None
+    try:
+        spec.check_array(a.dtype, a.shape)
+    except CompressionSpecError as exc:
+        if mode == "spec":
+            raise
+        notes.append(f"{where}: stored raw, not {spec.text} ({exc})")
+        return None
+    return spec
+
+
 def _import_group(s: Any, gname: str, gattrs: dict[str, Any], arrays: list[SourceArray], report: ImportReport,
-                  total: int, progress: Progress | None) -> None:
+                  total: int, progress: Progress | None, choice: tuple[str, CompressionSpec | None]) -> None:
     from ..datasets import Dataset
 
     notes = report.notes
-    specs = [Dataset(a.name, shape=a.shape, dtype=a.dtype) for a in arrays]
+    specs = [Dataset(a.name, shape=a.shape, dtype=a.dtype,
+                     compression=_import_spec(a, choice, f"{gname}/{a.name}", notes)) for a in arrays]
     g = s.make_group(gname, specs, attributes=_sdm_attrs(gattrs, notes, gname))
     report.groups.append(gname)
     for a in arrays:

@@ -2,30 +2,49 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..errors import IntegrityError
 
-__all__ = ["STEP", "Progress", "SteppedSink", "Sink", "SourceArray", "Source", "step_numbers"]
+if TYPE_CHECKING:
+    from ..codecs import CompressionSpec
+    from .codecs import Applied, Choice
+
+__all__ = ["STEP", "INNER_BYTES", "Progress", "SteppedSink", "Sink", "SourceArray", "Source", "inner_chunks",
+           "step_numbers"]
 
 #: The name of the step dimension and of its coordinate.
 STEP = "step"
+#: The largest chunk (Zarr: inner chunk of a shard; HDF5, NetCDF: chunk of a compressed array), in bytes
+#: (unless one row of a step is larger).
+INNER_BYTES = 1 << 20
+
+
+def inner_chunks(shape: tuple[int, ...], itemsize: int, limit: int = INNER_BYTES) -> tuple[int, ...]:
+    """Chunks of one step of *shape*: its first dimension cut to a divisor of it, at most *limit* bytes per
+    chunk when a row allows."""
+    if not shape or not all(shape):
+        return tuple(max(n, 1) for n in shape)
+    row = math.prod(shape[1:]) * itemsize
+    fit = max(1, limit // max(row, 1))
+    first = max(d for d in range(1, min(fit, shape[0]) + 1) if shape[0] % d == 0)
+    return (first, *shape[1:])
 
 Progress = Callable[[int, int], None]
 
 
 class SteppedSink:
-    """What every format's writer shares: the file's root, whether to compress, and writing a step.
+    """What every format's writer shares: the file's root, writing a step and reading it back.
 
     Subclasses open their file and set :attr:`root`.
     """
 
     root: Any
-    compression: bool
 
     def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
         """Write one step of *array* (its leading index), or the whole array when *index* is None."""
@@ -33,6 +52,10 @@ class SteppedSink:
             array[...] = data
         else:
             array[index] = data
+
+    def get(self, array: Any, index: int | None) -> np.ndarray:
+        """Read back step *index* of *array* (the whole array when None), decoded from the file."""
+        return np.asarray(array[...] if index is None else array[index])
 
 
 class Sink(Protocol):
@@ -47,14 +70,18 @@ class Sink(Protocol):
         """Declare dimension *name* of *size* in *group*; *values*: its coordinate (the steps), if any."""
 
     def array(self, group: Any, name: str, dtype: np.dtype, shape: tuple[int, ...], dims: tuple[str, ...],
-              fill: Any) -> Any:
-        """A new array (first dimension ``step`` when *dims* start with it)."""
+              fill: Any, choice: Choice) -> tuple[Any, Applied]:
+        """A new array (first dimension ``step`` when *dims* start with it), compressed as *choice* asks,
+        and what the format gave it (:mod:`sdm.exporting.codecs`)."""
 
     def attrs(self, obj: Any, attrs: dict[str, Any]) -> None:
         """Set attributes on a group or an array."""
 
     def put(self, array: Any, index: int | None, data: np.ndarray) -> None:
         """Write step *index* of *array* (``None``: the whole array)."""
+
+    def get(self, array: Any, index: int | None) -> np.ndarray:
+        """Read step *index* of *array* back from the file (``None``: the whole array)."""
 
     def close(self) -> None:
         """Finish the file."""
@@ -70,6 +97,8 @@ class SourceArray:
     steps: list[int] | None  #: step numbers along the first dimension; None: no step dimension
     attrs: dict[str, Any]
     read: Callable[[int | None], np.ndarray]  #: step index (None: the whole array) -> values
+    #: the SDM spec nearest to the array's codec in the file (:mod:`sdm.exporting.codecs`); None: none maps
+    compression: CompressionSpec | None = None
 
 
 class Source(Protocol):

@@ -1,7 +1,10 @@
 """HDF5 through h5py: :class:`HDF5Sink` writes an export, :class:`HDF5Source` reads a file to import.
 
 Every dimension is an h5py dimension scale: ``step`` holds the step numbers, the others
-``0..n-1``; arrays are chunked one step per chunk (gzip level 4 with compression).
+``0..n-1``; arrays are chunked one step per chunk (gzip level 4 with ``compression=True``),
+a compressed dataset's in chunks of one step cut to at most :data:`~sdm.exporting.base.INNER_BYTES`
+along its first dimension, through hdf5plugin's filters (:func:`sdm.exporting.codecs.hdf5_filter`;
+a reader needs ``import hdf5plugin``, or ``HDF5_PLUGIN_PATH`` set to its plugins).
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .base import STEP, SourceArray, SteppedSink, step_numbers
+from .base import STEP, SourceArray, SteppedSink, inner_chunks, step_numbers
+from .codecs import Applied, Choice, hdf5_filter, spec_of_attrs, spec_of_hdf5
 
 __all__ = ["HDF5Sink", "HDF5Source"]
 
@@ -21,10 +25,11 @@ __all__ = ["HDF5Sink", "HDF5Source"]
 class HDF5Sink(SteppedSink):
     """An HDF5 file being written (see :class:`sdm.exporting.Sink`)."""
 
-    def __init__(self, path: Path, compression: bool) -> None:
-        self.file = h5py.File(path, "w", libver="earliest")
+    def __init__(self, path: Path, measure: bool = False) -> None:
+        # measure: a lossy filter's error is measured by reading steps back, so no chunk cache may hand back
+        # what was written instead of what the filter stored
+        self.file = h5py.File(path, "w", libver="earliest", **({"rdcc_nbytes": 0} if measure else {}))
         self.root: Any = self.file
-        self.compression = compression
 
     def group(self, parent: Any, name: str) -> Any:
         """A new HDF5 group."""
@@ -36,19 +41,24 @@ class HDF5Sink(SteppedSink):
         group.create_dataset(name, data=data).make_scale(name)
 
     def array(self, group: Any, name: str, dtype: np.dtype, shape: tuple[int, ...], dims: tuple[str, ...],
-              fill: Any) -> Any:
-        """A dataset with its dimension scales attached (chunks of one step when stepped)."""
+              fill: Any, choice: Choice) -> tuple[Any, Applied]:
+        """A dataset with its dimension scales attached (chunks of one step when stepped), filtered as *choice* asks."""
         stepped = bool(dims) and dims[0] == STEP
         whole = all(shape)  # no empty dimension: chunks and filters are possible
-        chunks: Any = (1, *shape[1:]) if stepped and whole and len(shape) > 1 else (True if self.compression and whole
-                                                                                    else None)
-        ds = group.create_dataset(name, shape=shape, dtype=dtype, chunks=chunks,
-                                  compression="gzip" if self.compression and whole else None,
+        own = choice.spec is not None  # a codec of SDM's: chunks of at most INNER_BYTES
+        if stepped and whole and len(shape) > 1:
+            chunks: Any = (1, *(inner_chunks(shape[1:], dtype.itemsize) if own else shape[1:]))
+        elif whole and (own or choice.default):
+            chunks = inner_chunks(shape, dtype.itemsize) if own and shape else True
+        else:
+            chunks = None
+        applied = hdf5_filter(choice, dtype, chunks if isinstance(chunks, tuple) else shape) if whole else Applied()
+        ds = group.create_dataset(name, shape=shape, dtype=dtype, chunks=chunks, **applied.kwargs,
                                   fillvalue=fill if dtype.kind in "fc" else None)  # 0 is h5py's own
         for axis, dim in enumerate(dims):
             ds.dims[axis].attach_scale(group[dim])
             ds.dims[axis].label = dim
-        return ds
+        return ds, applied
 
     def attrs(self, obj: Any, attrs: dict[str, Any]) -> None:
         """HDF5 attributes."""
@@ -98,8 +108,11 @@ class HDF5Source:
             def read(index: int | None, ds: Any = obj) -> np.ndarray:
                 return np.asarray(ds[()] if index is None else ds[index])
 
+            attrs = _attrs(obj)
+            spec = spec_of_attrs(attrs) if "sdm_export_compression" in attrs or "sdm_compression" in attrs else \
+                spec_of_hdf5(dict(obj._filters))
             arrays.append(SourceArray(name, obj.dtype, tuple(obj.shape[1:] if steps is not None else obj.shape),
-                                      steps, _attrs(obj), read))
+                                      steps, attrs, read, spec))
         return arrays, subs
 
     def groups(self) -> Iterator[tuple[str | None, dict[str, Any], list[SourceArray], list[str]]]:

@@ -4,6 +4,8 @@ CF-style: ``step`` is an unlimited dimension with a coordinate variable of the s
 numbers (``long_name``, ``axis = "T"``); the other dimensions have no coordinate variable.
 Floating-point variables carry ``_FillValue = NaN``; integer variables have no fill value
 (a real 0 must not read as missing), a missing step of theirs is written as zeros.
+A compressed dataset gets zstd or blosc where netCDF-C has them, zlib otherwise, and a
+lossy one its values as SDM reads them, with zlib (:func:`sdm.exporting.codecs.netcdf_filter`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 import netCDF4
 import numpy as np
 
-from .base import STEP, SourceArray, SteppedSink, step_numbers
+from .base import STEP, SourceArray, SteppedSink, inner_chunks, step_numbers
+from .codecs import Applied, Choice, netcdf_filter, spec_of_attrs, spec_of_netcdf
 
 __all__ = ["NetCDFSink", "NetCDFSource"]
 
@@ -23,10 +26,9 @@ __all__ = ["NetCDFSink", "NetCDFSource"]
 class NetCDFSink(SteppedSink):
     """A NetCDF-4 file being written (see :class:`sdm.exporting.Sink`)."""
 
-    def __init__(self, path: Path, compression: bool) -> None:
+    def __init__(self, path: Path) -> None:
         self.file = netCDF4.Dataset(path, "w", format="NETCDF4")
         self.root: Any = self.file
-        self.compression = compression
 
     def group(self, parent: Any, name: str) -> Any:
         """A new NetCDF group."""
@@ -43,14 +45,17 @@ class NetCDFSink(SteppedSink):
         var[:] = values
 
     def array(self, group: Any, name: str, dtype: np.dtype, shape: tuple[int, ...], dims: tuple[str, ...],
-              fill: Any) -> Any:
-        """A variable chunked one step per chunk."""
+              fill: Any, choice: Choice) -> tuple[Any, Applied]:
+        """A variable chunked one step per chunk (a compressed dataset's cut to at most ``INNER_BYTES``)."""
         whole = all(shape) and len(shape) > 1 and dims[0] == STEP
-        var = group.createVariable(name, dtype, dims, zlib=self.compression, complevel=4,
-                                   fill_value=fill if dtype.kind == "f" else False,
-                                   chunksizes=(1, *shape[1:]) if whole else None)
+        own = choice.spec is not None
+        applied = netcdf_filter(choice, dtype) if all(shape) or choice.spec is None else Applied()
+        kwargs = applied.kwargs or {"zlib": False, "complevel": 4}
+        chunks = (1, *(inner_chunks(shape[1:], dtype.itemsize) if own else shape[1:])) if whole else None
+        var = group.createVariable(name, dtype, dims, **kwargs, fill_value=fill if dtype.kind == "f" else False,
+                                   chunksizes=chunks)
         var.set_auto_maskandscale(False)
-        return var
+        return var, applied
 
     def attrs(self, obj: Any, attrs: dict[str, Any]) -> None:
         """NetCDF attributes."""
@@ -99,8 +104,11 @@ class NetCDFSource:
             def read(index: int | None, v: Any = var) -> np.ndarray:
                 return np.asarray(v[...] if index is None else v[index])
 
+            attrs = _attrs(var)
+            spec = spec_of_attrs(attrs) if "sdm_export_compression" in attrs or "sdm_compression" in attrs else \
+                spec_of_netcdf(var.filters() or {})
             arrays.append(SourceArray(name, np.dtype(var.dtype), tuple(var.shape[1:] if steps is not None else var.shape),
-                                      steps, _attrs(var), read))
+                                      steps, attrs, read, spec))
         return arrays
 
     def groups(self) -> Iterator[tuple[str | None, dict[str, Any], list[SourceArray], list[str]]]:

@@ -11,7 +11,6 @@ few rows decodes only their chunks. ``dimension_names`` name the dimensions; the
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,32 +19,18 @@ from typing import Any
 import numpy as np
 import zarr
 
-from .base import STEP, SourceArray, SteppedSink, step_numbers
+from .base import INNER_BYTES, STEP, SourceArray, SteppedSink, inner_chunks, step_numbers
+from .codecs import Applied, Choice, spec_of_attrs, spec_of_zarr, zarr_codecs
 
 __all__ = ["INNER_BYTES", "ZarrSink", "ZarrSource", "inner_chunks"]
-
-#: The largest inner chunk of a shard, in bytes (unless one row of a step is larger).
-INNER_BYTES = 1 << 20
-
-
-def inner_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Inner chunks of one step of *shape*: its first dimension cut to a divisor of it, at most
-    :data:`INNER_BYTES` per chunk when a row allows."""
-    if not shape or not all(shape):
-        return tuple(max(n, 1) for n in shape)
-    row = math.prod(shape[1:]) * itemsize
-    fit = max(1, INNER_BYTES // max(row, 1))
-    first = max(d for d in range(1, min(fit, shape[0]) + 1) if shape[0] % d == 0)
-    return (first, *shape[1:])
 
 
 class ZarrSink(SteppedSink):
     """A Zarr v3 store being written (see :class:`sdm.exporting.Sink`)."""
 
-    def __init__(self, path: Path, compression: bool) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
         self.root: Any = zarr.open_group(store=str(path), mode="w", zarr_format=3)
-        self.compression = compression
 
     def group(self, parent: Any, name: str) -> Any:
         """A new Zarr group."""
@@ -59,8 +44,9 @@ class ZarrSink(SteppedSink):
             arr[:] = values
 
     def array(self, group: Any, name: str, dtype: np.dtype, shape: tuple[int, ...], dims: tuple[str, ...],
-              fill: Any) -> Any:
-        """A sharded array, one shard per step (a whole array in one shard otherwise)."""
+              fill: Any, choice: Choice) -> tuple[Any, Applied]:
+        """A sharded array, one shard per step (a whole array in one shard otherwise), its inner chunks
+        encoded as *choice* asks."""
         stepped = bool(dims) and dims[0] == STEP
         if stepped:
             shards: tuple[int, ...] | None = (1, *(max(n, 1) for n in shape[1:]))
@@ -68,9 +54,12 @@ class ZarrSink(SteppedSink):
         else:
             shards = tuple(max(n, 1) for n in shape) if shape else None
             chunks = inner_chunks(shape, dtype.itemsize) if shape else ()
-        return group.create_array(name, shape=shape, dtype=dtype, chunks=chunks or "auto", shards=shards,
-                                  fill_value=fill, dimension_names=dims,
-                                  compressors="auto" if self.compression else None)
+        applied = zarr_codecs(choice, dtype, tuple(chunks))
+        with warnings.catch_warnings():  # numcodecs' codecs in zarr: "not part of the Zarr v3 specification"
+            warnings.simplefilter("ignore", UserWarning)
+            arr = group.create_array(name, shape=shape, dtype=dtype, chunks=chunks or "auto", shards=shards,
+                                     fill_value=fill, dimension_names=dims, **applied.kwargs)
+        return arr, applied
 
     def attrs(self, obj: Any, attrs: dict[str, Any]) -> None:
         """Attributes in the group's or array's ``zarr.json``."""
@@ -114,8 +103,11 @@ class ZarrSource:
             def read(index: int | None, a: Any = obj) -> np.ndarray:
                 return np.asarray(a[...] if index is None else a[index])
 
+            attrs = dict(obj.attrs)
+            spec = spec_of_attrs(attrs) if "sdm_export_compression" in attrs or "sdm_compression" in attrs else \
+                spec_of_zarr(getattr(obj.metadata, "codecs", ()))
             arrays.append(SourceArray(name, np.dtype(obj.dtype), tuple(obj.shape[1:] if steps is not None else obj.shape),
-                                      steps, dict(obj.attrs), read))
+                                      steps, attrs, read, spec))
         return arrays, subs
 
     def groups(self) -> Iterator[tuple[str | None, dict[str, Any], list[SourceArray], list[str]]]:
