@@ -371,3 +371,37 @@ def test_the_trailer_describes_compressed_steps(comm, mpi_tmp):
             assert "codec" not in listed["r", step]
         ok = True
     assert comm.bcast(ok)
+
+
+@pytest.mark.parametrize("level", [1, 3])
+def test_overwrite_and_append_keep_only_the_new_chunks(comm, mpi_tmp, level):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    shape = (9, 4)
+    idx = block_indices(shape, _grid(size, 2), rank)
+    A, B = global_array(shape, "<f8", seed=1), global_array(shape, "<f8", seed=2) * -3
+    with sdm.open("packed", root=mpi_tmp, catalog=url, async_commit=True) as s:
+        g = s.make_group("g", ["a"], dtype="<f8", shape=shape, level=level, compression="blosc2:lz4:1:shuffle")
+        g.write("a", 0, A[np.ix_(*idx)])
+        g.write("a", 0, B[np.ix_(*idx)], overwrite=True)
+        run = s.run_id
+    with sdm.open("packed", "a", root=mpi_tmp, catalog=url, run=run) as s:
+        g = s.group("g")
+        g.write("a", 1, A[np.ix_(*idx)])
+        np.testing.assert_array_equal(g.read("a", 0), B[np.ix_(*idx)])
+        np.testing.assert_array_equal(g.read("a", 1), A[np.ix_(*idx)])
+    facts = None
+    if rank == 0:
+        from sdm.maintenance import verify_run
+
+        cat = sdm.Catalog(url)
+        rows = {w.step: w for _, _, w in cat.writes(run)}
+        report = verify_run(cat, run)
+        import sqlalchemy as sa
+
+        with cat.engine.connect() as con:  # the overwritten version's chunks are gone with it
+            stored = con.execute(sa.text("SELECT COUNT(*) FROM extents")).scalar_one()
+        facts = (rows[0].version, rows[1].version, report.ok, stored == sum(len(w.extents) for w in rows.values()),
+                 all(w.extents for w in rows.values()))
+        cat.close()
+    assert comm.bcast(facts) == (2, 1, True, True, True)
