@@ -260,9 +260,14 @@ def test_refused_uses_raise_on_every_rank_before_anything_is_recorded(comm, mpi_
         assert catalog_counts(comm, url) == before
         g = s.make_group("g", ["a"], dtype="<f8", shape=(comm.Get_size() * 4,), compression="lz4")
         g.data_view(sdm.Cyclic())
-        with pytest.raises(InvalidArgumentError, match=re.escape("dataset 'a' is compressed, and its view gives this "
-                                                                 "rank a 'cyclic' piece")):
-            g.write("a", 0, np.zeros(4))
+        if comm.Get_size() > 1:  # one rank's Cyclic piece is the whole array: one box
+            with pytest.raises(InvalidArgumentError, match=re.escape("dataset 'a' is compressed, and its view cuts "
+                                                                     "this rank's piece into 4 boxes of 8 bytes")):
+                g.write("a", 0, np.zeros(4))
+        g.data_view(sdm.MapArray(np.arange(comm.Get_rank(), comm.Get_size() * 4, comm.Get_size())[:1], coverage=False))
+        with pytest.raises(InvalidArgumentError, match=re.escape("dataset 'a' is compressed, and its map leaves rows "
+                                                                 "unwritten (coverage=False)")):
+            g.write("a", 0, np.zeros(1))
         assert catalog_counts(comm, url)["writes"] == 0
         g.data_view(sdm.Block())
         g.write("a", 0, np.full(4, 1.5))
@@ -405,3 +410,53 @@ def test_overwrite_and_append_keep_only_the_new_chunks(comm, mpi_tmp, level):
                  all(w.extents for w in rows.values()))
         cat.close()
     assert comm.bcast(facts) == (2, 1, True, True, True)
+
+
+def _views(size, rank):
+    """(view, the rank's global indices built independently, ghosts) of views whose pieces are several boxes."""
+    rows = np.arange(48)[rank::size][::-1].copy()  # this rank's map rows, in its own (descending) order
+    return [
+        ("blockcyclic", sdm.BlockCyclic(blocks=(8, 8), ghosts=1), cyclic_indices(SHAPE2, _grid(size, 2), rank, [8, 8]),
+         1),
+        ("cyclic-rows", sdm.Cyclic(grid=(size, 1)), cyclic_indices(SHAPE2, (size, 1), rank), 0),
+        ("map", sdm.MapArray(rows), [np.sort(rows), np.arange(40)], 0),
+    ]
+
+
+SHAPE2 = (48, 40)  # rows of 320 bytes: a row is a box worth a chunk
+
+
+@pytest.mark.parametrize("which", ["blockcyclic", "cyclic-rows", "map"])
+@pytest.mark.parametrize("codec", ["zstd:1:shuffle", "zfp:tolerance=0.001"])
+def test_views_of_several_boxes_write_one_chunk_per_box(comm, mpi_tmp, which, codec):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    name, view, idx, ghosts = next(v for v in _views(size, rank) if v[0] == which)
+    G = _smooth(SHAPE2, 1) * 100 if codec.startswith("zfp") else global_array(SHAPE2, "<f8", seed=2)
+    with sdm.open("packed", root=mpi_tmp, catalog=url) as s:
+        g = s.make_group("g", ["a"], dtype="<f8", shape=SHAPE2, compression=codec, view=view)
+        if which == "map":  # the rows in the rank's own order
+            local = np.ascontiguousarray(G[np.arange(48)[rank::size][::-1]])
+        else:
+            local = local_from_global(G, idx, ghosts)[0]
+        g.write("a", 0, local)
+        run = s.run_id
+    with sdm.open("packed", "r", comm=comm, catalog=url, run="latest") as s:
+        g = s.group("g")
+        g.data_view(sdm.Block())
+        out = g.read("a", 0)
+        want = G[np.ix_(*block_indices(SHAPE2, _grid(size, 2), rank))]
+        if codec.startswith("zfp"):
+            assert np.abs(out - want).max(initial=0) <= 1e-3
+        else:
+            np.testing.assert_array_equal(out, want)
+    boxes = None
+    if rank == 0:
+        cat = sdm.Catalog(url)
+        (_, _, w), = cat.writes(run)
+        boxes = [e.box for e in w.extents]
+        cat.close()
+    cover = np.zeros(SHAPE2, int)
+    for starts, counts in comm.bcast(boxes):
+        cover[tuple(slice(a, a + c) for a, c in zip(starts, counts))] += 1
+    assert (cover == 1).all()

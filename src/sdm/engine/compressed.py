@@ -1,8 +1,9 @@
 """Compressed datasets: chunks encoded by their writers, placed from one exchange, moved with independent I/O.
 
 A dataset made with ``compression=`` (:mod:`sdm.codecs`) is stored as *chunks*: each rank
-encodes the box it owns (its piece without ghost cells) with the dataset's codec
-pipeline, before any collective call of the dump.  The write then runs the dump's usual
+encodes the boxes it owns (its piece without ghost cells: one box for a Block view, one per
+block for BlockCyclic, one per run of consecutive rows for a map; ``chunks=`` cuts them
+further) with the dataset's codec pipeline, before any collective call of the dump.  The write then runs the dump's usual
 protocol (:mod:`sdm.engine.write`) with one more exchange, an ``allgather`` of every
 rank's chunks (box, stored bytes, ``xxh3-64`` of the stored bytes, largest error
 measured), so that every rank knows the dataset step's stored size and where each chunk
@@ -72,25 +73,53 @@ class Chunks:
         return self.boxes, [len(b) for b in self.blobs], self.digests, self.error
 
 
-def check_piece(piece: "Piece", name: str) -> None:
-    """Refuse a piece that is not one box (its chunk would be no box of the array).
+#: The smallest mean chunk (bytes) a view may cut a piece into: below it a codec's frame costs more than it saves
+MIN_CHUNK_BYTES = 256
+
+
+def _runs(indices: np.ndarray) -> list[tuple[int, int, int]]:
+    """The runs of consecutive global indices of one dimension of a piece: ``(first local position, length,
+    first global index)``, in order (*indices* ascending, as a piece holds them)."""
+    idx = np.asarray(indices, dtype=np.int64)
+    if idx.size == 0:
+        return []
+    cuts = np.flatnonzero(np.diff(idx) != 1) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [idx.size]))
+    return [(int(a), int(b - a), int(idx[a])) for a, b in zip(starts, ends)]
+
+
+def check_piece(piece: "Piece", view: Any, name: str, itemsize: int) -> list[list[tuple[int, int, int]]]:
+    """The runs of each dimension of a piece (:func:`_runs`): its boxes are their products.
 
     Raises
     ------
     InvalidArgumentError
+        A map that leaves rows unwritten (a compressed step is written whole), or a view that
+        cuts the piece into boxes of fewer than :data:`MIN_CHUNK_BYTES` bytes on average.
     """
-    if piece.kind != "subarray":
+    from ..layout.maparray import MapArray
+
+    if isinstance(view, MapArray) and not view.coverage:
         raise InvalidArgumentError(
-            f"dataset {name!r} is compressed, and its view gives this rank a {piece.kind!r} piece: compressed "
-            "datasets are written with views whose pieces are boxes (sdm.Block, or a Subarray-like view); read "
-            "them back with any view")
+            f"dataset {name!r} is compressed, and its map leaves rows unwritten (coverage=False): a compressed step "
+            "is written whole; give every row to some rank")
+    runs = [_runs(idx) for idx in piece.indices]
+    boxes = math.prod(len(r) for r in runs)
+    nbytes = math.prod(piece.counts) * itemsize
+    if boxes > 1 and nbytes / boxes < MIN_CHUNK_BYTES:  # one box: the piece itself, however small
+        raise InvalidArgumentError(
+            f"dataset {name!r} is compressed, and its view cuts this rank's piece into {boxes} boxes of "
+            f"{nbytes / boxes:.0f} bytes on average (at least {MIN_CHUNK_BYTES} make a chunk worth a codec's "
+            "frame): write it with a view of larger boxes (sdm.Block, or BlockCyclic with larger blocks), and read "
+            "it back with any view")
+    return runs
 
 
-def _interior(piece: "Piece", arr: np.ndarray) -> np.ndarray:
-    """The elements a rank owns of its local array (ghost cells left out), indexed in global dimension order."""
-    if not piece.has_ghosts:
-        return arr
-    return arr[tuple(slice(lo, lo + c) for (lo, _), c in zip(piece.ghosts, piece.counts))]
+def _local(run: tuple[int, int, int], box_start: int, count: int) -> np.ndarray:
+    """The local positions, in its dimension of a piece, of *count* global indices from *box_start* in *run*."""
+    first = run[0] + (box_start - run[2])
+    return np.arange(first, first + count, dtype=np.int64)
 
 
 def tiles(starts: Sequence[int], counts: Sequence[int], chunks: Sequence[int] | None) -> list[Box]:
@@ -107,30 +136,33 @@ def tiles(starts: Sequence[int], counts: Sequence[int], chunks: Sequence[int] | 
 
 def encode_piece(spec: "CompressionSpec", view: "ResolvedView", arr: np.ndarray, name: str,
                  checksum: bool, chunks: Sequence[int] | None = None) -> Chunks:
-    """Encode this rank's piece of one dataset step as chunks (:func:`tiles`; none when it owns no element).
+    """Encode this rank's piece of one dataset step as chunks: each box of consecutive indices it owns
+    (:func:`check_piece`; one for a Block view), cut by :func:`tiles`; none when it owns no element.
 
     Raises
     ------
     InvalidArgumentError
-        A piece that is not a box (:func:`check_piece`).
+        A view :func:`check_piece` refuses.
     CompressionSpecError, CompressionBoundError
-        The codec refuses the chunk, or a lossy codec breaks its bound.
+        The codec refuses a chunk, or a lossy codec breaks its bound.
     """
     from ..codecs import pipeline_for
 
     piece = view.piece
-    check_piece(piece, name)
-    if math.prod(piece.counts) == 0:
-        return Chunks([], [], [], 0.0)
-    pipeline, inner = pipeline_for(spec), _interior(piece, arr)
     out = Chunks([], [], [], 0.0)
-    for box in tiles(piece.starts, piece.counts, chunks):
-        part = inner[tuple(slice(s - p0, s - p0 + c) for s, c, p0 in zip(box[0], box[1], piece.starts))]
-        encoded = pipeline.encode_measured(part, view.order)  # type: ignore[arg-type]
-        out.boxes.append(box)
-        out.blobs.append(encoded.data)
-        out.digests.append(integrity.xxh3(encoded.data) if checksum else 0)
-        out.error = max(out.error, float(encoded.error))
+    if math.prod(piece.counts) == 0:
+        return out
+    runs = check_piece(piece, view.dist, name, view.dtype.itemsize)
+    pipeline = pipeline_for(spec)
+    for part in itertools.product(*runs):
+        for box in tiles([r[2] for r in part], [r[1] for r in part], chunks):
+            local = [_local(r, s, c) for r, s, c in zip(part, box[0], box[1])]
+            values = arr[_as_slices(_memory(piece, local))]
+            encoded = pipeline.encode_measured(values, view.order)  # type: ignore[arg-type]
+            out.boxes.append(box)
+            out.blobs.append(encoded.data)
+            out.digests.append(integrity.xxh3(encoded.data) if checksum else 0)
+            out.error = max(out.error, float(encoded.error))
     return out
 
 
