@@ -169,9 +169,9 @@ class Launcher:
             text = cfg.read_text() if cfg.exists() else ""
             facts["adios2"] = next((line.split()[-1].strip('"') for line in text.splitlines()
                                     if "ADIOS2_VERSION_STR" in line), "?")
+            defined = {line.split()[1] for line in text.splitlines() if line.startswith("#define ADIOS2_HAVE_")}
             facts["adios2_operators"] = ", ".join(op for op in ("Blosc2", "ZFP", "SZ", "SZ3", "MGARD")
-                                                  if f"#define ADIOS2_HAVE_{op.upper()} 1" in text
-                                                  or f"#define ADIOS2_HAVE_{op} 1" in text) or "none"
+                                                  if f"ADIOS2_HAVE_{op.upper()}" in defined) or "none"
         return facts
 
 
