@@ -2,7 +2,8 @@
 # Builds the peer stack of benchmarks/peers.py into $PEERS (default .peers/), outside `make test`:
 #   Debian's Open MPI, parallel HDF5 and PnetCDF (apt-get), a Python venv with mpi4py and h5py
 #   built from source against them and SDM installed into it, ADIOS2 built from its source
-#   distribution on PyPI with MPI, and the C drivers of PnetCDF and ADIOS2 compiled with that mpicc.
+#   distribution on PyPI with MPI and its ZFP operator (Debian's libzfp), SDM's compression extra in the
+#   venv (benchmarks/compression.py), and the C drivers of PnetCDF and ADIOS2 compiled with that mpicc.
 # Every step is skipped when its stamp file exists; `rm -rf .peers` starts over.
 set -euo pipefail
 
@@ -21,7 +22,7 @@ have() { [ -e "$PEERS/stamps/$1" ]; }
 
 if ! have apt; then
     log "Debian packages: Open MPI, parallel HDF5 (1.10, Open MPI), PnetCDF"
-    packages="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libpnetcdf-dev pnetcdf-bin pkg-config cmake"
+    packages="openmpi-bin libopenmpi-dev libhdf5-openmpi-dev libpnetcdf-dev pnetcdf-bin pkg-config cmake libzfp-dev"
     if ! dpkg -s $packages >/dev/null 2>&1; then
         SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
         $SUDO apt-get update -qq
@@ -48,8 +49,10 @@ PY
         fi
         tar xzf "$PEERS/src/adios2-$ADIOS2_VERSION.tar.gz" -C "$PEERS/src"
     fi
-    off=""
-    for option in BigWhoop Blosc2 BZip2 Caliper ZFP SZ SZ3 LIBPRESSIO MGARD PRODM PNG DAOS DataMan \
+    # ZFP from Debian (libzfp-dev). Blosc2 stays off: Debian 12 has no libblosc2-dev, and the c-blosc2
+    # inside the blosc2 wheel (3.x) is refused by ADIOS2's find_package(Blosc2 2.10.1) (another major version)
+    off="-DADIOS2_USE_ZFP=ON"
+    for option in BigWhoop Blosc2 BZip2 Caliper SZ SZ3 LIBPRESSIO MGARD PRODM PNG DAOS DataMan \
                   DataSpaces MHS SST ZeroMQ HDF5 HDF5_VOL IME Python Fortran Profiling Sodium Catalyst \
                   Campaign OpenSSL XRootD CURL; do
         off="$off -DADIOS2_USE_$option=OFF"
@@ -91,8 +94,24 @@ PY
     done_ venv
 fi
 
+if ! have compression; then
+    log "SDM's compression extra in $PEERS/venv (numcodecs, blosc2, zfpy, pysz, hdf5plugin), pinned as pyproject.toml's"
+    extra=$("$PEERS/venv/bin/python" - "$ROOT/pyproject.toml" <<'PY'
+import sys, tomllib
+with open(sys.argv[1], "rb") as fh:
+    project = tomllib.load(fh)["project"]
+print(" ".join(d.replace(" ", "") for d in project["optional-dependencies"]["compression"]))
+PY
+)
+    "$PEERS/venv/bin/python" -m pip --quiet install $extra
+    "$PEERS/venv/bin/python" -c 'import numcodecs, blosc2, zfpy, pysz, hdf5plugin, sdm.codecs as c; c.pipeline_for(c.parse_compression({"codec": "zfp", "tolerance": 1e-3}))'
+    done_ compression
+fi
+
 log "C drivers of PnetCDF and ADIOS2 (mpicc of Open MPI)"
 here="$ROOT/benchmarks/peer_stack"
 $MPICC -O2 -Wall -o "$PEERS/bin/peer_pnetcdf" "$here/peer_pnetcdf.c" $(pkg-config --cflags --libs pnetcdf) -lm
 $MPICC -O2 -Wall -o "$PEERS/bin/peer_adios2" "$here/peer_adios2.c" -I"$PEERS/adios2/include" \
+    -L"$PEERS/adios2/lib" -ladios2_c_mpi -ladios2_c -Wl,-rpath,"$PEERS/adios2/lib" -lm
+$MPICC -O2 -Wall -o "$PEERS/bin/compress_adios2" "$here/compress_adios2.c" -I"$PEERS/adios2/include" \
     -L"$PEERS/adios2/lib" -ladios2_c_mpi -ladios2_c -Wl,-rpath,"$PEERS/adios2/lib" -lm
