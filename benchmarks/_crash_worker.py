@@ -6,10 +6,12 @@ Run under mpiexec, one JSON argument::
 
 Tasks
     ``crash``     mode "w": a new run, group ``g`` (datasets ``a`` <f8 and ``b`` <i4) at the given
-                  level, then a loop of ``write``, ``write_step`` or overwrites until killed
-                  (or ``max_steps``/``max_rounds``);
-    ``continue``  mode "a" on that run: two new steps, two overwrites of committed steps, and a
-                  read-back (``verify=True``) of everything written here, compared with numpy;
+                  level, both compressed with ``compression`` (a codec text such as
+                  ``"zstd:1:shuffle"``; absent or null: raw bytes), then a loop of ``write``,
+                  ``write_step`` or overwrites until killed (or ``max_steps``/``max_rounds``);
+    ``continue``  mode "a" on that run (the group's compression, if any, comes from the catalog):
+                  two new steps, two overwrites of committed steps, and a read-back
+                  (``verify=True``) of everything written here, compared with numpy;
     ``start``     mode "w" at a signal (``go`` file) shared by several jobs: a new run, group,
                   one step; prints the run id;
     ``append``    mode "a" on a given run at the same signal: distinct steps of the same group;
@@ -144,10 +146,13 @@ def _open(sdm, cfg: dict, mode: str, **kw):
     return sdm.open(cfg.get("app", APP), mode, root=cfg["root"], catalog=cfg["catalog"], **kw)
 
 
-def _make_group(session, level: int, name: str = GROUP):
+def _make_group(session, level: int, name: str = GROUP, compression: str | None = None):
+    """Group *name* of :data:`DATASETS` at *level*; both datasets compressed with the codec text *compression*
+    (``"zstd:1:shuffle"``; None: raw bytes)."""
     import sdm
 
-    return session.make_group(name, [sdm.Dataset(n, shape=s, dtype=t) for n, t, s in DATASETS], level=level)
+    return session.make_group(name, [sdm.Dataset(n, shape=s, dtype=t) for n, t, s in DATASETS], level=level,
+                              compression=compression)
 
 
 def crash(cfg: dict, progress: Progress, rank: int = 0) -> None:
@@ -174,7 +179,7 @@ def crash(cfg: dict, progress: Progress, rank: int = 0) -> None:
 
 def _loop(cfg: dict, progress: Progress, s, names: list[str]) -> None:
     progress.say("run", s.run_id)
-    g = _make_group(s, int(cfg["level"]))
+    g = _make_group(s, int(cfg["level"]), compression=cfg.get("compression") or None)
     op = cfg["op"]
     if op == "overwrite":
         for step in range(int(cfg["overwrite_steps"])):
@@ -210,6 +215,12 @@ def continue_run(cfg: dict, progress: Progress) -> None:
     with _open(sdm, cfg, "a", run=int(cfg["run"])) as s:
         progress.say("run", s.run_id)
         g = s.group(GROUP)
+        if "compression" in cfg:  # the catalog must give back the killed job's codec (None: raw bytes)
+            for n in names:
+                got = g.dataset(n).compression
+                if got != (cfg["compression"] or None):
+                    raise AssertionError(f"dataset {n} reopened with compression {got!r}, "
+                                         f"written with {cfg['compression']!r}")
         committed = {n: set(g.steps(n)) for n in names}
         both = sorted(committed[names[0]] & committed[names[1]])
         start = max([max(c) for c in committed.values() if c], default=-1) + 1

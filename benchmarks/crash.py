@@ -7,6 +7,7 @@ fresh SQLite catalog::
     PYTHONPATH=src python benchmarks/crash.py                 # 200 trials (~10 min on 2 cores)
     PYTHONPATH=src python benchmarks/crash.py --quick         # 10 trials, every level, call and kill
     PYTHONPATH=src python benchmarks/crash.py --trials 54 --seed 7 --out /tmp/crash-results
+    PYTHONPATH=src python benchmarks/crash.py --compression zstd:3:shuffle --trials 27 --out /tmp/crash-z
 
 A trial:
 
@@ -31,6 +32,17 @@ consecutive trials cover every (level, kill) pair and every call at each level a
 kill (``--quick``: 10 trials).  The rank count (2 or 3) and the killed rank are drawn per
 trial too.  Every subprocess runs under a timeout, in its own session; every process and
 temporary directory is removed at the end of its trial.  No signal handler is installed.
+
+Compressed dumps: ``--compression CODEC`` (a zstd or lz4 codec text, e.g.
+``zstd:1:noshuffle``) makes both datasets of every trial compressed (``make_group(...,
+compression=CODEC)``; the reopen job finds the codec in the catalog); ``--compressed-trials
+N`` adds N compressed trials after the others instead, cycling through zstd levels 1-3 with
+and without the byte shuffle and through the combinations so that each 3 (trials N to N+2,
+then N+3 to N+5, ...) cover every level, call and kill, and each 9 every (level, kill) pair (``--quick``: 6 of them, unless ``--compression`` is
+given).  Their rows are checked chunk by chunk (``_crash_check.py``: each chunk's
+``xxh3-64``, the row's ``xxh3-64-extents``, the boxes covering the array once, the chunks
+decoded with numcodecs and compared with numpy).  Each trial's record says its
+``compression`` (None: raw).
 
 Writes ``crash.json`` (every trial) and ``crash.md`` (tables) into ``--out``
 (default ``benchmarks/results``).  Exit status 0 when every trial ended with 0 bad rows, 0
@@ -91,18 +103,59 @@ def combinations() -> list[tuple[int, str, str]]:
     return out
 
 
-def plan(trials: int, seed: int, max_delay: float) -> list[dict[str, Any]]:
-    """Every trial's parameters, drawn from *seed* (reproducible)."""
+#: The codecs of the compressed trials added by ``--compressed-trials`` (and ``--quick``), in turn
+COMPRESSED_CODECS = ("zstd:1:noshuffle", "zstd:2:shuffle", "zstd:3:noshuffle", "zstd:2:noshuffle", "zstd:3:shuffle",
+                     "zstd:1:shuffle")
+QUICK_COMPRESSED = 6  # compressed trials of --quick
+
+
+def plan(trials: int, seed: int, max_delay: float, *, compression: str | None = None,
+         compressed_trials: int = 0) -> list[dict[str, Any]]:
+    """Every trial's parameters, drawn from *seed* (reproducible).
+
+    *trials* trials compressed with *compression* (None: raw), then *compressed_trials* more, compressed with
+    :data:`COMPRESSED_CODECS` in turn (shifted by one after each round, so that a codec meets every level),
+    their combinations taken 0, 4, 8, 3, 7, 2, 6, 1, 5 of each 9 (so that each 3 cover every level, call and kill,
+    each 9 every (level, kill) pair), their draws from their own generator (the first *trials* trials are the
+    same with or without them).
+    """
     rng = random.Random(seed)
     combos = combinations()
     out = []
+
+    def one(t: int, combo: tuple[int, str, str], codec: str | None, draw: random.Random) -> dict[str, Any]:
+        level, op, kill = combo
+        nprocs = draw.choice((2, 3))
+        return dict(trial=t, level=level, op=op, kill=kill, nprocs=nprocs,
+                    victim=0 if kill == "rank0" else (draw.randrange(1, nprocs) if kill == "rank" else None),
+                    delay=round(draw.uniform(0.0, max_delay), 4), compression=codec)
+
     for t in range(trials):
-        level, op, kill = combos[t % len(combos)]
-        nprocs = rng.choice((2, 3))
-        out.append(dict(trial=t, level=level, op=op, kill=kill, nprocs=nprocs,
-                        victim=0 if kill == "rank0" else (rng.randrange(1, nprocs) if kill == "rank" else None),
-                        delay=round(rng.uniform(0.0, max_delay), 4)))
+        out.append(one(t, combos[t % len(combos)], compression, rng))
+    extra = random.Random(f"{seed} compressed")
+    for k in range(compressed_trials):
+        index = (k // 9) * 9 + (4 * k) % 9
+        out.append(one(trials + k, combos[index % len(combos)], COMPRESSED_CODECS[(k + k // len(COMPRESSED_CODECS)) % len(COMPRESSED_CODECS)], extra))
     return out
+
+
+def canonical_codec(text: str) -> str:
+    """The canonical text of a codec the checker decodes (zstd or lz4, with or without the byte shuffle).
+
+    Raises
+    ------
+    ValueError
+        Another codec, or a text ``sdm.codecs`` refuses.
+    """
+    from sdm.codecs import parse_compression
+
+    try:
+        spec = parse_compression(text)
+    except Exception as exc:  # noqa: BLE001 - SDM's own refusal, reported as the option's error
+        raise ValueError(f"--compression {text!r}: {exc}") from None
+    if spec is None or check._codec_parts(spec.text) is None:
+        raise ValueError(f"--compression takes a zstd or lz4 codec (shuffle or noshuffle); got {text!r}")
+    return spec.text
 
 
 def _names(index: int) -> str:
@@ -127,7 +180,8 @@ def run_trial(p: dict[str, Any], *, max_steps: int, max_rounds: int) -> dict[str
     try:
         catalog = f"sqlite:///{tmp / 'catalog.db'}"
         cfg = dict(task="crash", dir=str(tmp), root=str(tmp / "data"), catalog=catalog, level=p["level"], op=p["op"],
-                   max_steps=max_steps, max_rounds=max_rounds, overwrite_steps=3, trial=p["trial"])
+                   max_steps=max_steps, max_rounds=max_rounds, overwrite_steps=3, trial=p["trial"],
+                   compression=p.get("compression"))
         job = Job(p["nprocs"], cfg, tmp / "crash.log")
         try:
             ready = job.wait_for("ready", READY_TIMEOUT)
@@ -166,7 +220,8 @@ def run_trial(p: dict[str, Any], *, max_steps: int, max_rounds: int) -> dict[str
             result["reopen"] = dict(ok=None, reason="no run was created")
             return result
         version = max([v for vs in intents.tried.values() for v in vs], default=0) + 1
-        ccfg = dict(task="continue", dir=str(tmp), root=str(tmp / "data"), catalog=catalog, run=run, version=version)
+        ccfg = dict(task="continue", dir=str(tmp), root=str(tmp / "data"), catalog=catalog, run=run, version=version,
+                    compression=p.get("compression"))  # the reopened group must have it
         cont = Job(p["nprocs"], ccfg, tmp / "continue.log")
         try:
             status = cont.wait(CONTINUE_TIMEOUT)
@@ -261,6 +316,8 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
         bad = [b for t in ts for b in t.get("check", {}).get("bad", [])]
         return dict(
             trials=len(ts),
+            compressed=sum(1 for t in ts if t.get("compression")),
+            compressed_rows=sum(t.get("check", {}).get("compressed_rows", 0) for t in ts),
             killed=sum(1 for t in ts if t.get("killed")),
             not_started=sum(1 for t in ts if not t.get("started")),
             finished_before_kill=sum(1 for t in ts if t.get("killed") is False),
@@ -287,7 +344,8 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
 
     return dict(total=totals(trials), by_level=by(lambda t: f"level {t['level']}"), by_op=by(lambda t: t["op"]),
                 by_kill=by(lambda t: t["kill"]), by_level_op=by(lambda t: f"level {t['level']} {t['op']}"),
-                by_level_kill=by(lambda t: f"level {t['level']} {t['kill']}"))
+                by_level_kill=by(lambda t: f"level {t['level']} {t['kill']}"),
+                by_compression=by(lambda t: t.get("compression") or "raw"))
 
 
 def failed(summary: dict[str, Any]) -> bool:
@@ -299,17 +357,19 @@ def failed(summary: dict[str, Any]) -> bool:
 
 def markdown(data: dict[str, Any]) -> str:
     m, s = data["meta"], data["summary"]
-    cols = ("trials", "killed", "finished_before_kill", "rows", "bad_rows", "trials_with_bad_rows", "lost",
+    cols = ("trials", "killed", "finished_before_kill", "rows", "compressed_rows", "bad_rows", "trials_with_bad_rows",
+            "lost",
             "overlapping_rows", "reopen_failures", "bad_rows_after_reopen", "bad_rows_after_rebuild",
             "missing_after_rebuild")
-    head = ("trials", "killed", "ended before kill", "rows checked", "bad rows", "trials with bad rows", "lost commits",
+    head = ("trials", "killed", "ended before kill", "rows checked", "compressed rows", "bad rows",
+            "trials with bad rows", "lost commits",
             "overlapping rows", "reopen failures", "bad rows after reopen", "bad rows after rebuild",
             "rows missing after rebuild")
 
     def table(title: str, part: dict[str, Any]) -> list[str]:
         out = [f"### {title}", "", "| | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
         for k, v in part.items():
-            out.append(f"| {k} | " + " | ".join(str(v[c]) for c in cols) + " |")
+            out.append(f"| {k} | " + " | ".join(str(v.get(c, 0)) for c in cols) + " |")
         return out + [""]
 
     t = s["total"]
@@ -323,32 +383,38 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         f"Options: {data['options']}.",
         "",
-        f"**{t['trials']} trials, {t['killed']} killed; {t['bad_rows']} bad rows in {t['trials_with_bad_rows']} trials "
+        f"**{t['trials']} trials ({t.get('compressed', 0)} compressed), {t['killed']} killed; {t['bad_rows']} bad rows in {t['trials_with_bad_rows']} trials "
         f"({', '.join(f'{k}: {v}' for k, v in t['bad_by_reason'].items()) or 'none'}); {t['lost']} lost commits; "
         f"{t['overlapping_rows']} overlapping rows; {t['reopen_failures']} reopen failures; "
         f"{t['bad_rows_after_reopen']} bad rows after reopen.**",
         "",
         "A row is bad when its file is missing or short, its length is wrong, its bytes equal no version the "
         "worker ever tried for its (dataset, step), or they equal one but not the one its checksum describes "
-        "(see `benchmarks/README.md`).",
+        "(see `benchmarks/README.md`); a compressed row's chunks must match their xxh3-64 checksums, cover the array "
+        "once and decode to that version.",
         "",
     ]
     lines += table("By level", s["by_level"]) + table("By call", s["by_op"]) + table("By kill", s["by_kill"])
     lines += table("By level and call", s["by_level_op"]) + table("By level and kill", s["by_level_kill"])
+    if "by_compression" in s:
+        lines += table("By compression", s["by_compression"])
     bad = [(tr, b) for tr in data["trials"] for b in tr.get("check", {}).get("bad", [])]
     if bad:
-        lines += ["### Bad rows (first 30)", "", "| trial | level | call | kill | dataset | step | reason | detail |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["### Bad rows (first 30)", "",
+                  "| trial | level | call | kill | compression | dataset | step | reason | detail |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for tr, b in bad[:30]:
-            lines.append(f"| {tr['trial']} | {tr['level']} | {tr['op']} | {tr['kill']} | {b['dataset']} | {b['step']} "
-                         f"| {b['reason']} | {b['detail']} |")
+            lines.append(f"| {tr['trial']} | {tr['level']} | {tr['op']} | {tr['kill']} | {tr.get('compression') or 'raw'} "
+                         f"| {b['dataset']} | {b['step']} | {b['reason']} | {b['detail']} |")
         lines.append("")
     fails = [tr for tr in data["trials"] if tr.get("reopen", {}).get("ok") is False]
     if fails:
-        lines += ["### Reopen failures (first 20)", "", "| trial | level | call | kill | error |", "|---|---|---|---|---|"]
+        lines += ["### Reopen failures (first 20)", "", "| trial | level | call | kill | compression | error |",
+                  "|---|---|---|---|---|---|"]
         for tr in fails[:20]:
             err = " ".join(str(tr["reopen"].get("error", "")).split())[:300].replace("|", "/")
-            lines.append(f"| {tr['trial']} | {tr['level']} | {tr['op']} | {tr['kill']} | {err} |")
+            lines.append(f"| {tr['trial']} | {tr['level']} | {tr['op']} | {tr['kill']} | "
+                         f"{tr.get('compression') or 'raw'} | {err} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -450,6 +516,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-delay", type=float, default=None,
                     help="the kill (signal) delay after 'ready' is uniform in [0, this] s (write, sigint: default 1; "
                          "maintenance kinds: default the command's measured duration, 0.3 with --quick)")
+    ap.add_argument("--compression", default=None, metavar="CODEC",
+                    help="write: both datasets of every trial compressed with CODEC (zstd or lz4, e.g. "
+                         "zstd:1:noshuffle, zstd:3:shuffle; default none: raw bytes)")
+    ap.add_argument("--compressed-trials", type=int, default=None, metavar="N",
+                    help="write: N compressed trials after the others, zstd levels 1-3 with and without the byte "
+                         "shuffle in turn (default 0; --quick: 6, none with --compression)")
     ap.add_argument("--max-steps", type=int, default=1000, help="steps of the write loops (< 1024)")
     ap.add_argument("--max-rounds", type=int, default=250, help="rounds of the overwrite loop (< 254)")
     ap.add_argument("--fixture-runs", type=int, default=12, help="maintenance kinds: runs of the fixture (rebuild)")
@@ -488,17 +560,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return main_ops(args, kinds, meta)
     args.name = args.name or "crash"
     trials = args.trials if args.trials is not None else (10 if args.quick else 200)
+    try:
+        compression = canonical_codec(args.compression) if args.compression else None
+    except ValueError as exc:
+        ap.error(str(exc))
+    extra = args.compressed_trials if args.compressed_trials is not None else (
+        QUICK_COMPRESSED if args.quick and compression is None else 0)
+    if extra < 0:
+        ap.error("--compressed-trials must be >= 0")
     options = dict(trials=trials, seed=args.seed, max_delay=args.max_delay, max_steps=args.max_steps,
-                   max_rounds=args.max_rounds)
-    print(f"crash harness: {trials} trials, seed {args.seed}, SDM from {meta['sdm_path']} ({meta['git_commit'][:12]})",
-          flush=True)
+                   max_rounds=args.max_rounds, compression=compression, compressed_trials=extra)
+    print(f"crash harness: {trials} trials{f' compressed with {compression}' if compression else ''}"
+          f"{f' and {extra} compressed trials' if extra else ''}, seed {args.seed}, SDM from {meta['sdm_path']} "
+          f"({meta['git_commit'][:12]})", flush=True)
     t0 = time.monotonic()
     records = []
-    for p in plan(trials, args.seed, args.max_delay):
+    for p in plan(trials, args.seed, args.max_delay, compression=compression, compressed_trials=extra):
         r = run_trial(p, max_steps=args.max_steps, max_rounds=args.max_rounds)
         records.append(r)
         c, ro = r.get("check", {}), r.get("reopen", {})
         print(f"trial {p['trial']:3d}: level {p['level']} {p['op']:10s} kill {p['kill']:5s} n={p['nprocs']} "
+              f"{p['compression'] or 'raw':16s} "
               f"delay {p['delay']:.3f}s  {'killed' if r.get('killed') else 'NOT KILLED' if r.get('started') else 'NOT STARTED'}"
               f"  rows {c.get('rows', 0):4d} bad {len(c.get('bad', []))} lost {len(c.get('lost', []))}"
               f"  reopen {'ok' if ro.get('ok') else 'FAILED' if ro.get('ok') is False else '-'}"

@@ -3,8 +3,12 @@
 Runs ``benchmarks/crash.py --quick`` (10 trials: every organization level, every call --
 ``write``, ``write_step``, ``write(..., overwrite=True)`` / ``write_step(..., overwrite=True)``
 -- and every kill -- a non-zero rank, rank 0, the whole job -- at a random moment drawn from a
-fixed seed), in this process, so that a timeout still runs the harness's clean-up of its
-jobs and temporary directories.  ``benchmarks/README.md`` says exactly when a row is bad.
+fixed seed; then 6 trials of compressed dumps, zstd levels 1-3 with and without the byte
+shuffle, covering every level, call and kill twice), in this process, so that a timeout still
+runs the harness's clean-up of its jobs and temporary directories.  ``benchmarks/README.md``
+says exactly when a row is bad; a compressed row's chunks are checked one by one (their
+xxh3-64 checksums, boxes and decoded values; ``tests/integration/test_crash_check.py``
+corrupts such rows on purpose to check the checker).
 
 The data is checked with numpy and sqlite3 alone, never through SDM's read path; the
 checksums are recomputed with the current ``sdm.integrity``.  Each assertion is its own test,
@@ -35,6 +39,7 @@ pytestmark = [pytest.mark.mpi, pytest.mark.timeout(420)]
 REPO = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("SDM_CRASH_SEED", "15"))  # a different seed draws other moments and rank counts
 TRIALS = 10
+COMPRESSED = 6  # the compressed trials --quick adds after the TRIALS others
 
 
 def _harness():
@@ -55,11 +60,13 @@ def crash_run(tmp_path_factory) -> dict:
 
 
 def _where(t: dict) -> str:
-    return f"trial {t['trial']} (level {t['level']}, {t['op']}, kill {t['kill']}, n={t['nprocs']}, delay {t['delay']} s)"
+    return (f"trial {t['trial']} (level {t['level']}, {t['op']}, kill {t['kill']}, n={t['nprocs']}, "
+            f"{t.get('compression') or 'raw'}, delay {t['delay']} s)")
 
 
 def test_trials_cover_every_level_call_and_kill(crash_run):
-    trials = crash_run["trials"]
+    assert len(crash_run["trials"]) == TRIALS + COMPRESSED
+    trials = [t for t in crash_run["trials"] if t.get("compression") is None]
     assert len(trials) == TRIALS
     assert {t["level"] for t in trials} == {1, 2, 3}
     assert {t["op"] for t in trials} == {"write", "write_step", "overwrite"}
@@ -69,6 +76,28 @@ def test_trials_cover_every_level_call_and_kill(crash_run):
     assert not not_started, f"jobs that never reached their write loop: {not_started}"
     killed = sum(1 for t in trials if t["killed"])
     assert killed >= TRIALS - 2, f"only {killed} of {TRIALS} jobs were still writing when the kill came"
+    assert all(t["check"].get("compressed_rows", 0) == 0 for t in trials)
+
+
+def test_compressed_trials_cover_every_level_call_and_kill(crash_run):
+    """The compressed trials: zstd levels 1-3, shuffled and not, each level, call and kill twice; their rows are
+    compressed ones, checked chunk by chunk (the bad-row, lost-commit and reopen tests below cover them too)."""
+    trials = [t for t in crash_run["trials"] if t.get("compression") is not None]
+    assert len(trials) == COMPRESSED
+    assert {t["compression"] for t in trials} == {f"zstd:{lv}:{sh}" for lv in (1, 2, 3) for sh in ("shuffle", "noshuffle")}
+    for key in ("level", "op", "kill"):
+        assert Counter(t[key] for t in trials) == Counter({v: 2 for v in {t[key] for t in trials}})
+        assert len({t[key] for t in trials}) == 3
+    not_started = [_where(t) for t in trials if not t["started"]]
+    assert not not_started, f"jobs that never reached their write loop: {not_started}"
+    killed = sum(1 for t in trials if t["killed"])
+    assert killed >= COMPRESSED - 1, f"only {killed} of {COMPRESSED} compressed jobs were still writing when killed"
+    raw = [_where(t) for t in trials if t["check"]["rows"] != t["check"]["compressed_rows"]
+           or t["reopen"]["check"]["rows"] != t["reopen"]["check"]["compressed_rows"]]
+    assert not raw, f"compressed trials with rows not compressed: {raw}"
+    assert sum(t["check"]["rows"] for t in trials) > 0
+    unchecked = [_where(t) for t in trials if t["check"]["checksums_unchecked"]]
+    assert not unchecked, f"compressed rows whose checksums the checker could not recompute: {unchecked}"
 
 
 def test_no_committed_row_is_bad_after_a_kill(crash_run):
