@@ -229,7 +229,7 @@ def round_(launcher: Launcher, place: str, base: Path, inputs: dict[str, str], n
         shutil.rmtree(where, ignore_errors=True)
         where.mkdir(parents=True)
         args = {"dir": where, "input": inputs[field], "n": n, "steps": STEPS, "dtype": FIELDS[field][0],
-                "codec": codec}
+                "codec": codec, **({"chunk": opts.chunk} if opts.chunk else {})}
         key = {"place": place, "round": rnd, "field": field, "codec": codec, "contender": c}
         for op in ("write", "read", "box"):
             if op == "box" and c != "sdm":
@@ -358,7 +358,8 @@ def markdown(data: dict[str, Any], summary: dict[str, Any], goal_rows: list[dict
              f"HDF5 {stack.get('hdf5', 'not run')}; ADIOS2 {stack.get('adios2', 'not run')} "
              f"(operators: {stack.get('adios2_operators', '-')}).",
              f"n={opts['n']} ({opts['n'] ** 3 * 4 * STEPS / 2**20:.0f} MiB per write, {STEPS} steps), {opts['nprocs']} "
-             f"ranks, {opts['rounds']} interleaved rounds; wall time {data['wall_seconds'] / 60:.1f} min. MB/s of "
+             f"ranks, {opts['rounds']} interleaved rounds, chunks of SDM's compressed and HDF5's filtered datasets: "
+             f"{opts.get('chunk', 0) and 'edge ' + str(opts['chunk']) or 'one rank' + chr(39) + 's block'}; wall time {data['wall_seconds'] / 60:.1f} min. MB/s of "
              "uncompressed bytes (open, define, steps, close and fsync included), median (min-max); ratio: raw bytes / "
              "stored bytes; box: one process reads a sub-cube of edge 0.215 n (1 % of a step), ms; error: largest "
              "|read - written| over every value read (numpy).",
@@ -436,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fields", default=",".join(FIELDS), help="comma list of the fields (default all)")
     ap.add_argument("--codecs", default="", help="comma list of the codecs measured (default all of each field)")
     ap.add_argument("--quick", action="store_true", help="n=32, 1 round")
+    ap.add_argument("--chunk", type=int, default=0,
+                    help="chunk edge of SDM's compressed datasets and HDF5's filtered ones (default 0: one rank's block)")
     ap.add_argument("--peers", default=str(REPO / ".peers"), help="the stack built by `make peers`")
     ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
     opts = ap.parse_args(argv)
@@ -478,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
                      "load_after": os.getloadavg()[0], "python": platform.python_version(),
                      "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "stack": launcher.facts()},
             "options": {"n": n, "rounds": opts.rounds, "nprocs": opts.nprocs, "places": places, "quick": opts.quick,
+                        "chunk": opts.chunk or "one rank's block",
                         "disk": opts.disk, "steps": STEPS, "box": box_of(n),
                         "fields": list(opts.fields), "codecs": list(opts.codecs or [])},
             "fs": fs, "wall_seconds": time.monotonic() - start, "not_run": launcher.why,

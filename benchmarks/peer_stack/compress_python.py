@@ -122,6 +122,9 @@ def compare(want: list[np.ndarray], got: list[np.ndarray]) -> tuple[float, int]:
     return err, bad
 
 
+CHUNK = 0  #: the chunk edge of compressed datasets (``chunk=``; 0: one rank's block)
+
+
 class SDM:
     def __init__(self, where: Path, codec: str, dtype: str, n: int, steps: int) -> None:
         self.dir, self.codec, self.dtype, self.n, self.steps = where, codec, dtype, n, steps
@@ -130,9 +133,18 @@ class SDM:
             raise NotAvailable(f"SDM has no codec {codec}")
 
     def prepare(self) -> None:
+        import importlib
+        import pkgutil
+
         import sdm
         import sdm.codecs as codecs
 
+        # every module a session may use is imported before the clock, as h5py's are (peer_python.py does the same)
+        skip = ("sdm._cli", "sdm.xarray", "sdm.exporting", "sdm.plot", "sdm.fem", "sdm.bench", "sdm.examples",
+                "sdm.__main__", "sdm.catalog.migrations")
+        for mod in pkgutil.walk_packages(sdm.__path__, "sdm."):
+            if not mod.name.startswith(skip):
+                importlib.import_module(mod.name)
         spec = CODECS[self.codec]["sdm"]
         if spec is not None:  # the codec's package and pipeline before the clock, as h5py's filters load
             codecs.pipeline_for(codecs.parse_compression(spec))
@@ -144,8 +156,10 @@ class SDM:
         import sdm
 
         with sdm.open("compress", "w", comm=COMM, root=str(self.dir), catalog=self.url) as s:
+            spec = CODECS[self.codec]["sdm"]
             g = s.make_group("f", ["u"], dtype=self.dtype, shape=(self.n,) * 3, level=3,
-                             view=sdm.Block(grid=grid()), compression=CODECS[self.codec]["sdm"])
+                             view=sdm.Block(grid=grid()), compression=spec,
+                             chunks=(CHUNK,) * 3 if CHUNK and spec is not None else None)
             for step, a in enumerate(arrays):
                 g.write_step(step, {"u": a})
 
@@ -235,7 +249,7 @@ class HDF5:
         import h5py
 
         sl = block(self.n)
-        chunk = (1, *(bounds(self.n, p, 0)[1] for p in grid()))  # the largest block
+        chunk = (1, *((CHUNK,) * 3 if CHUNK else (bounds(self.n, p, 0)[1] for p in grid())))  # or the largest block
         with h5py.File(self.path, "w", driver="mpio", comm=COMM) as f:
             kw = self.filters()
             d = f.create_dataset("u", (self.steps, *(self.n,) * 3), dtype=self.dtype,
@@ -268,6 +282,8 @@ class HDF5:
 
 
 def run(args: dict[str, str]) -> dict[str, Any]:
+    global CHUNK
+    CHUNK = int(args.get("chunk", 0))  # chunk edge (0: one rank's block)
     cls = {"sdm": SDM, "hdf5": HDF5}[args["contender"]]
     op, where, codec = args["op"], Path(args["dir"]), args.get("codec", "none")
     n, steps, dtype = int(args["n"]), int(args.get("steps", "1")), args.get("dtype", "<f4")
