@@ -47,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 DRIVER = HERE / "peer_stack" / "compress_python.py"
+from peers import evict  # noqa: E402 - the page-cache eviction of the peer benchmark
 NOT_AVAILABLE = 3
 LABELS = {"sdm": "SDM", "hdf5": "parallel HDF5", "adios2": "ADIOS2"}
 
@@ -187,18 +188,6 @@ def dims3(nprocs: int) -> tuple[int, int, int]:
     for f in sorted(factors, reverse=True):
         dims[dims.index(min(dims))] *= f
     return tuple(sorted(dims, reverse=True))  # type: ignore[return-value]
-
-
-def evict(path: Path) -> None:
-    """Drop the page-cache pages of every file under *path* (``POSIX_FADV_DONTNEED``)."""
-    for base, _, names in os.walk(path):
-        for name in names:
-            fd = os.open(os.path.join(base, name), os.O_RDONLY)
-            try:
-                os.fdatasync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
 
 
 def box_of(n: int) -> tuple[str, str]:
