@@ -141,7 +141,7 @@ class Writing(Placing):
         chosen = s.planner.choose_many(method or s.method, [None if archived or lay is not None else a
                                                             for a, lay in zip(accesses, layouts)])
         decisions = [_ARCHIVE_WRITE if archived else _Decision(get_method("servers"), lay.reason) if lay is not None
-                     else _compressed_decision(codecs[i], method) if codecs[i]
+                     else _compressed_decision(str(codecs[i]), method) if codecs[i]
                      else _combined_decision(len(shared[i]), method or s.method) if i in shared
                      else _noted(d, note)  # type: ignore[arg-type]  # planned: not None
                      for i, (d, lay, note) in enumerate(zip(chosen.decisions, layouts, notes))]
@@ -168,9 +168,9 @@ class Writing(Placing):
             if i in done:
                 continue
             if codecs[i]:  # compressed: this rank's chunks, at its place in the step's span, with independent I/O
-                took, f = capture(_compressed.write, s.files, self._absolute(rel), offset + starts[i][s.rank],
-                                  chunks[i], subfiles, rank=s.rank)
-                seconds[i] = took or 0.0
+                spent, f = capture(_compressed.write, s.files, self._absolute(rel), offset + starts[i][s.rank],
+                                   chunks[i], subfiles, rank=s.rank)
+                seconds[i] = float(spent or 0.0)
                 failure = failure or f
                 continue
             if chosen.settles(i):  # a trial ended earlier in this dump (agreed here): its winner writes the rest
