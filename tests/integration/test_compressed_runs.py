@@ -128,7 +128,7 @@ def test_show_and_find_report_what_compression_achieved(run) -> None:
     cut = (ratio_n + ratio_T) / 2
     found = json.loads(sdm_cli("find", "--compression", f"ratio>{cut}", "--catalog", url, "--json").stdout)
     assert [[d["name"] for d in r["datasets"]] for r in found["runs"]] == [["n"]]
-    found = sdm.find(url, compression=[f"ratio>1", "max_error>0"])
+    found = sdm.find(url, compression=["ratio>1", "max_error>0"])
     assert [[d.name for g in r.groups for d in g.datasets] for r in found] == [["T"]]
     assert sdm.find(url, compression=["codec=lz4:1:noshuffle"]) == []
     bad = sdm_cli("find", "--compression", "speed>1", "--catalog", url)

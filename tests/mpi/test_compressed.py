@@ -56,8 +56,7 @@ def _write(comm, url, root, group, specs, steps, level=3, view=None, ghosts=0, *
 
 
 def _read_all(comm, url, group, names, steps, view=None):
-    """Every step of *names* read back with *view* on this rank: ``{(name, step): (indices, array)}``."""
-    rank, size = comm.Get_rank(), comm.Get_size()
+    """Every step of *names* read back with *view* on this rank: ``{(name, step): array}``."""
     out = {}
     with sdm.open("packed", "r", comm=comm, catalog=url, run="latest") as s:
         g = s.group(group)

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from datetime import datetime, time, timezone
 from functools import wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Sequence, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console

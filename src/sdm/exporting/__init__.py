@@ -60,7 +60,7 @@ import numpy as np
 
 from ..errors import GroupNotFoundError, IntegrityError, InvalidArgumentError, SDMError, StorageError
 from .base import STEP, Progress, Sink, Source, SourceArray
-from .codecs import Applied, Choice, array_attrs, resolve, spec_of_attrs
+from .codecs import Applied, Choice, array_attrs, resolve
 from .reports import ExportReport, ImportReport, parse_steps
 
 from ..codecs import CompressionSpec
