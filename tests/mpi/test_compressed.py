@@ -459,3 +459,21 @@ def test_views_of_several_boxes_write_one_chunk_per_box(comm, mpi_tmp, which, co
     for starts, counts in comm.bcast(boxes):
         cover[tuple(slice(a, a + c) for a, c in zip(starts, counts))] += 1
     assert (cover == 1).all()
+
+
+def test_read_step_reads_compressed_and_raw_datasets_together(comm, mpi_tmp):
+    rank, size = comm.Get_rank(), comm.Get_size()
+    url = f"sqlite:///{mpi_tmp}/c.db"
+    shape = (10, 6)
+    idx = block_indices(shape, _grid(size, 2), rank)
+    G = {"a": global_array(shape, "<f8", seed=1), "b": global_array(shape, ">i4", seed=2),
+         "r": global_array(shape, "<f4", seed=3)}
+    with sdm.open("packed", root=mpi_tmp, catalog=url) as s:
+        g = s.make_group("g", ["a", sdm.Dataset("b", dtype=">i4"), sdm.Dataset("r", dtype="<f4", compression="none")],
+                         dtype="<f8", shape=shape, compression="zstd:2:shuffle")
+        g.write_step(0, {n: np.ascontiguousarray(G[n][np.ix_(*idx)]) for n in G})
+        got = g.read_step(0, verify=True)
+    assert sorted(got) == ["a", "b", "r"]
+    for n in G:
+        np.testing.assert_array_equal(got[n], G[n][np.ix_(*idx)])
+        assert got[n].dtype == G[n].dtype
