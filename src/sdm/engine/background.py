@@ -152,6 +152,7 @@ class Background:
         self._cond = threading.Condition()
         self._queue: deque[DumpHandle] = deque()  # issued and not ended, the first one running
         self._in_flight = 0  # bytes of the copies held
+        self.peak = 0  #: the most bytes of copies held at once (at most the bound, or one dump larger than it)
         self._count = 0
         self._failure: DumpHandle | None = None  # failed and not reported yet
         self._thread: threading.Thread | None = None
@@ -183,6 +184,7 @@ class Background:
                 return h
             h._arrays, h.nbytes = copies, _nbytes(copies)
             self._in_flight += h.nbytes
+            self.peak = max(self.peak, self._in_flight)
             self._queue.append(h)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name="sdm-dumps", daemon=True)
@@ -285,7 +287,7 @@ class Background:
     def _cancel(self, h: DumpHandle, failed: DumpHandle, end: float | None = None) -> None:
         self._finish(h, end)
         h.state, h.cause = "cancelled", failed
-        err = failed.error
+        err = failed.error.__cause__ if isinstance(failed.error, SDMError) and failed.error.__cause__ else failed.error
         h.error = DumpCancelledError(
             f"nonblocking dump #{h.number} {h.call} was cancelled (nothing of it written): the earlier dump "
             f"#{failed.number} {failed.call} failed with {type(err).__name__}: {getattr(err, 'message', err)}")
