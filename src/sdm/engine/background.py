@@ -309,15 +309,15 @@ def dump(group: Any, wait: Any, label: str, args: tuple[Any, ...], arrays: Any,
     session = group.session
     if wait is None:
         wait = not session.asynchronous
-    ops = session._ops
+    ops: Operations = session._ops
     if (not isinstance(wait, (bool, np.bool_)) or wait or thread_level() < MPI.THREAD_MULTIPLE or ops.closed
             or ops.broken is not None or ops.torn is not None or session.mode == "r"):
         call(arrays, wait)  # blocking; or refused now by its checks, on every rank alike
         return None
     if ops.background is None:
         ops.background = Background(ops, session.max_in_flight)
-    text = f"{describe(label, args, {})} of group {group.name!r}"
-    return ops.background.submit(text, arrays, lambda copies: call(copies, False))
+    queue: Background = ops.background
+    return queue.submit(f"{describe(label, args, {})} of group {group.name!r}", arrays, lambda c: call(c, False))
 
 
 def _named(error: BaseException, h: DumpHandle) -> BaseException:

@@ -140,7 +140,7 @@ class Operations:
     @property
     def current(self) -> tuple[str, Sequence[Any], dict[str, Any]]:
         """What this thread called (label, arguments), described only for a mismatch's message."""
-        return getattr(self._local, "current", ("", (), {}))  # type: ignore[no-any-return]
+        return getattr(self._local, "current", ("", (), {}))
 
     @current.setter
     def current(self, value: tuple[str, Sequence[Any], dict[str, Any]]) -> None:
