@@ -39,6 +39,7 @@ __all__ = [
     "CompressionBoundError",
     "RunStateError",
     "InternalError",
+    "DumpCancelledError",
     "error_class",
 ]
 
@@ -215,6 +216,10 @@ class InternalError(SDMError, RuntimeError):
     (with the original type, message and source line) so it still reaches every rank.
     Please report it with the message.
     """
+
+
+class DumpCancelledError(SDMError, RuntimeError):
+    """A nonblocking dump was not written because an earlier dump of the session failed (the message names it)."""
 
 
 def error_class(name: str) -> type[SDMError]:

@@ -20,7 +20,7 @@ from .catalog.changes import AttributesSet
 from .values import merge_attributes
 from .engine.operations import collective
 from .layout import Distribution, Piece
-
+from .engine.background import DumpHandle, dump
 from .engine.checks import _check_step
 if TYPE_CHECKING:
     from .engine.session_state import SessionState
@@ -81,7 +81,8 @@ class Group:
         return self.engine.dataset(name)
 
     def steps(self, name: str) -> list[int]:
-        """Time steps at which *name* has been written, ascending."""
+        """Time steps at which *name* has been written, ascending (after the nonblocking dumps issued before)."""
+        self.session._ops.drain(quiet=True)
         self.dataset(name)
         return sorted(self.engine._steps[name])
 
@@ -216,9 +217,8 @@ class Group:
         return _ranked.counts(self.engine, name, step)
 
     # ------------------------------------------------------------------ write
-    @collective("write", opens=False)  # write_step's first exchange opens it
     def write(self, name: str, step: int, array: Any, *, overwrite: bool = False, method: str | None = None,
-              casting: str | None = None) -> None:
+              casting: str | None = None, wait: bool | None = None) -> DumpHandle | None:
         """Write this rank's piece of dataset *name* at time *step* (collective).
 
         Parameters
@@ -242,23 +242,28 @@ class Group:
             written and refuses them all if one does not fit (overflow, NaN, infinity
             or a fraction to an integer, ...); numpy's names allow what
             ``numpy.can_cast`` allows, unchecked (``"unsafe"``: as ``astype``).
+        wait : bool, optional
+            False: return once SDM holds a copy of *array* (reuse it at once); the dump runs in
+            the background, in issue order; every later collective call waits for it and raises
+            its error (later dumps then cancelled; :mod:`sdm.engine.background`). Default: the
+            session's ``asynchronous``.
+
+        Returns
+        -------
+        DumpHandle or None
+            With ``wait=False``, the dump's handle (``wait()``, ``done()``, its timings); else None.
 
         Raises
         ------
         ReadOnlyError, DatasetNotFoundError, LocalArrayError, ConversionError,
         StepExistsError, CollectiveMismatchError, StorageError, CatalogError
         """
-        try:
-            arrays = {name: array}
-        except TypeError:  # an unhashable name: refused (on every rank) as an unknown dataset
-            arrays = {repr(name): array}
-        self.write_step(step, arrays, overwrite=overwrite, method=method, casting=casting)
+        return dump(self, wait, "Group.write", (name, step), array, lambda a, w: self._write_now(
+            name, step, a, overwrite=overwrite, method=method, casting=casting, wait=w))
 
-    @collective("write", opens=False)  # exchange 1 (_agree_call) opens it
-    def write_step(
-        self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False, method: str | None = None,
-        casting: str | None = None,
-    ) -> None:
+    def write_step(self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False,
+                   method: str | None = None, casting: str | None = None,
+                   wait: bool | None = None) -> DumpHandle | None:
         """Write several datasets of one time step as one dump (collective).
 
         Like ADIOS2's ``BeginStep``/``EndStep`` or PnetCDF's ``iput`` + ``wait_all``:
@@ -273,14 +278,30 @@ class Group:
         step : int
         arrays : mapping of str to numpy.ndarray
             Local arrays by dataset name (see :meth:`write`).
-        overwrite, method, casting
+        overwrite, method, casting, wait
             As for :meth:`write` (a value that does not fit in any array refuses the whole dump).
 
-        Raises
-        ------
-        As for :meth:`write`.
+        Returns
+        -------
+        DumpHandle or None
+            As for :meth:`write`, and so are the errors raised.
         """
-        return self.engine._write_dump(step, arrays, overwrite=overwrite, method=method, casting=casting)
+        return dump(self, wait, "Group.write_step", (step, arrays), arrays, lambda a, w: self._write_step_now(
+            step, a, overwrite=overwrite, method=method, casting=casting, wait=w))
+
+    @collective("write", opens=False, label="Group.write")  # write_step's first exchange opens it
+    def _write_now(self, name: str, step: int, array: Any, *, overwrite: bool, method: str | None,
+                   casting: str | None, wait: Any) -> None:
+        try:  # (blocking: also the worker's call of a nonblocking write)
+            arrays = {name: array}
+        except TypeError:  # an unhashable name: refused (on every rank) as an unknown dataset
+            arrays = {repr(name): array}
+        self.engine._write_dump(step, arrays, overwrite=overwrite, method=method, casting=casting, wait=wait)
+
+    @collective("write", opens=False, label="Group.write_step")  # exchange 1 (_agree_call) opens it
+    def _write_step_now(self, step: int, arrays: Mapping[str, Any], *, overwrite: bool, method: str | None,
+                        casting: str | None, wait: Any) -> None:
+        self.engine._write_dump(step, arrays, overwrite=overwrite, method=method, casting=casting, wait=wait)
 
     # ------------------------------------------------------------------- read
     @collective("read", opens=False)  # exchange 1 (_agree_call) opens it

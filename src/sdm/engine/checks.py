@@ -12,6 +12,7 @@ from ..errors import (
     CollectiveMismatchError,
     DistributionError,
     LocalArrayError,
+    ReadOnlyError,
 )
 from ..layout import Distribution, MapArray
 from ..layout.views import ResolvedView
@@ -39,6 +40,13 @@ def _key(value: object) -> object:
     if isinstance(value, (int, np.integer)):
         return int(value)
     return value if value is None or isinstance(value, str) else repr(value)
+
+
+def check_writable(mode: str, run_id: int, what: str) -> None:
+    """Refuse *what* in a reading session (mode ``"r"``)."""
+    if mode == "r":
+        raise ReadOnlyError(f"cannot {what}: the session of run {run_id} was opened with mode='r'; "
+                            "open with mode='a' to add data to an existing run")
 
 
 def _check_step(step: object) -> None:

@@ -39,6 +39,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 import time
 import traceback
 from typing import Any, Callable, NoReturn, Sequence, TypeVar
@@ -118,13 +119,38 @@ class Operations:
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self.seq = 0  # opening exchanges made so far (the same on every rank while in step)
-        self.depth = 0  # >0 while inside an operation (nested calls are part of it)
-        self.current: tuple[str, Sequence[Any], dict[str, Any]] = ("", (), {})  # what this rank called (label,
-        # arguments), described only for a mismatch's message
+        # depth and current are each thread's own: the background worker's dump (sdm.engine.background) and the
+        # application's thread never see each other's nesting (only one of them is in an operation at a time)
+        self._local = threading.local()
+        self.background: Any = None  # the session's nonblocking dumps (sdm.engine.background.Background), once made
         self.broken: str | None = None  # why no collective call can be made any more (the same on every rank)
         self.torn: BaseException | None = None  # a non-SDM exception left an operation on this rank
         self.closed = False  # the session was closed
         self._vec = np.zeros(WIDTH, dtype=np.int64)
+
+    @property
+    def depth(self) -> int:
+        """>0 while this thread is inside an operation (nested calls are part of it)."""
+        return int(getattr(self._local, "depth", 0))
+
+    @depth.setter
+    def depth(self, value: int) -> None:
+        self._local.depth = value
+
+    @property
+    def current(self) -> tuple[str, Sequence[Any], dict[str, Any]]:
+        """What this thread called (label, arguments), described only for a mismatch's message."""
+        return getattr(self._local, "current", ("", (), {}))
+
+    @current.setter
+    def current(self, value: tuple[str, Sequence[Any], dict[str, Any]]) -> None:
+        self._local.current = value
+
+    def drain(self, quiet: bool = False) -> None:
+        """On the application's thread: wait for the outstanding nonblocking dumps, raise a background failure
+        (once, the same on every rank; not when *quiet*). The worker's own operations never drain."""
+        if self.background is not None and not self.background.in_worker():
+            self.background.drain(quiet)
 
     # ------------------------------------------------------------------ entry
     def usable(self) -> None:
@@ -241,7 +267,9 @@ def _operations_of(obj: Any) -> Operations:
 def collective(op: str, *, opens: bool = True, label: str | None = None) -> Callable[[F], F]:
     """Make a method a collective operation *op* of its session.
 
-    The outermost operation on the call stack is the operation: it checks that the
+    The outermost operation on the call stack is the operation: on the application's
+    thread it first waits for the session's nonblocking dumps (:mod:`sdm.engine.background`;
+    a failure of one is raised here, on every rank), then it checks that the
     session is usable, makes the opening exchange (unless *opens* is False: the method
     makes it itself with its own words, as ``write`` and ``read`` do) and marks the
     session torn when an exception other than an :class:`~sdm.errors.SDMError` leaves
@@ -269,6 +297,7 @@ def collective(op: str, *, opens: bool = True, label: str | None = None) -> Call
             if ops.depth:  # a part of the operation already entered
                 return fn(self, *args, **kwargs)
             signature.bind(self, *args, **kwargs)  # a call's own TypeError, before any collective
+            ops.drain()  # the dumps issued before it come first (a no-op on the worker's thread)
             ops.usable()
             ops.depth = 1
             ops.current = (name, args, kwargs)

@@ -56,6 +56,7 @@ from ..storage import appends
 from ..io.remote import put_collective
 from ..storage.failures import storage_error
 from ..storage.backends.base import CollectiveHandle
+from .background import check_wait
 
 if TYPE_CHECKING:
     from .placement import Placing
@@ -136,12 +137,13 @@ def _rows_of(array: Any, name: str, row: tuple[int, ...], dtype: np.dtype, rank:
 
 
 def write(g: "Placing", step: int, arrays: Mapping[str, Any], *, overwrite: bool, method: str | None,
-          casting: str | None) -> None:
+          casting: str | None, wait: Any = True) -> None:
     """Write one step of ranked datasets, every rank its own rows (collective; see :meth:`sdm.Group.write_step`)."""
     s = g.session
     names = list(arrays)
 
     def local() -> tuple[list[np.ndarray], list[tuple[int, ...]]]:
+        check_wait(wait)
         check.integer(step, "time step")
         if not names or len(set(names)) != len(names):
             raise InvalidNameError(f"write_step needs distinct dataset names, got {names}")

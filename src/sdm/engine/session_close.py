@@ -1,6 +1,8 @@
 """Closing a session: collectively, within a deadline after an exception, or locally when it is broken.
 
-A collective close (:func:`close`) enters the ``close`` operation on every rank, frees
+A collective close (:func:`close`) first waits for the session's nonblocking dumps
+(:mod:`sdm.engine.background`; a failure of one is raised once the session is closed),
+then enters the ``close`` operation on every rank, frees
 the groups' resources and closes the data files; rank 0 of a writing session then
 waits for the last background commit, gives back the file space reserved ahead and not
 used, stores what the planner's trials settled, writes a trailer at the end of every
@@ -70,6 +72,14 @@ def close(s: SessionState, *, deadline: float | None = None, interrupted: bool =
     if ops.broken is not None or ops.torn is not None:
         close_locally(s)
         return
+    failed = _settle_dumps(s, deadline)  # every nonblocking dump ended; a failure not yet reported: raised last
+    if ops.torn is not None and s.size > 1:  # a bug in the worker's dump
+        ops.abort(ops.torn, "a nonblocking dump in the background (the ranks are no longer in step)")
+    if ops.broken is not None or ops.torn is not None:  # e.g. a dump met another operation on another rank
+        close_locally(s)
+        if failed is not None and failed.error is not None:
+            raise failed.error
+        return
     ops.current = (f"Session.close() after {after}" if after else "Session.close", (), {})
     ops.depth = 1
     try:
@@ -87,7 +97,9 @@ def close(s: SessionState, *, deadline: float | None = None, interrupted: bool =
         s.sources.close_all()
         if s.mode != "r":
             root_call(s.comm, _close_run, s, interrupted)
-    except SDMError:
+    except SDMError as exc:
+        if failed is not None and failed.error is not None:
+            raise failed.error from exc  # the dump's failure first: it came before
         raise
     except BaseException as exc:  # e.g. KeyboardInterrupt in a collective of the close
         ops.torn = exc
@@ -98,6 +110,20 @@ def close(s: SessionState, *, deadline: float | None = None, interrupted: bool =
         s._commits.stop()
         s._commits.close()
         s.comm.Free()
+    if failed is not None and failed.error is not None:
+        raise failed.error
+
+
+def _settle_dumps(s: SessionState, deadline: float | None) -> Any:
+    """Wait for the session's nonblocking dumps (:class:`Late` past *deadline*) and end the worker; the failed
+    dump not yet reported (:class:`~sdm.engine.background.DumpHandle`), or None."""
+    background = s._ops.background
+    if background is None:
+        return None
+    failed = background.take(deadline)
+    background.stop()
+    s._ops.background = None
+    return failed
 
 
 def close_locally(s: SessionState) -> None:
@@ -107,6 +133,9 @@ def close_locally(s: SessionState) -> None:
     process ends (closing an MPI file is collective).
     """
     s._closed = s._ops.closed = True
+    if s._ops.background is not None:  # a dump may wait in a collective the others never join: not joined
+        s._ops.background.stop(join=False)
+        s._ops.background = None
     for g in s._groups.values():
         g.engine._free()
     s._commits.stop()

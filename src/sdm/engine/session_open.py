@@ -33,6 +33,7 @@ from ..planner.learned import MOST_ROWS
 from ..storage import FileCache, check_name, durability, runs
 from ..storage.backends.mpiio import MPIIOBackend
 
+from .background import refuse_without_threads
 from .hints import planner_hints as planner_hints_checked, session_hints
 if TYPE_CHECKING:
     from ..catalog.catalog import Catalog
@@ -62,9 +63,11 @@ def agree_options(ops: Operations, comm: MPI.Comm, rank: int, application: str, 
     args, failure = capture(_check_open, mode, o["catalog"], o["root"], o["run"], o["attributes"], o["problem_size"],
                             o["method"], o["hints"], o["sync"], o["verify"], o["checksum"], o["planner_hints"],
                             rank=rank)
-    for flag in ("async_commit", "metafile"):
+    for flag in ("async_commit", "metafile", "asynchronous"):
         if failure is None:
             _, failure = capture(check.flag, o[flag], flag, rank=rank)
+    if failure is None:
+        _, failure = capture(_check_background, o["asynchronous"], o["max_in_flight"], rank=rank)
     agreeing: dict[str, Any] | None = None
     if failure is None:
         assert args is not None
@@ -73,7 +76,9 @@ def agree_options(ops: Operations, comm: MPI.Comm, rank: int, application: str, 
             attributes=o["attributes"], problem_size=o["problem_size"], method=o["method"], hints=args["hints"],
             sync=config.sync_enabled() if o["sync"] is None else bool(o["sync"]), verify=bool(o["verify"]),
             checksum=config.checksum_enabled() if o["checksum"] is None else bool(o["checksum"]),
-            planner_hints=args["planner_hints"], async_commit=bool(o["async_commit"]), metafile=bool(o["metafile"]))
+            planner_hints=args["planner_hints"], async_commit=bool(o["async_commit"]), metafile=bool(o["metafile"]),
+            asynchronous=bool(o["asynchronous"]),
+            max_in_flight=None if o["max_in_flight"] is None else int(o["max_in_flight"]))
     try:
         ops.enter("open")
         # one allgather: a bad argument on any rank raises the same error on all, then the comparison
@@ -234,6 +239,14 @@ def _check_open(mode: Any, catalog: Any, root: Any, run: Any, attributes: Any, p
         check.optional_flag(value, what)
     check.flag(verify, "verify")
     return {"hints": session_hints(hints), "planner_hints": planner_hints_checked(planner_hints)}
+
+
+def _check_background(asynchronous: bool, max_in_flight: Any) -> None:
+    """``asynchronous`` (needs MPI.THREAD_MULTIPLE) and ``max_in_flight`` (None or bytes >= 1) of :func:`sdm.open`."""
+    if max_in_flight is not None:
+        check.integer(max_in_flight, "max_in_flight (bytes of copies per rank)", minimum=1)
+    if asynchronous:
+        refuse_without_threads("asynchronous=True")
 
 
 def _plain(obj: Any) -> Any:

@@ -34,6 +34,7 @@ from ..planner import Decision as _Decision
 from ..storage import appends
 from ..storage.durability import fsync_path
 
+from .background import check_wait
 from .checks import _check_array, _check_step, _key
 from .placement import Placing
 from .state import _ARCHIVE_WRITE, _THREADED_SHARE
@@ -77,16 +78,18 @@ class Writing(Placing):
 
     def _write_dump(
         self, step: int, arrays: Mapping[str, Any], *, overwrite: bool = False, method: str | None = None,
-        casting: str | None = None,
+        casting: str | None = None, wait: Any = True,
     ) -> None:
         s = self.session
         s._check_writable("write")
         names = list(arrays) if isinstance(arrays, Mapping) else []
         if any(self._is_ranked(n) for n in names):  # the same on every rank that passes the same names
             s._ops.enter("write")
-            return _ranked_io.write(self, step, arrays, overwrite=overwrite, method=method, casting=casting)
+            return _ranked_io.write(self, step, arrays, overwrite=overwrite, method=method, casting=casting,
+                                    wait=wait)
 
         def local() -> list[tuple[ResolvedView, np.ndarray]]:
+            check_wait(wait)  # a bad wait= (or wait=False without MPI.THREAD_MULTIPLE): refused on every rank
             _check_step(step)
             if not isinstance(arrays, Mapping):
                 raise InvalidArgumentError(
