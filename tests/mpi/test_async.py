@@ -376,3 +376,21 @@ def test_no_thread_multiple_is_refused(comm, mpi_tmp, monkeypatch):
         assert _same_everywhere(comm, info.value) == expected.format("wait=False")
         g.write("T", 0, _mine(g, "T", 0))
         assert g.steps("T") == [0]
+
+
+def test_the_rows_of_a_nonblocking_dump_say_so(comm, mpi_tmp):
+    with _open(mpi_tmp) as s:
+        g = _group(s, "raw", 3)
+        g.write("T", 0, _mine(g, "T", 0))  # blocking
+        h = g.write("T", 1, _mine(g, "T", 1), wait=False)
+        h.wait()
+        run = s.run_id
+    reasons = None
+    if comm.Get_rank() == 0:
+        with sqlite3.connect(f"{mpi_tmp}/cat.db") as con:
+            reasons = dict(con.execute("SELECT w.step, w.reason FROM writes w JOIN datasets d ON d.id = w.dataset_id "
+                                       "JOIN groups g ON g.id = d.group_id WHERE g.run_id = ?", (run,)).fetchall())
+    reasons = comm.bcast(reasons)
+    assert "nonblocking" not in reasons[0]
+    assert reasons[1].endswith(f"; nonblocking dump #{h.number}") or \
+        f"; nonblocking dump #{h.number}, after its submission waited" in reasons[1]

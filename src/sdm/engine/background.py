@@ -163,6 +163,18 @@ class Background:
         """Whether the calling thread is the worker (whose operations never wait for dumps)."""
         return self._thread is not None and threading.current_thread() is self._thread
 
+    def note(self) -> str:
+        """On the worker: what the running dump's catalog rows say of it (its number, and the seconds its
+        submission waited under the ``max_in_flight`` bound on this rank); elsewhere ``""``."""
+        if not self.in_worker():
+            return ""
+        with self._cond:
+            h = self._queue[0] if self._queue else None
+        if h is None:
+            return ""
+        waited = f", after its submission waited {h.waited:.3g} s for memory (max_in_flight)" if h.waited >= 1e-3 else ""
+        return f"; nonblocking dump #{h.number}{waited}"
+
     def submit(self, call: str, arrays: Any, run: Callable[[Any], None]) -> DumpHandle:
         """Copy *arrays* (one array or a mapping of them), queue ``run(copies)``; the handle (no collective)."""
         with self._cond:

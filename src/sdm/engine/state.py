@@ -550,8 +550,9 @@ class GroupState:
         overwrite: bool,
         sizes: Sequence[int],
     ) -> list[dict[str, Any]]:
-        """Rank 0: the catalog rows of one dump (*sizes*: the bytes of each)."""
+        """Rank 0: the catalog rows of one dump (*sizes*: the bytes of each; a nonblocking dump's reason says so)."""
         s = self.session
+        note = s._ops.background.note() if s._ops.background is not None else ""
         rows = []
         for name, (rel, offset, version, old), checksum, decision, secs, nbytes in zip(
                 names, places, checksums, decisions, seconds, sizes):
@@ -559,7 +560,8 @@ class GroupState:
             rows.append(dict(
                 dataset_id=rec.id, step=step, path=rel, level=self.level, offset=offset, nbytes=nbytes,
                 checksum=checksum, checksum_algo=integrity.ALGORITHM if checksum else "none",
-                method=decision.method.name, reason=decision.reason, seconds=secs, nprocs=s.size, overwrite=overwrite,
+                method=decision.method.name, reason=decision.reason + note, seconds=secs, nprocs=s.size,
+                overwrite=overwrite,
                 version=version, replaces=old,
             ))
         return rows
