@@ -117,7 +117,20 @@ def data(kind: str, root: str, url: str, out: str) -> None:
     try:
         options = {"subfiles": s.size} if kind == "subfiled" else {}
         g = s.make_group("f", ["T"], dtype="<f8", shape=SHAPE, level=3, **options)
-        for step in range(MAX_STEPS):
+        if kind == "nonblocking":  # two dumps in flight: each submission waits for the one before the last
+            handles: list[Any] = []
+            for step in range(MAX_STEPS):
+                handles.append(g.write("T", step, _local(g, reference(step)), method="collective", wait=False))
+                if len(handles) < 2:
+                    continue
+                try:
+                    handles[-2].wait()
+                except sdm.SDMError as exc:
+                    result["error"], result["failed"] = _error(exc), step - 1
+                    break
+                result["committed"].append(step - 1)
+            result["states"] = [h.state for h in handles]
+        for step in range(MAX_STEPS if kind != "nonblocking" else 0):
             try:
                 g.write("T", step, _local(g, reference(step)), method="collective" if kind == "mpiio" else None)
             except sdm.SDMError as exc:

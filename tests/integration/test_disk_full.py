@@ -108,7 +108,8 @@ def committed_rows(catalog: Path) -> list[int]:
 
 
 # ----------------------------------------------------------------------------- the data root
-@pytest.mark.parametrize("kind, what", [("mpiio", "MPI-IO write of"), ("subfiled", "cannot write subfile")])
+@pytest.mark.parametrize("kind, what", [("mpiio", "MPI-IO write of"), ("subfiled", "cannot write subfile"),
+                                        ("nonblocking", "MPI-IO write of")])
 def test_full_data_disk_is_enospc_on_every_rank(tmp_path: Path, kind: str, what: str) -> None:
     full, out = tmp_path / "full", tmp_path / "out"
     out.mkdir()
@@ -124,6 +125,9 @@ def test_full_data_disk_is_enospc_on_every_rank(tmp_path: Path, kind: str, what:
         assert "root=" in err["message"] and "committed before is intact" in err["message"], err
         assert r["committed"] == list(range(len(r["committed"]))) and len(r["committed"]) >= 2
         assert r["failed"] == len(r["committed"])  # the first step that did not fit
+        if kind == "nonblocking":  # the dump named; the one issued after it cancelled, nothing of it written
+            assert err["message"].startswith(f"nonblocking dump #{r['failed'] + 1} Group.write('T', {r['failed']})")
+            assert r["states"][:r["failed"] + 2] == ["done"] * r["failed"] + ["failed", "cancelled"], r["states"]
         assert r["recorded"] == r["committed"]  # the failed step is not in the catalog
         assert r["read"] == len(r["committed"])  # every committed step read back, verified, equal to numpy's
         if r["close"] is not None:  # a trailer that no longer fits: the same error
