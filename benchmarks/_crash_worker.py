@@ -17,6 +17,8 @@ Tasks
     ``append``    mode "a" on a given run at the same signal: distinct steps of the same group;
     ``populate``  the fixture of the maintenance kinds: runs of groups ``g1``, ``g2``, ``g3``
                   (levels 1-3, datasets ``a`` and ``b``), each written step by step and closed;
+                  With ``"nonblocking": true`` the loop's calls pass ``wait=False``, up to
+                  ``outstanding`` (default 3) dumps queued between calls (:class:`Pending`);
     ``truncate``  mode "w": a new run of group ``g`` at the given level, ``steps`` steps, then
                   ``session.truncate`` after each of ``cuts`` in turn until killed;
     ``retruncate`` mode "a" on that run: ``session.truncate(cut)`` again, then a read-back
@@ -32,7 +34,9 @@ Progress, written by rank 0 straight to ``<dir>/progress.<task>`` with one ``os.
     ``run R``                    the run id
     ``ready``                    set-up done; the loop that is killed starts now
     ``intent D S V CALL``        about to write version V of dataset D at step S (before the call)
-    ``done D S V CALL``          the call returned (so its catalog commit happened)
+    ``done D S V CALL``          the call returned (so its catalog commit happened); a nonblocking
+                                 call: its handle's ``wait()`` returned
+    ``outstanding K``            after a nonblocking call: K dumps issued and not ended
     ``cutting K`` / ``cut K``    before / after ``session.truncate(K)`` (tasks ``truncate``, ``retruncate``)
     ``truncated``                every cut done (task ``truncate``; the session then closes)
     ``populated R I``            run R (fixture index I) written and closed (task ``populate``)
@@ -125,21 +129,70 @@ def _local(group, name: str, global_array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(global_array[np.ix_(*piece.indices)]) if global_array.ndim else global_array
 
 
+class Pending:
+    """The nonblocking dumps of task ``crash`` with ``"nonblocking": true`` not yet reported ``done``.
+
+    Each call is issued with ``wait=False``; the caller's arrays are overwritten with ``-1`` (a value
+    :func:`expected` never gives) right after it, so a dump that did not copy them commits bytes that match
+    no version.  A dump is reported ``done`` once its handle's ``wait()`` returned (its catalog commit
+    happened): at once for those already ended, and the oldest waited for while more than *most* are
+    outstanding.  After each call rank 0 reports ``outstanding K``: the dumps issued whose handles had not
+    ended (``done()`` False) just after the call, before any wait.
+    """
+
+    def __init__(self, progress: Progress, most: int) -> None:
+        from collections import deque
+
+        self.progress, self.most = progress, max(1, int(most))
+        self.queue: deque = deque()  # (handle, [(dataset index, step, version, call)]), in issue order
+        self.peak = 0
+
+    def add(self, handle, said: list[tuple[int, int, int, str]]) -> None:
+        self.queue.append((handle, said))
+        running = sum(1 for h, _ in self.queue if not h.done())
+        self.peak = max(self.peak, running)
+        self.progress.say("outstanding", running)
+        while self.queue and (self.queue[0][0].done() or len(self.queue) > self.most):
+            self._retire()
+
+    def _retire(self) -> None:
+        handle, said = self.queue.popleft()
+        NOW[0] = f"wait for {handle.call}"
+        handle.wait()  # raises the dump's error (then its intents stay without done)
+        NOW[0] = "between calls"
+        for words in said:
+            self.progress.say("done", *words)
+
+    def drain(self) -> None:
+        while self.queue:
+            self._retire()
+
+
 def _write(group, progress: Progress, call: str, step: int, version: int, names: list[str], *,
-           overwrite: bool = False) -> None:
-    """One SDM call writing *names* at *step* (``write`` one name, or ``write_step``), logged."""
+           overwrite: bool = False, pending: Pending | None = None) -> None:
+    """One SDM call writing *names* at *step* (``write`` one name, or ``write_step``), logged; with *pending*,
+    nonblocking (``wait=False``: ``done`` is reported by *pending* once the dump's handle was waited for)."""
     for n in names:
         progress.say("intent", dataset_index(n), step, version, call)
     arrays = {n: _local(group, n, expected(dataset_index(n), step, version)) for n in names}
     NOW[0] = f"{call} step {step}"
+    wait = pending is None
     if call == "write":
         (n,) = names
-        group.write(n, step, arrays[n], overwrite=overwrite)
+        handle = group.write(n, step, arrays[n], overwrite=overwrite, wait=wait)
     else:
-        group.write_step(step, arrays, overwrite=overwrite)
+        handle = group.write_step(step, arrays, overwrite=overwrite, wait=wait)
     NOW[0] = "between calls"
-    for n in names:
-        progress.say("done", dataset_index(n), step, version, call)
+    said = [(dataset_index(n), step, version, call) for n in names]
+    if pending is None:
+        for words in said:
+            progress.say("done", *words)
+        return
+    if handle is None:
+        raise AssertionError(f"{call} step {step} with wait=False returned no handle")
+    for a in arrays.values():  # the dump holds its own copy: this must not reach the file
+        a[...] = -1
+    pending.add(handle, said)
 
 
 def _open(sdm, cfg: dict, mode: str, **kw):
@@ -185,24 +238,28 @@ def _loop(cfg: dict, progress: Progress, s, names: list[str]) -> None:
         for step in range(int(cfg["overwrite_steps"])):
             _write(g, progress, "write_step", step, 0, names)
     progress.say("ready")
+    pending = Pending(progress, int(cfg.get("outstanding", 3))) if cfg.get("nonblocking") else None
+    kw = dict(pending=pending)
     if op == "write":
         for step in range(int(cfg["max_steps"])):
             for n in names:
-                _write(g, progress, "write", step, 0, [n])
+                _write(g, progress, "write", step, 0, [n], **kw)
     elif op == "write_step":
         for step in range(int(cfg["max_steps"])):
-            _write(g, progress, "write_step", step, 0, names)
+            _write(g, progress, "write_step", step, 0, names, **kw)
     elif op == "overwrite":
         # rounds alternate write(..., overwrite=True) per dataset and write_step(..., overwrite=True)
         for version in range(1, int(cfg["max_rounds"]) + 1):
             for step in range(int(cfg["overwrite_steps"])):
                 if version % 2:
                     for n in names:
-                        _write(g, progress, "write", step, version, [n], overwrite=True)
+                        _write(g, progress, "write", step, version, [n], overwrite=True, **kw)
                 else:
-                    _write(g, progress, "write_step", step, version, names, overwrite=True)
+                    _write(g, progress, "write_step", step, version, names, overwrite=True, **kw)
     else:
         raise ValueError(f"unknown op {op!r}")
+    if pending is not None:
+        pending.drain()
 
 
 def continue_run(cfg: dict, progress: Progress) -> None:

@@ -8,6 +8,7 @@ fresh SQLite catalog::
     PYTHONPATH=src python benchmarks/crash.py --quick         # 10 trials, every level, call and kill
     PYTHONPATH=src python benchmarks/crash.py --trials 54 --seed 7 --out /tmp/crash-results
     PYTHONPATH=src python benchmarks/crash.py --compression zstd:3:shuffle --trials 27 --out /tmp/crash-z
+    PYTHONPATH=src python benchmarks/crash.py --trials 0 --nonblocking-trials 27 --out /tmp/crash-nb
 
 A trial:
 
@@ -43,6 +44,19 @@ given).  Their rows are checked chunk by chunk (``_crash_check.py``: each chunk'
 ``xxh3-64``, the row's ``xxh3-64-extents``, the boxes covering the array once, the chunks
 decoded with numcodecs and compared with numpy).  Each trial's record says its
 ``compression`` (None: raw).
+
+Nonblocking dumps: ``--nonblocking`` makes every trial's loop issue its calls with
+``wait=False`` (``"nonblocking": true`` in the worker's configuration); ``--nonblocking-trials
+N`` adds N nonblocking trials after the others instead, their combinations taken like the
+compressed ones' (``--quick``: 3, one per level, each call and kill once, unless
+``--nonblocking`` is given).  The worker keeps up to 3 dumps queued between calls (4 just after
+one; it waits for the oldest handle beyond that), overwrites its own arrays with -1 right after
+each call (a dump that did not copy them commits bytes matching no version), reports ``intent``
+before each call and ``done`` once the dump's handle's ``wait()`` returned (its commit
+happened), so the rows are checked by the same rules: a dump whose intent came without done may
+or may not be committed, a done one must be.  Each trial's record says ``nonblocking``, and for
+those ``max_outstanding`` (the most dumps whose handles had not ended just after a call) and
+``undone_at_kill`` (intents not reported done when the kill came).
 
 Writes ``crash.json`` (every trial) and ``crash.md`` (tables) into ``--out``
 (default ``benchmarks/results``).  Exit status 0 when every trial ended with 0 bad rows, 0
@@ -107,28 +121,32 @@ def combinations() -> list[tuple[int, str, str]]:
 COMPRESSED_CODECS = ("zstd:1:noshuffle", "zstd:2:shuffle", "zstd:3:noshuffle", "zstd:2:noshuffle", "zstd:3:shuffle",
                      "zstd:1:shuffle")
 QUICK_COMPRESSED = 6  # compressed trials of --quick
+QUICK_NONBLOCKING = 3  # nonblocking trials of --quick (one per level, each call and each kill once)
+OUTSTANDING = 3  # a nonblocking worker's dumps queued between calls (4 outstanding just after a call)
 
 
 def plan(trials: int, seed: int, max_delay: float, *, compression: str | None = None,
-         compressed_trials: int = 0) -> list[dict[str, Any]]:
+         compressed_trials: int = 0, nonblocking: bool = False, nonblocking_trials: int = 0) -> list[dict[str, Any]]:
     """Every trial's parameters, drawn from *seed* (reproducible).
 
     *trials* trials compressed with *compression* (None: raw), then *compressed_trials* more, compressed with
     :data:`COMPRESSED_CODECS` in turn (shifted by one after each round, so that a codec meets every level),
     their combinations taken 0, 4, 8, 3, 7, 2, 6, 1, 5 of each 9 (so that each 3 cover every level, call and kill,
     each 9 every (level, kill) pair), their draws from their own generator (the first *trials* trials are the
-    same with or without them).
+    same with or without them); then *nonblocking_trials* nonblocking ones (compressed with *compression*), their
+    combinations taken the same way, their draws from a third generator.  *nonblocking*: every trial nonblocking.
     """
     rng = random.Random(seed)
     combos = combinations()
     out = []
 
-    def one(t: int, combo: tuple[int, str, str], codec: str | None, draw: random.Random) -> dict[str, Any]:
+    def one(t: int, combo: tuple[int, str, str], codec: str | None, draw: random.Random,
+            nb: bool = nonblocking) -> dict[str, Any]:
         level, op, kill = combo
         nprocs = draw.choice((2, 3))
         return dict(trial=t, level=level, op=op, kill=kill, nprocs=nprocs,
                     victim=0 if kill == "rank0" else (draw.randrange(1, nprocs) if kill == "rank" else None),
-                    delay=round(draw.uniform(0.0, max_delay), 4), compression=codec)
+                    delay=round(draw.uniform(0.0, max_delay), 4), compression=codec, nonblocking=nb)
 
     for t in range(trials):
         out.append(one(t, combos[t % len(combos)], compression, rng))
@@ -136,6 +154,10 @@ def plan(trials: int, seed: int, max_delay: float, *, compression: str | None = 
     for k in range(compressed_trials):
         index = (k // 9) * 9 + (4 * k) % 9
         out.append(one(trials + k, combos[index % len(combos)], COMPRESSED_CODECS[(k + k // len(COMPRESSED_CODECS)) % len(COMPRESSED_CODECS)], extra))
+    later = random.Random(f"{seed} nonblocking")
+    for k in range(nonblocking_trials):
+        index = (k // 9) * 9 + (4 * k) % 9
+        out.append(one(trials + compressed_trials + k, combos[index % len(combos)], compression, later, True))
     return out
 
 
@@ -182,6 +204,8 @@ def run_trial(p: dict[str, Any], *, max_steps: int, max_rounds: int) -> dict[str
         cfg = dict(task="crash", dir=str(tmp), root=str(tmp / "data"), catalog=catalog, level=p["level"], op=p["op"],
                    max_steps=max_steps, max_rounds=max_rounds, overwrite_steps=3, trial=p["trial"],
                    compression=p.get("compression"))
+        if p.get("nonblocking"):
+            cfg.update(nonblocking=True, outstanding=OUTSTANDING)
         job = Job(p["nprocs"], cfg, tmp / "crash.log")
         try:
             ready = job.wait_for("ready", READY_TIMEOUT)
@@ -194,6 +218,9 @@ def run_trial(p: dict[str, Any], *, max_steps: int, max_rounds: int) -> dict[str
                 lines = job.progress()
                 result["calls_done_at_kill"] = sum(1 for line in lines if line.startswith("done "))
                 result["in_flight"] = lines[-1] if lines and lines[-1].startswith("intent ") else None
+                if p.get("nonblocking"):  # dumps issued (intent) and not reported done when the kill came
+                    result["undone_at_kill"] = (sum(1 for line in lines if line.startswith("intent "))
+                                                - result["calls_done_at_kill"])
                 if status is not None:
                     result["killed"] = False
                     result["finished_before_kill"] = "finished" in lines
@@ -210,6 +237,9 @@ def run_trial(p: dict[str, Any], *, max_steps: int, max_rounds: int) -> dict[str
             job.remove_leftovers()  # the driver runs one job at a time
         lines = job.progress()
         run = _run_id(lines)
+        if p.get("nonblocking"):  # the most dumps issued and not ended just after a call (the worker's count)
+            result["max_outstanding"] = max((int(line.split()[1]) for line in lines
+                                             if line.startswith("outstanding ")), default=0)
         intents = check.Intents().read(lines, _names)
         rows = check.load_rows(catalog)
         first = check.check(rows, intents, _expected)
@@ -317,6 +347,8 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
         return dict(
             trials=len(ts),
             compressed=sum(1 for t in ts if t.get("compression")),
+            nonblocking=sum(1 for t in ts if t.get("nonblocking")),
+            max_outstanding=max((t.get("max_outstanding", 0) for t in ts), default=0),
             compressed_rows=sum(t.get("check", {}).get("compressed_rows", 0) for t in ts),
             killed=sum(1 for t in ts if t.get("killed")),
             not_started=sum(1 for t in ts if not t.get("started")),
@@ -345,7 +377,8 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(total=totals(trials), by_level=by(lambda t: f"level {t['level']}"), by_op=by(lambda t: t["op"]),
                 by_kill=by(lambda t: t["kill"]), by_level_op=by(lambda t: f"level {t['level']} {t['op']}"),
                 by_level_kill=by(lambda t: f"level {t['level']} {t['kill']}"),
-                by_compression=by(lambda t: t.get("compression") or "raw"))
+                by_compression=by(lambda t: t.get("compression") or "raw"),
+                by_nonblocking=by(lambda t: "nonblocking" if t.get("nonblocking") else "blocking"))
 
 
 def failed(summary: dict[str, Any]) -> bool:
@@ -357,12 +390,12 @@ def failed(summary: dict[str, Any]) -> bool:
 
 def markdown(data: dict[str, Any]) -> str:
     m, s = data["meta"], data["summary"]
-    cols = ("trials", "killed", "finished_before_kill", "rows", "compressed_rows", "bad_rows", "trials_with_bad_rows",
-            "lost",
+    cols = ("trials", "killed", "finished_before_kill", "rows", "compressed_rows", "nonblocking", "max_outstanding",
+            "bad_rows", "trials_with_bad_rows", "lost",
             "overlapping_rows", "reopen_failures", "bad_rows_after_reopen", "bad_rows_after_rebuild",
             "missing_after_rebuild")
-    head = ("trials", "killed", "ended before kill", "rows checked", "compressed rows", "bad rows",
-            "trials with bad rows", "lost commits",
+    head = ("trials", "killed", "ended before kill", "rows checked", "compressed rows", "nonblocking trials",
+            "most dumps outstanding", "bad rows", "trials with bad rows", "lost commits",
             "overlapping rows", "reopen failures", "bad rows after reopen", "bad rows after rebuild",
             "rows missing after rebuild")
 
@@ -383,7 +416,8 @@ def markdown(data: dict[str, Any]) -> str:
         "",
         f"Options: {data['options']}.",
         "",
-        f"**{t['trials']} trials ({t.get('compressed', 0)} compressed), {t['killed']} killed; {t['bad_rows']} bad rows in {t['trials_with_bad_rows']} trials "
+        f"**{t['trials']} trials ({t.get('compressed', 0)} compressed, {t.get('nonblocking', 0)} nonblocking), "
+        f"{t['killed']} killed; {t['bad_rows']} bad rows in {t['trials_with_bad_rows']} trials "
         f"({', '.join(f'{k}: {v}' for k, v in t['bad_by_reason'].items()) or 'none'}); {t['lost']} lost commits; "
         f"{t['overlapping_rows']} overlapping rows; {t['reopen_failures']} reopen failures; "
         f"{t['bad_rows_after_reopen']} bad rows after reopen.**",
@@ -398,23 +432,26 @@ def markdown(data: dict[str, Any]) -> str:
     lines += table("By level and call", s["by_level_op"]) + table("By level and kill", s["by_level_kill"])
     if "by_compression" in s:
         lines += table("By compression", s["by_compression"])
+    if "by_nonblocking" in s:
+        lines += table("By nonblocking", s["by_nonblocking"])
     bad = [(tr, b) for tr in data["trials"] for b in tr.get("check", {}).get("bad", [])]
     if bad:
         lines += ["### Bad rows (first 30)", "",
-                  "| trial | level | call | kill | compression | dataset | step | reason | detail |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| trial | level | call | kill | compression | nonblocking | dataset | step | reason | detail |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for tr, b in bad[:30]:
             lines.append(f"| {tr['trial']} | {tr['level']} | {tr['op']} | {tr['kill']} | {tr.get('compression') or 'raw'} "
+                         f"| {'yes' if tr.get('nonblocking') else 'no'} "
                          f"| {b['dataset']} | {b['step']} | {b['reason']} | {b['detail']} |")
         lines.append("")
     fails = [tr for tr in data["trials"] if tr.get("reopen", {}).get("ok") is False]
     if fails:
-        lines += ["### Reopen failures (first 20)", "", "| trial | level | call | kill | compression | error |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["### Reopen failures (first 20)", "",
+                  "| trial | level | call | kill | compression | nonblocking | error |", "|---|---|---|---|---|---|---|"]
         for tr in fails[:20]:
             err = " ".join(str(tr["reopen"].get("error", "")).split())[:300].replace("|", "/")
             lines.append(f"| {tr['trial']} | {tr['level']} | {tr['op']} | {tr['kill']} | "
-                         f"{tr.get('compression') or 'raw'} | {err} |")
+                         f"{tr.get('compression') or 'raw'} | {'yes' if tr.get('nonblocking') else 'no'} | {err} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -522,6 +559,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--compressed-trials", type=int, default=None, metavar="N",
                     help="write: N compressed trials after the others, zstd levels 1-3 with and without the byte "
                          "shuffle in turn (default 0; --quick: 6, none with --compression)")
+    ap.add_argument("--nonblocking", action="store_true",
+                    help="write: every trial's loop issues its calls with wait=False (up to 4 dumps outstanding at once)")
+    ap.add_argument("--nonblocking-trials", type=int, default=None, metavar="N",
+                    help="write: N nonblocking trials after the others, cycling through level x call x kill "
+                         "(default 0; --quick: 3, one per level, none with --nonblocking)")
     ap.add_argument("--max-steps", type=int, default=1000, help="steps of the write loops (< 1024)")
     ap.add_argument("--max-rounds", type=int, default=250, help="rounds of the overwrite loop (< 254)")
     ap.add_argument("--fixture-runs", type=int, default=12, help="maintenance kinds: runs of the fixture (rebuild)")
@@ -568,23 +610,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         QUICK_COMPRESSED if args.quick and compression is None else 0)
     if extra < 0:
         ap.error("--compressed-trials must be >= 0")
+    later = args.nonblocking_trials if args.nonblocking_trials is not None else (
+        QUICK_NONBLOCKING if args.quick and not args.nonblocking else 0)
+    if later < 0:
+        ap.error("--nonblocking-trials must be >= 0")
     options = dict(trials=trials, seed=args.seed, max_delay=args.max_delay, max_steps=args.max_steps,
-                   max_rounds=args.max_rounds, compression=compression, compressed_trials=extra)
-    print(f"crash harness: {trials} trials{f' compressed with {compression}' if compression else ''}"
-          f"{f' and {extra} compressed trials' if extra else ''}, seed {args.seed}, SDM from {meta['sdm_path']} "
+                   max_rounds=args.max_rounds, compression=compression, compressed_trials=extra,
+                   nonblocking=args.nonblocking, nonblocking_trials=later)
+    print(f"crash harness: {trials}{' nonblocking' if args.nonblocking else ''} trials"
+          f"{f' compressed with {compression}' if compression else ''}"
+          f"{f' and {extra} compressed trials' if extra else ''}"
+          f"{f' and {later} nonblocking trials' if later else ''}, seed {args.seed}, SDM from {meta['sdm_path']} "
           f"({meta['git_commit'][:12]})", flush=True)
     t0 = time.monotonic()
     records = []
-    for p in plan(trials, args.seed, args.max_delay, compression=compression, compressed_trials=extra):
+    for p in plan(trials, args.seed, args.max_delay, compression=compression, compressed_trials=extra,
+                  nonblocking=args.nonblocking, nonblocking_trials=later):
         r = run_trial(p, max_steps=args.max_steps, max_rounds=args.max_rounds)
         records.append(r)
         c, ro = r.get("check", {}), r.get("reopen", {})
         print(f"trial {p['trial']:3d}: level {p['level']} {p['op']:10s} kill {p['kill']:5s} n={p['nprocs']} "
-              f"{p['compression'] or 'raw':16s} "
+              f"{p['compression'] or 'raw':16s} {'nb' if p['nonblocking'] else '  '} "
               f"delay {p['delay']:.3f}s  {'killed' if r.get('killed') else 'NOT KILLED' if r.get('started') else 'NOT STARTED'}"
               f"  rows {c.get('rows', 0):4d} bad {len(c.get('bad', []))} lost {len(c.get('lost', []))}"
               f"  reopen {'ok' if ro.get('ok') else 'FAILED' if ro.get('ok') is False else '-'}"
-              f" bad after {len(ro.get('check', {}).get('bad', []))}", flush=True)
+              f" bad after {len(ro.get('check', {}).get('bad', []))}"
+              + (f"  outstanding max {r.get('max_outstanding', 0)}, {r.get('undone_at_kill', '-')} not done at kill"
+                 if p["nonblocking"] else ""), flush=True)
     meta["seconds"] = time.monotonic() - t0
     meta["load_after"] = os.getloadavg()[0]
     data = dict(meta=meta, options=options, summary=summarize(records), trials=records)

@@ -4,7 +4,9 @@ Runs ``benchmarks/crash.py --quick`` (10 trials: every organization level, every
 ``write``, ``write_step``, ``write(..., overwrite=True)`` / ``write_step(..., overwrite=True)``
 -- and every kill -- a non-zero rank, rank 0, the whole job -- at a random moment drawn from a
 fixed seed; then 6 trials of compressed dumps, zstd levels 1-3 with and without the byte
-shuffle, covering every level, call and kill twice), in this process, so that a timeout still
+shuffle, covering every level, call and kill twice; then 3 trials of nonblocking dumps --
+``write``/``write_step`` with ``wait=False``, up to 4 dumps outstanding, the worker's arrays
+overwritten right after each call -- one per level, each call and kill once), in this process, so that a timeout still
 runs the harness's clean-up of its jobs and temporary directories.  ``benchmarks/README.md``
 says exactly when a row is bad; a compressed row's chunks are checked one by one (their
 xxh3-64 checksums, boxes and decoded values; ``tests/integration/test_crash_check.py``
@@ -40,6 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("SDM_CRASH_SEED", "15"))  # a different seed draws other moments and rank counts
 TRIALS = 10
 COMPRESSED = 6  # the compressed trials --quick adds after the TRIALS others
+NONBLOCKING = 3  # the nonblocking trials --quick adds after the compressed ones
 
 
 def _harness():
@@ -61,12 +64,12 @@ def crash_run(tmp_path_factory) -> dict:
 
 def _where(t: dict) -> str:
     return (f"trial {t['trial']} (level {t['level']}, {t['op']}, kill {t['kill']}, n={t['nprocs']}, "
-            f"{t.get('compression') or 'raw'}, delay {t['delay']} s)")
+            f"{t.get('compression') or 'raw'}{', nonblocking' if t.get('nonblocking') else ''}, delay {t['delay']} s)")
 
 
 def test_trials_cover_every_level_call_and_kill(crash_run):
-    assert len(crash_run["trials"]) == TRIALS + COMPRESSED
-    trials = [t for t in crash_run["trials"] if t.get("compression") is None]
+    assert len(crash_run["trials"]) == TRIALS + COMPRESSED + NONBLOCKING
+    trials = [t for t in crash_run["trials"] if t.get("compression") is None and not t.get("nonblocking")]
     assert len(trials) == TRIALS
     assert {t["level"] for t in trials} == {1, 2, 3}
     assert {t["op"] for t in trials} == {"write", "write_step", "overwrite"}
@@ -83,7 +86,7 @@ def test_compressed_trials_cover_every_level_call_and_kill(crash_run):
     """The compressed trials: zstd levels 1-3, shuffled and not, each level, call and kill twice; their rows are
     compressed ones, checked chunk by chunk (the bad-row, lost-commit and reopen tests below cover them too)."""
     trials = [t for t in crash_run["trials"] if t.get("compression") is not None]
-    assert len(trials) == COMPRESSED
+    assert len(trials) == COMPRESSED and not any(t.get("nonblocking") for t in trials)
     assert {t["compression"] for t in trials} == {f"zstd:{lv}:{sh}" for lv in (1, 2, 3) for sh in ("shuffle", "noshuffle")}
     for key in ("level", "op", "kill"):
         assert Counter(t[key] for t in trials) == Counter({v: 2 for v in {t[key] for t in trials}})
@@ -98,6 +101,27 @@ def test_compressed_trials_cover_every_level_call_and_kill(crash_run):
     assert sum(t["check"]["rows"] for t in trials) > 0
     unchecked = [_where(t) for t in trials if t["check"]["checksums_unchecked"]]
     assert not unchecked, f"compressed rows whose checksums the checker could not recompute: {unchecked}"
+
+
+def test_nonblocking_trials_cover_every_level_call_and_kill_with_dumps_in_flight(crash_run):
+    """The nonblocking trials: one per level, each call and kill once, raw rows; each worker had several dumps
+    outstanding at once (its handles not ended just after a call), and dumps were in flight when it was killed
+    (intents not reported done); their rows are checked like the others by the tests below."""
+    trials = [t for t in crash_run["trials"] if t.get("nonblocking")]
+    assert len(trials) == NONBLOCKING
+    assert {t["level"] for t in trials} == {1, 2, 3}
+    assert {t["op"] for t in trials} == {"write", "write_step", "overwrite"}
+    assert {t["kill"] for t in trials} == {"rank", "rank0", "job"}
+    assert all(t.get("compression") is None and t["check"]["compressed_rows"] == 0 for t in trials)
+    not_started = [_where(t) for t in trials if not t["started"]]
+    assert not not_started, f"jobs that never reached their write loop: {not_started}"
+    killed = [t for t in trials if t["killed"]]
+    assert len(killed) >= NONBLOCKING - 1, f"only {len(killed)} of {NONBLOCKING} nonblocking jobs were killed"
+    serial = [f"{_where(t)}: at most {t.get('max_outstanding')}" for t in trials if t.get("max_outstanding", 0) < 2]
+    assert not serial, f"nonblocking trials that never had two dumps outstanding at once: {serial}"
+    assert all(t.get("max_outstanding", 0) <= 4 for t in trials)  # the worker waits beyond 3 queued
+    assert any(t.get("undone_at_kill", 0) > 0 for t in killed), "no nonblocking dump was in flight at a kill"
+    assert sum(t["check"]["rows"] for t in trials) > 0
 
 
 def test_no_committed_row_is_bad_after_a_kill(crash_run):
