@@ -2,7 +2,7 @@
 
 Run after ``make peers`` (the peer stack of ``benchmarks/peers.py``: one Open MPI for both contenders)::
 
-    python benchmarks/async.py            # n=128, 4 arrays, 8 steps, 2 and 4 ranks, disk and /dev/shm, 3 rounds
+    python benchmarks/async.py            # n=128, 4 arrays, 16 steps, 2 and 4 ranks, disk and /dev/shm, 3 rounds
     python benchmarks/async.py --quick    # n=32, 3 steps, 2 ranks, 1 round: a smoke test
 
 The ASTRO3D template in compact form (``peer_stack/async_python.py`` for SDM,
@@ -171,6 +171,8 @@ def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
         row: dict[str, Any] = {f"T_{m}": stat(t[m]) for m in MODES}
         row["h"] = stat(hs)
         row["dump_sync"] = stat([r["sync"]["dump"] + r["sync"]["close"] for r in rounds.values() if "sync" in r])
+        for m in MODES:
+            row[f"cpu_{m}"] = stat([r[m]["cpu"] for r in rounds.values() if m in r and "cpu" in r[m]])
         row["submit_async"] = stat([a["dump"] for a in asy])
         row["close_async"] = stat([a["close"] for a in asy])
         for k in ("handle_seconds", "handle_blocked", "handle_waited"):
@@ -218,7 +220,8 @@ def markdown(data: dict[str, Any], summary: dict[str, Any], goal_rows: list[dict
              "the steps of rank 0's `seconds` (background run time), `blocked` (time the application waited; at "
              "close every pending handle counts the same wait from its start, so the sum overlaps) and `waited` "
              "(memory bound); submit: seconds in the `write_step(wait=False)` calls (the copies), close: in "
-             "`close` (the wait for the last dumps).",
+             "`close` (the wait for the last dumps). CPU: CPU seconds of a rank's process (every thread, the "
+             "kernel's work for it included), the largest rank, median.",
              f"Ranks share {meta['cores']} cores with the worker threads (SDM: one per rank; ADIOS2: AsyncWrite's) "
              "and with compute: with as many ranks as cores the background dump takes cycles from compute, which "
              "bounds h below 1 whatever the library does; at 4 ranks on 2 cores it is oversubscribed."]
@@ -227,15 +230,17 @@ def markdown(data: dict[str, Any], summary: dict[str, Any], goal_rows: list[dict
     lines += ["", "## Goals", ""] + [f"* {'met' if g['met'] else 'MISSED'}: {g['goal']}: {g['figures']}"
                                      for g in goal_rows]
     lines += ["", "## Times", "", "| place | ranks | contender | sweeps | T_compute s | T_sync s | T_async s | h | "
-              "sync dump s | submit s | close s | handles seconds | handles blocked | handles waited |",
-              "|---" * 14 + "|"]
+              "sync dump s | submit s | close s | handles seconds | handles blocked | handles waited | "
+              "CPU s compute / sync / async |", "|---" * 15 + "|"]
     for key, row in summary.items():
         place, p, c = key.split("|")
         cal = data["calibration"].get(key, {})
         lines.append(f"| {place} | {p} | {LABELS[c]} | {cal.get('sweeps', '-')} | {fmt(row['T_compute'])} | "
                      f"{fmt(row['T_sync'])} | {fmt(row['T_async'])} | {fmt(row['h'], '.2f')} | {fmt(row['dump_sync'])} | "
                      + " | ".join(fmt(row.get(k)) for k in ("submit_async", "close_async", "handle_seconds",
-                                                            "handle_blocked", "handle_waited")) + " |")
+                                                            "handle_blocked", "handle_waited"))
+                     + " | " + " / ".join(f"{row[f'cpu_{m}']['median']:.3g}" if row.get(f"cpu_{m}") else "-"
+                                          for m in MODES) + " |")
     lines += ["", "File systems: " + ", ".join(f"{k} {v}" for k, v in data["fs"].items()) + "."]
     if data["problems"]:
         lines += ["", "Problems:", ""] + [f"* {p}" for p in data["problems"]]
@@ -281,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=None, help="edge of the global arrays (default 128; --quick 32)")
     ap.add_argument("--arrays", type=int, default=4, help="float32 arrays per dump (default 4)")
-    ap.add_argument("--steps", type=int, default=None, help="steps, a dump each (default 8; --quick 3)")
+    ap.add_argument("--steps", type=int, default=None, help="steps, a dump each (default 16; --quick 3)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3; --quick 1)")
     ap.add_argument("--nprocs", default=None, help="comma list of rank counts (default 2,4; --quick 2)")
     ap.add_argument("--disk", default="/var/tmp", help="directory on the disk (default /var/tmp)")
@@ -294,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.quick:
         opts.rounds = 1
     opts.n = opts.n or (32 if opts.quick else 128)
-    opts.steps = opts.steps or (3 if opts.quick else 8)
+    opts.steps = opts.steps or (3 if opts.quick else 16)
     nprocs = [int(p) for p in (opts.nprocs or ("2" if opts.quick else "2,4")).split(",") if p]
     launcher = Launcher(Path(opts.peers))
     contenders = [c for c in launcher.contenders() if c in opts.contenders.split(",")]

@@ -11,8 +11,9 @@
  * Timed between barriers: open, every step (compute and put/end_step), close and an fsync of every
  * file of dir/out.bp by rank 0. Rank 0 prints one JSON line: seconds (the total), compute and dump
  * (seconds in the stencil and in begin_step..end_step, the largest over the ranks), close (seconds
- * in adios2_close and the fsync, the largest), bytes (of every step) and checksum (the sum of the
- * last step's values, every rank: the same as the Python driver's for the same arguments).
+ * in adios2_close and the fsync), cpu (CPU seconds of the rank's process, every thread, the kernel's
+ * work for it included; the largest), bytes (of every step) and checksum (the sum of the last
+ * step's values, every rank: the same as the Python driver's for the same arguments).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -21,12 +22,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #define ADIOS2_USE_MPI 1
 #include <adios2_c.h>
 
 static int rank, size;
+
+static double cpu_seconds(void) /* user and system time of every thread of this process */
+{
+    struct rusage r;
+    getrusage(RUSAGE_SELF, &r);
+    return r.ru_utime.tv_sec + r.ru_stime.tv_sec + 1e-6 * (r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+}
 
 static void fail(const char *what, const char *why)
 {
@@ -131,7 +140,7 @@ int main(int argc, char **argv)
     AD(adios2_set_engine(io, "BP5"));
     AD(adios2_set_parameter(io, "AsyncWrite", async ? "On" : "Off"));
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime(), tc = 0, td = 0, tclose = 0;
+    double t0 = MPI_Wtime(), cpu0 = cpu_seconds(), tc = 0, td = 0, tclose = 0;
     adios2_engine *engine = NULL;
     adios2_variable **vars = malloc((size_t)narrays * sizeof *vars);
     if (writing) {
@@ -173,17 +182,17 @@ int main(int argc, char **argv)
         tclose = MPI_Wtime() - c0;
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    double seconds = MPI_Wtime() - t0;
+    double seconds = MPI_Wtime() - t0, cpu = cpu_seconds() - cpu0;
     double sum = 0;
     for (int a = 0; a < narrays; a++)
         for (size_t i = 0; i < local; i++)
             sum += cur[a][i];
-    double mine[3] = {tc, td, tclose}, most[3], total;
-    MPI_Reduce(mine, most, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    double mine[4] = {tc, td, tclose, cpu}, most[4], total;
+    MPI_Reduce(mine, most, 4, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     MPI_Reduce(&sum, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("{\"seconds\": %.9g, \"compute\": %.9g, \"dump\": %.9g, \"close\": %.9g, \"bytes\": %lld, "
-               "\"checksum\": %.9g, \"thread_level\": %d}\n", seconds, most[0], most[1], most[2],
+        printf("{\"seconds\": %.9g, \"compute\": %.9g, \"dump\": %.9g, \"close\": %.9g, \"cpu\": %.9g, \"bytes\": %lld, "
+               "\"checksum\": %.9g, \"thread_level\": %d}\n", seconds, most[0], most[1], most[2], most[3],
                writing ? (long long)(n * n * n * 4) * narrays * steps : 0LL, total, provided);
         fflush(stdout);
     }
