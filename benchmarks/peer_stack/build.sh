@@ -115,3 +115,5 @@ $MPICC -O2 -Wall -o "$PEERS/bin/peer_adios2" "$here/peer_adios2.c" -I"$PEERS/adi
     -L"$PEERS/adios2/lib" -ladios2_c_mpi -ladios2_c -Wl,-rpath,"$PEERS/adios2/lib" -lm
 $MPICC -O2 -Wall -o "$PEERS/bin/compress_adios2" "$here/compress_adios2.c" -I"$PEERS/adios2/include" \
     -L"$PEERS/adios2/lib" -ladios2_c_mpi -ladios2_c -Wl,-rpath,"$PEERS/adios2/lib" -lm
+$MPICC -O2 -Wall -o "$PEERS/bin/async_adios2" "$here/async_adios2.c" -I"$PEERS/adios2/include" \
+    -L"$PEERS/adios2/lib" -ladios2_c_mpi -ladios2_c -Wl,-rpath,"$PEERS/adios2/lib" -lm
