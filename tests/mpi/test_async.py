@@ -76,6 +76,8 @@ def _check_steps(root, run_id, steps, names=("T",)) -> None:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind,level", KINDS, ids=[f"{k}-level{lv}" for k, lv in KINDS])
 def test_many_outstanding_dumps(comm, mpi_tmp, kind, level):
+    if comm.Get_size() > 4 and level != 3:  # every kind and level at 1-4 ranks; at 8, level 3 of each kind
+        pytest.skip("levels 1 and 2 of every kind run at 1-4 ranks")
     with _open(mpi_tmp) as s:
         g = _group(s, kind, level, ("T", "U"))
         t = np.empty(g.local_shape("T"))

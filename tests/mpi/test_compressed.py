@@ -71,6 +71,8 @@ def _read_all(comm, url, group, names, steps, view=None):
 @pytest.mark.parametrize("codec,level", [(c, 3) for c in LOSSLESS] + [("zstd", 1), ("zstd:1:shuffle", 2)])
 def test_lossless_round_trip_is_exact(comm, mpi_tmp, codec, level):
     rank, size = comm.Get_rank(), comm.Get_size()
+    if size > 4 and codec not in ("zstd", "lz4"):  # every codec at 1-4 ranks; at 8, the layout with two of them
+        pytest.skip("every codec runs at 1-4 ranks")
     url = f"sqlite:///{mpi_tmp}/c.db"
     specs = [
         (sdm.Dataset("a", shape=SHAPE, dtype="<f8"), lambda st: global_array(SHAPE, "<f8", seed=st)),
