@@ -46,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 DRIVER = HERE / "peer_stack" / "async_python.py"
+from peers import launch  # noqa: E402 - the peer benchmark's job launch
 LABELS = {"sdm": "SDM", "adios2": "ADIOS2 BP5"}
 MODES = ("compute", "sync", "async")
 
@@ -85,17 +86,13 @@ class Launcher:
         else:
             exe = [str(self.python), "-m", "mpi4py", str(DRIVER)]
         cmd = mpi + exe + [f"{k}={v}" for k, v in args.items()]
-        proc = subprocess.Popen(cmd, env=self.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.communicate()
+        ended = launch(cmd, self.env(), limit)
+        if ended is None:
             return {"error": f"no answer within {limit:.0f} s"}
+        returncode, out, err = ended
         lines = [line for line in out.splitlines() if line.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            return {"error": f"exit {proc.returncode}: {err.strip()[-600:]}"}
+        if returncode != 0 or not lines:
+            return {"error": f"exit {returncode}: {err.strip()[-600:]}"}
         return json.loads(lines[-1])
 
     def facts(self) -> dict[str, Any]:

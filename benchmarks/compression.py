@@ -46,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 DRIVER = HERE / "peer_stack" / "compress_python.py"
-from peers import evict  # noqa: E402 - the page-cache eviction of the peer benchmark
+from peers import evict, launch  # noqa: E402 - the peer benchmark's page-cache eviction and job launch
 NOT_AVAILABLE = 3
 LABELS = {"sdm": "SDM", "hdf5": "parallel HDF5", "adios2": "ADIOS2"}
 
@@ -134,20 +134,16 @@ class Launcher:
         return mpi + exe + [f"{k}={v}" for k, v in args.items()]
 
     def job(self, contender: str, nprocs: int, args: dict[str, Any], limit: float = 600) -> dict[str, Any]:
-        proc = subprocess.Popen(self.command(contender, nprocs, args), env=self.env(), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.communicate()
+        ended = launch(self.command(contender, nprocs, args), self.env(), limit)
+        if ended is None:
             return {"error": f"no answer within {limit:.0f} s"}
-        if proc.returncode == NOT_AVAILABLE:  # the driver's own line, not MPI's banners
+        returncode, out, err = ended
+        if returncode == NOT_AVAILABLE:  # the driver's own line, not MPI's banners
             said = [line for line in err.splitlines() if "compress_" in line or "this ADIOS2" in line]
             return {"na": (said or ["not available"])[-1][:240]}
         lines = [line for line in out.splitlines() if line.startswith("{")]
-        if proc.returncode != 0 or not lines:
-            return {"error": f"exit {proc.returncode}: {err.strip()[-600:]}"}
+        if returncode != 0 or not lines:
+            return {"error": f"exit {returncode}: {err.strip()[-600:]}"}
         return json.loads(lines[-1])
 
     def facts(self) -> dict[str, Any]:

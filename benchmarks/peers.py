@@ -111,10 +111,9 @@ def job_env() -> dict[str, str]:
     return env
 
 
-def job(stack: Stack, contender: str, nprocs: int, args: dict[str, Any], limit: float) -> dict[str, Any]:
-    """Run one job; its report, or ``{"error": ...}`` / ``{"na": reason}``."""
-    env = job_env()
-    cmd = stack.command(contender, nprocs, args)
+def launch(cmd: list[str], env: dict[str, str], limit: float) -> tuple[int, str, str] | None:
+    """Run one job in its own session: ``(exit status, stdout, stderr)``, or None when it did not end within
+    *limit* seconds (then its whole process group is killed)."""
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
@@ -122,12 +121,21 @@ def job(stack: Stack, contender: str, nprocs: int, args: dict[str, Any], limit: 
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
         proc.communicate()
+        return None
+    return proc.returncode, out, err
+
+
+def job(stack: Stack, contender: str, nprocs: int, args: dict[str, Any], limit: float) -> dict[str, Any]:
+    """Run one job; its report, or ``{"error": ...}`` / ``{"na": reason}``."""
+    ended = launch(stack.command(contender, nprocs, args), job_env(), limit)
+    if ended is None:
         return {"error": f"no answer within {limit:.0f} s"}
-    if proc.returncode == NOT_AVAILABLE:
+    returncode, out, err = ended
+    if returncode == NOT_AVAILABLE:
         return {"na": (err.strip().splitlines() or ["not available"])[-1][:200]}
     lines = [line for line in out.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"error": f"exit {proc.returncode}: {err.strip()[-600:]}"}
+    if returncode != 0 or not lines:
+        return {"error": f"exit {returncode}: {err.strip()[-600:]}"}
     return json.loads(lines[-1])
 
 
