@@ -146,7 +146,7 @@ class Bench:
             return 0
         out = Path(self.args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / f"{self.name}.json").write_text(json.dumps({"meta": meta, **data}, indent=1, default=float))
+        (out / f"{self.name}.json").write_text(json.dumps({"meta": meta, **data}, separators=(",", ":"), default=float))
         (out / f"{self.name}.md").write_text(markdown)
         plot(out / f"{self.name}.png")
         print(markdown)

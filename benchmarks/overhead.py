@@ -421,7 +421,7 @@ def main() -> None:
 
         a.out.mkdir(parents=True, exist_ok=True)
         text = markdown(results, info)
-        (a.out / "overhead.json").write_text(json.dumps({"info": info, "results": results}, indent=1, default=str))
+        (a.out / "overhead.json").write_text(json.dumps({"info": info, "results": results}, separators=(",", ":"), default=str))
         (a.out / "overhead.md").write_text(text)
         print(text)
 

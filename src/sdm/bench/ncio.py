@@ -204,15 +204,15 @@ def _sig(x: float) -> float:
 
 
 def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per (sweep, point, direction): every method's samples and median, the best, auto/best."""
+    """One line per (sweep, point, direction): every method's median and min-max spread, the best, auto/best."""
     table: dict[tuple, dict[str, Any]] = {}
     for r in rows:
         key = (r["sweep"], r["label"], r["direction"])
         line = table.setdefault(key, {"sweep": r["sweep"], "label": r["label"], "pattern": r["pattern"],
                                       "direction": r["direction"], "nbytes": r["nbytes"], "median": {},
-                                      "times": {}, "predicted": {}, "verified": True})
+                                      "spread": {}, "predicted": {}, "verified": True})
         line["median"][r["method"]] = _sig(r["median"])
-        line["times"][r["method"]] = [_sig(t) for t in r["times"]]
+        line["spread"][r["method"]] = [_sig(min(r["times"])), _sig(max(r["times"]))]
         line["predicted"][r["method"]] = _sig(r["predicted"])
         line["verified"] &= bool(r["verified"])
         if r["method"] == "auto":
@@ -330,7 +330,7 @@ def _tables(summary: list[dict[str, Any]], methods: list[str]) -> str:
                 cells = [s["label"]]
                 for m in methods:
                     v = _ms(s["median"][m])
-                    cells.append(f"**{v}** ({_ms(min(s['times'][m]))}-{_ms(max(s['times'][m]))})"
+                    cells.append(f"**{v}** ({_ms(s['spread'][m][0])}-{_ms(s['spread'][m][1])})"
                                  if m == s["best"] else v)
                 cells += [f"{_ms(s['median']['auto'])} ({s['auto_chose']})", f"{s['auto_vs_best']:.2f}",
                           "-" if s["posix_vs_best"] is None else f"{s['posix_vs_best']:.0f}x",

@@ -1,0 +1,20 @@
+"""The kept benchmark results: small, and each names the SDM version and git commit it measured."""
+import json
+import re
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+def test_results_stay_under_one_megabyte():
+    files = [p for p in RESULTS.iterdir() if p.is_file()]
+    total = sum(p.stat().st_size for p in files)
+    assert files and total < 1_000_000, f"benchmarks/results holds {total} bytes in {len(files)} files"
+
+
+def test_every_result_names_its_version_and_commit():
+    for p in sorted(RESULTS.glob("*.json")):
+        text = p.read_text()
+        json.loads(text)
+        assert '"sdm_version"' in text, p.name
+        assert re.search(r'"(git_)?commit": ?"[0-9a-f]{40}', text), p.name
