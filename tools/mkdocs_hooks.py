@@ -35,7 +35,6 @@ RESULTS_MARK = "<!-- sdm-benchmark-results -->"
 
 def _cli_command() -> Any:
     """The click command behind the ``sdm`` script named in pyproject.toml."""
-    import click
     import typer
 
     src = str(REPO / "src")
@@ -48,7 +47,7 @@ def _cli_command() -> Any:
         obj = getattr(obj, part)
     if isinstance(obj, typer.Typer):
         return typer.main.get_command(obj)
-    if isinstance(obj, click.Command):
+    if hasattr(obj, "params") and hasattr(obj, "collect_usage_pieces"):  # a click command
         return obj
     raise TypeError(f"the sdm script {target} is neither a typer application nor a click command")
 
@@ -57,10 +56,11 @@ _CODE = re.compile(r"(`[^`]*`)")
 
 
 def _escape(text: str) -> str:
-    """Markdown-safe prose: code spans kept, ``* _ [ ] < > |`` outside them escaped."""
+    """Markdown-safe prose: code spans kept, ``* _ [ ] \\`` outside them escaped, ``< >`` as entities."""
     parts = _CODE.split(text)
     for i in range(0, len(parts), 2):
-        parts[i] = re.sub(r"([*_\[\]<>|\\])", r"\\\1", parts[i])
+        escaped = re.sub(r"([*_\[\]\\])", r"\\\1", parts[i])
+        parts[i] = escaped.replace("<", "&lt;").replace(">", "&gt;")
     return "".join(parts)
 
 
@@ -77,9 +77,7 @@ def _help_text(text: str | None) -> str:
 
 def _param(param: Any, ctx: Any) -> str:
     """One argument or option as a list item: names, metavar, what it does, default."""
-    import click
-
-    if isinstance(param, click.Argument):
+    if param.param_type_name == "argument":
         names = f"`{param.make_metavar(ctx)}`"
     else:
         names = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
@@ -98,8 +96,6 @@ def _param(param: Any, ctx: Any) -> str:
 
 def _command_md(cmd: Any, ctx: Any, path: list[str], level: int) -> list[str]:
     """The reference of *cmd* and, for a group, of each of its commands."""
-    import click
-
     lines = [f"{'#' * level} `{' '.join(path)}`", ""]
     if not path[1:]:
         lines = []
@@ -109,27 +105,25 @@ def _command_md(cmd: Any, ctx: Any, path: list[str], level: int) -> list[str]:
     usage = " ".join([*path, *cmd.collect_usage_pieces(ctx)])
     lines += ["```", f"Usage: {usage}", "```", ""]
     params = [p for p in cmd.params if not getattr(p, "hidden", False)]
-    arguments = [p for p in params if isinstance(p, click.Argument)]
-    options = [p for p in params if not isinstance(p, click.Argument)]
+    arguments = [p for p in params if p.param_type_name == "argument"]
+    options = [p for p in params if p.param_type_name != "argument"]
     for title, items in (("Arguments", arguments), ("Options", options)):
         if items:
             lines += [f"**{title}**", ""] + [_param(p, ctx) for p in items] + [
                 "- `--help`: Show this message and exit."] * (title == "Options") + [""]
-    if isinstance(cmd, click.Group):
+    if hasattr(cmd, "commands"):  # a group (typer may bring its own copy of click's classes)
         for name, sub in cmd.commands.items():
             if getattr(sub, "hidden", False):
                 continue
-            sub_ctx = click.Context(sub, info_name=name, parent=ctx)
+            sub_ctx = type(ctx)(sub, info_name=name, parent=ctx)
             lines += _command_md(sub, sub_ctx, [*path, name], level + (1 if path[1:] else 0))
     return lines
 
 
 def cli_reference() -> str:
     """Markdown of every ``sdm`` command, from the commands themselves."""
-    import click
-
     cmd = _cli_command()
-    ctx = click.Context(cmd, info_name="sdm")
+    ctx = cmd.context_class(cmd, info_name="sdm")
     return "\n".join(_command_md(cmd, ctx, ["sdm"], 2))
 
 
