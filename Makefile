@@ -142,7 +142,7 @@ run_part = echo "======== $(1): $(2)"; \
 test: $(VENV)/.installed-test postgres tools readers
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
 	@$(call run_part,mypy,timeout -k 30 600 $(PY) -m mypy)
-	@$(call run_part,docs,timeout -k 30 300 $(MKDOCS_BUILD))
+	@$(call run_part,docs,timeout -k 30 300 $(MKDOCS_BUILD) && echo the manual built into site/ with --strict)
 	@$(call run_part,pytest,timeout -k 30 $(PYTEST_TIMEOUT) $(PY) -m pytest $(PYTEST_DIRS) -q -p no:cacheprovider)
 	@for n in $(MPI_NPS); do \
 	  $(call run_part,mpi-n$$n,timeout -k 30 $(MPI_TIMEOUT) $(MPIEXEC) -n $$n $(PY) -m pytest tests/mpi -q -p no:cacheprovider); \

@@ -186,10 +186,13 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
     return markdown
 
 
-_ROLE = re.compile(r":(?:py:)?(?:func|meth|class|mod|attr|data|exc|obj|const):(?=<code>|<a )")
+_ROLES = r":(?:py:)?(?:func|meth|class|mod|attr|data|exc|obj|const):"
+_ROLE = re.compile(_ROLES + r"(?=<code>|<a )")
+_ROLE_TEXT = re.compile(_ROLES + r"`~?([^`<]+)`")
 
 
 def on_page_content(html: str, page: Any, **_: Any) -> str:
+    """Sphinx roles of the docstrings (``:class:`~sdm.Session```) read as plain code in the API pages."""
     if page.file.src_uri.startswith("api/"):
-        html = _ROLE.sub("", html)
+        html = _ROLE_TEXT.sub(r"<code>\1</code>", _ROLE.sub("", html)).replace("<code>~", "<code>")
     return html

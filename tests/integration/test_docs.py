@@ -76,3 +76,22 @@ def _venv_is_current(tmp_path: Path) -> None:
     if q.returncode != 0:
         pytest.fail(".venv is older than pyproject.toml (or not made by `make venv`): run `make venv` first",
                     pytrace=False)
+
+
+def test_benchmark_commands_name_real_scripts_and_options() -> None:
+    """benchmarks/README.md (the manual's "How the benchmarks run") runs for hours, so its commands
+    are not run here: each must name a script that exists and options that its scripts define."""
+    import re
+
+    bench = docblocks.REPO / "benchmarks"
+    source = "\n".join(p.read_text() for p in bench.glob("*.py"))
+    blocks = re.findall(r"^```(?:sh|bash)\n(.*?)^```", (bench / "README.md").read_text(), re.S | re.M)
+    commands, bad = 0, []
+    for line in (ln for b in blocks for ln in b.splitlines()):
+        for m in re.finditer(r"benchmarks/([\w/]+\.(?:py|sh))((?:\s+[^|;&#]*)?)", line.split("#", 1)[0]):
+            commands += 1
+            if not (bench / m.group(1)).is_file():
+                bad.append(f"no script benchmarks/{m.group(1)}: {line}")
+            bad += [f"no option {opt} in benchmarks/*.py: {line}" for opt in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", m.group(2))
+                    if f'"{opt}"' not in source and f"'{opt}'" not in source]
+    assert commands > 20 and not bad, "\n".join(bad)
