@@ -144,6 +144,11 @@ def problems(page: Page) -> list[str]:
                        f"{', '.join(sorted(SHOWN_LANGS - {''}))} or none are shown)")
         if b.expected is not None and b.not_run is not None:
             out.append(f"{b.where}: a block that is not run has an output block")
+        if b.lang == "bash":
+            for line in b.code.splitlines():  # `nx>=32` bare would redirect into a file named `=32`
+                bare = re.sub(r"'[^']*'|\"[^\"]*\"", "", line.split("  #", 1)[0])
+                if re.search(r"\w(<|>|<=|>=|!=)\w", bare):
+                    out.append(f"{b.where}: an unquoted comparison in a shell command: {line.strip()}")
         if b.lang == "python" and b.file and not re.fullmatch(r"[\w./-]+", b.file):
             out.append(f"{b.where}: title {b.file!r} is not a file name")
     for what in page.needs - NEEDS:
