@@ -42,6 +42,7 @@ def test_matching() -> None:
     assert m("\nx\n", "x\n\n") and not m("x", "x\ny") and m("...", "")
 
 
+@pytest.mark.timeout(300)  # a page is a few seconds; under a loaded machine several times that
 @pytest.mark.parametrize("path", PAGES, ids=_id)
 def test_page_blocks_run(path: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     page = docblocks.parse(path)
