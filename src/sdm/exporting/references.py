@@ -1,0 +1,143 @@
+"""Kerchunk reference sets of a run (``sdm export --format references``): version 1 JSON, or Parquet.
+
+The references describe the Zarr v3 hierarchy of :mod:`sdm.exporting.virtual` (one group
+per SDM group, one array per dataset over ``(step, *shape)``); fsspec's
+``ReferenceFileSystem`` serves it to zarr and xarray::
+
+    xr.open_dataset("reference://", engine="zarr", group="fields",
+                    backend_kwargs={"storage_options": {"fo": "refs.json"}})
+
+* Metadata: each ``zarr.json`` as JSON text; the root's carries the consolidated
+  metadata of the whole hierarchy (Zarr v3 ``consolidated_metadata``), so a reader that
+  opens a group by ``group=`` lists nothing (with ``consolidated=False``, open
+  ``reference://GROUP`` instead: zarr lists a sub-path of a reference store, not a group
+  under its root).
+* Chunk keys in Zarr's ``v2`` encoding (``fields/T/3.0.0``), which kerchunk's Parquet
+  layout indexes; each chunk ``[path or URL, offset, length]``. A file of the run is
+  ``{{root}}/<its path under the data root>``, the template ``root`` being the run's data
+  root (an absolute path) or ``--root-url`` (fsspec's ``template_overrides`` moves it
+  again); an archive object is its ``s3://`` URL.
+* What the set holds itself (the ``step`` coordinate, dimension values, copies of
+  ``--materialize``): ``base64:`` text.
+
+Parquet (``-o refs.parq``, a directory, for runs of many chunks): kerchunk's lazy layout
+that fsspec reads (``.zmetadata`` with the metadata and ``record_size``; per array
+``<array>/refs.<k>.parq`` of :data:`RECORD_SIZE` rows ``path, offset, size, raw``, the
+chunk numbered in C order of the chunk grid), written with pandas and fastparquet, full
+paths (that layout has no templates). Each array also has a ``<array>/.zarray`` entry
+holding only its ``shape`` and ``chunks``: what that layout numbers chunks by.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+from .virtual import Description, Root, Sink, build, chunk_key
+
+__all__ = ["PARQUET_SUFFIXES", "RECORD_SIZE", "ReferenceSink", "references"]
+
+#: An output ending so is a Parquet reference set (a directory); any other a JSON file.
+PARQUET_SUFFIXES = (".parq", ".parquet")
+#: References per Parquet file (kerchunk's ``record_size``).
+RECORD_SIZE = 10_000
+_SEP = "."  # chunk keys in Zarr's "v2" encoding
+
+
+def _compact(raw: bytes) -> Any:
+    return json.loads(raw)
+
+
+def references(d: Description, root: Root | None) -> tuple[dict[str, Any], dict[str, tuple[tuple[int, ...], ...]]]:
+    """The reference set of *d*: ``{key: JSON text, base64 text or [path or URL, offset, length]}`` (a run's
+    file as ``{{root}}/...`` when *root* is None, else under *root*), and each array's shape and chunks."""
+    import zarr
+    from zarr.storage import MemoryStore
+
+    held: dict[str, Any] = {}
+    build(MemoryStore(store_dict=held), d, key_separator=_SEP)
+    with warnings.catch_warnings():  # "consolidated metadata is not part of the Zarr v3 specification"
+        warnings.simplefilter("ignore", UserWarning)
+        zarr.consolidate_metadata(MemoryStore(store_dict=held))
+    refs: dict[str, Any] = {}
+    for key, value in held.items():
+        raw = value.to_bytes()
+        if key == "zarr.json" or key.endswith("/zarr.json"):
+            refs[key] = json.dumps(_compact(raw), separators=(",", ":"), allow_nan=False)
+        else:
+            refs[key] = "base64:" + base64.b64encode(raw).decode("ascii")
+    grids = {}
+    prefix = "{{root}}" if root is None else root.url
+    for a in d.arrays:
+        grids[a.path] = (a.shape, a.chunks)
+        for index, p in a.refs:
+            refs[chunk_key(a.path, index, _SEP)] = [f"{prefix}/{p.url}" if p.fast else p.url, p.offset, p.length]
+    return refs, grids
+
+
+class ReferenceSink(Sink):
+    """A kerchunk reference set being written: JSON, or Parquet (*parquet*)."""
+
+    format = "references"
+
+    def __init__(self, parquet: bool) -> None:
+        self.parquet = parquet
+
+    def write(self, path: Path, d: Description, root: Root, rec: Any) -> list[str]:
+        """The references of *d* at *path*: a JSON file, or a Parquet directory."""
+        if not self.parquet:
+            refs, _ = references(d, None)
+            doc = {"version": 1, "templates": {"root": root.url}, "refs": refs}
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(doc, f, separators=(",", ":"), allow_nan=False)
+            return []
+        refs, grids = references(d, root)
+        _parquet(path, refs, grids)
+        return []
+
+
+def _parquet(path: Path, refs: dict[str, Any], grids: dict[str, tuple[tuple[int, ...], ...]]) -> None:
+    """Write *refs* in kerchunk's Parquet layout at *path* (a new directory)."""
+    import numpy as np
+    import pandas as pd
+
+    metadata: dict[str, Any] = {}
+    fields: dict[str, dict[int, Any]] = {}
+    sizes = {name: [math.ceil(n / c) for n, c in zip(shape, chunks)] or [1] for name, (shape, chunks) in grids.items()}
+    for key, value in refs.items():
+        if key == "zarr.json" or key.endswith("/zarr.json"):
+            metadata[key] = json.loads(value)
+            continue
+        field, _, chunk = key.rpartition("/")
+        index = [int(i) for i in chunk.split(_SEP)]
+        fields.setdefault(field, {})[int(np.ravel_multi_index(index, sizes[field]))] = value
+    for name, (shape, chunks) in grids.items():
+        metadata[f"{name}/.zarray"] = {"shape": list(shape), "chunks": list(chunks)}
+    path.mkdir()
+    (path / ".zmetadata").write_text(json.dumps({"metadata": metadata, "record_size": RECORD_SIZE},
+                                                separators=(",", ":"), allow_nan=False))
+    for name, entries in fields.items():
+        total = math.prod(sizes[name])
+        (path / name).mkdir(parents=True, exist_ok=True)
+        for record in range(math.ceil(total / RECORD_SIZE)):
+            first = record * RECORD_SIZE
+            rows = min(RECORD_SIZE, total - first)
+            paths = np.full(rows, None, dtype=object)
+            offsets = np.zeros(rows, dtype=np.int64)
+            lengths = np.zeros(rows, dtype=np.int64)
+            raws = np.full(rows, None, dtype=object)
+            for n in range(first, first + rows):
+                value = entries.get(n)
+                if isinstance(value, list):
+                    paths[n - first], offsets[n - first], lengths[n - first] = value
+                elif isinstance(value, str):
+                    raws[n - first] = base64.b64decode(value[len("base64:"):])
+            df = pd.DataFrame({"path": paths, "offset": offsets, "size": lengths, "raw": raws}, copy=False)
+            if df.path.count() / (df.path.nunique() or 1) > 10:  # as kerchunk: repeated paths as categories
+                df["path"] = df["path"].astype("category")
+            df.to_parquet(path / name / f"refs.{record}.parq", engine="fastparquet", compression="zstd", index=False,
+                          stats=False, object_encoding={"raw": "bytes", "path": "utf8"}, has_nulls=["path", "raw"])
