@@ -27,7 +27,7 @@ endif
 .PHONY: help venv postgres tools readers demo test bench peers clean
 
 help:
-	@echo "make venv      create .venv (Python >= 3.11) and pip install -e '.[test,bench,analysis,compression]'"
+	@echo "make venv      create .venv (Python >= 3.11) and pip install -e '.[test,bench,analysis,compression,references]'"
 	@echo "make demo      run the astro3d example on NP=$(NP) ranks into demo-data/"
 	@echo "make test      mypy src, unit + integration tests (real PostgreSQL), then tests/mpi on $(MPI_NPS) ranks"
 	@echo "make bench     run every benchmark (BENCHMARKS=... on NP=$(NP) ranks, SERIAL_BENCHMARKS=...); results in benchmarks/results"
@@ -53,7 +53,7 @@ $(VENV)/.installed: pyproject.toml
 	  } || exit 1; \
 	fi
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e '.[test,bench,analysis,compression]'
+	$(PY) -m pip install -e '.[test,bench,analysis,compression,references]'
 	@touch $@
 
 # Installs Debian's postgresql (and the unprivileged test user) only if missing; the tests

@@ -25,7 +25,11 @@ that fsspec reads (``.zmetadata`` with the metadata and ``record_size``; per arr
 ``<array>/refs.<k>.parq`` of :data:`RECORD_SIZE` rows ``path, offset, size, raw``, the
 chunk numbered in C order of the chunk grid), written with pandas and fastparquet, full
 paths (that layout has no templates). Each array also has a ``<array>/.zarray`` entry
-holding only its ``shape`` and ``chunks``: what that layout numbers chunks by.
+holding only its ``shape`` and ``chunks``: what that layout numbers chunks by. A chunk
+left out (a step the dataset lacks) cannot be said there (fsspec's reader fails on the
+row of a missing chunk), so the set holds it: the chunk of fill values, encoded (Parquet
+compresses the repeated rows; at most :data:`FILL_LIMIT` bytes of them a file, else the
+export is refused and JSON does it).
 """
 
 from __future__ import annotations
@@ -37,14 +41,17 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .virtual import Description, Root, Sink, build, chunk_key
+from ..errors import InvalidArgumentError
+from .virtual import Description, Root, Sink, VirtualArray, build, chunk_key
 
-__all__ = ["PARQUET_SUFFIXES", "RECORD_SIZE", "ReferenceSink", "references"]
+__all__ = ["PARQUET_SUFFIXES", "RECORD_SIZE", "FILL_LIMIT", "ReferenceSink", "references", "fill_chunk"]
 
 #: An output ending so is a Parquet reference set (a directory); any other a JSON file.
 PARQUET_SUFFIXES = (".parq", ".parquet")
 #: References per Parquet file (kerchunk's ``record_size``).
 RECORD_SIZE = 10_000
+#: The most bytes of chunks of fill values one Parquet file holds (each is held in memory when read).
+FILL_LIMIT = 64 << 20
 _SEP = "."  # chunk keys in Zarr's "v2" encoding
 
 
@@ -96,12 +103,45 @@ class ReferenceSink(Sink):
                 json.dump(doc, f, separators=(",", ":"), allow_nan=False)
             return []
         refs, grids = references(d, root)
-        _parquet(path, refs, grids)
+        _parquet(path, refs, grids, {a.path: a for a in d.arrays})
         return []
 
 
-def _parquet(path: Path, refs: dict[str, Any], grids: dict[str, tuple[tuple[int, ...], ...]]) -> None:
-    """Write *refs* in kerchunk's Parquet layout at *path* (a new directory)."""
+def fill_chunk(a: VirtualArray) -> bytes | None:
+    """A chunk of *a*'s fill values as its codecs encode it, or None when they do not give the fill back
+    (a lossy codec: ZFP has no NaN)."""
+    import numpy as np
+    import zarr
+    from zarr.storage import MemoryStore
+
+    held: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        z = zarr.create_array(store=MemoryStore(store_dict=held), shape=a.chunks, chunks=a.chunks, dtype=a.dtype,
+                              fill_value=a.fill, serializer=a.codecs["serializer"], filters=a.codecs["filters"] or None,
+                              compressors=a.codecs["compressors"] or None, config={"write_empty_chunks": True})
+        want = np.full(a.chunks, a.fill, dtype=a.dtype) if a.fill is not None else np.zeros(a.chunks, a.dtype)
+        z[...] = want
+        try:
+            back = z[...]
+        except Exception:  # noqa: BLE001 - the codec cannot take the fill back
+            return None
+    same = back.tobytes() == want.tobytes() if a.dtype.fields is not None else np.array_equal(
+        back, want, equal_nan=a.dtype.kind in "fc")
+    chunks = [v.to_bytes() for k, v in held.items() if not k.endswith("zarr.json")]
+    return chunks[0] if same and len(chunks) == 1 else None
+
+
+def _parquet(path: Path, refs: dict[str, Any], grids: dict[str, tuple[tuple[int, ...], ...]],
+             arrays: dict[str, VirtualArray]) -> None:
+    """Write *refs* in kerchunk's Parquet layout at *path* (a new directory).
+
+    Raises
+    ------
+    InvalidArgumentError
+        An array with missing chunks whose fill does not encode (see :func:`fill_chunk`), or fills of more
+        than :data:`FILL_LIMIT` bytes in one file.
+    """
     import numpy as np
     import pandas as pd
 
@@ -123,9 +163,19 @@ def _parquet(path: Path, refs: dict[str, Any], grids: dict[str, tuple[tuple[int,
     for name, entries in fields.items():
         total = math.prod(sizes[name])
         (path / name).mkdir(parents=True, exist_ok=True)
+        fill = fill_chunk(arrays[name]) if len(entries) < total else None
+        if len(entries) < total and fill is None:
+            raise InvalidArgumentError(f"array {name} lacks steps of its group, whose chunks a Parquet reference set "
+                                       "holds as chunks of fill values, and its codec does not encode its fill; "
+                                       "export the references to JSON (-o refs.json), which leaves them out")
         for record in range(math.ceil(total / RECORD_SIZE)):
             first = record * RECORD_SIZE
             rows = min(RECORD_SIZE, total - first)
+            if fill is not None and (rows - sum(first <= n < first + rows for n in entries)) * len(fill) > FILL_LIMIT:
+                raise InvalidArgumentError(f"array {name} lacks steps of its group, whose chunks a Parquet reference "
+                                           f"set holds as chunks of fill values: more than {FILL_LIMIT} bytes of them in "
+                                           "one file; export the references to JSON (-o refs.json), which leaves "
+                                           "them out")
             paths = np.full(rows, None, dtype=object)
             offsets = np.zeros(rows, dtype=np.int64)
             lengths = np.zeros(rows, dtype=np.int64)
@@ -136,6 +186,8 @@ def _parquet(path: Path, refs: dict[str, Any], grids: dict[str, tuple[tuple[int,
                     paths[n - first], offsets[n - first], lengths[n - first] = value
                 elif isinstance(value, str):
                     raws[n - first] = base64.b64decode(value[len("base64:"):])
+                else:
+                    raws[n - first] = fill
             df = pd.DataFrame({"path": paths, "offset": offsets, "size": lengths, "raw": raws}, copy=False)
             if df.path.count() / (df.path.nunique() or 1) > 10:  # as kerchunk: repeated paths as categories
                 df["path"] = df["path"].astype("category")

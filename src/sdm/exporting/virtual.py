@@ -149,6 +149,22 @@ def zarr_dtype_refusal(dtype: np.dtype) -> str | None:
     return None
 
 
+def _swapped_fields(dtype: np.dtype) -> bool:
+    """Whether a structured *dtype* has a big-endian field (Zarr's ``structured`` data type names its fields'
+    types without a byte order, and readers take them as little-endian)."""
+    if dtype.fields is None:
+        return dtype.subdtype is not None and _swapped_fields(dtype.subdtype[0])
+    for sub, *_ in dtype.fields.values():
+        base = sub.subdtype[0] if sub.subdtype is not None else sub
+        if base.fields is not None:
+            if _swapped_fields(base):
+                return True
+        elif base.itemsize > 1 and base.kind not in "bSV" and (
+                base.byteorder == ">" or (base.byteorder == "=" and sys.byteorder == "big")):
+            return True
+    return False
+
+
 def fill_value(dtype: np.dtype, attrs: dict[str, Any]) -> Any:
     """The fill value of an array of *dtype* (see the module documentation); the dataset's ``_FillValue`` first."""
     own = attrs.get("_FillValue")
@@ -386,6 +402,9 @@ def _subfiled(rec: DatasetRecord, dtype: np.dtype, rows: dict[int, WriteRecord],
 def _layout(rec: DatasetRecord, dtype: np.dtype, rows: dict[int, WriteRecord], positions: dict[int, int],
             places: _Places) -> _Layout:
     """The layout of a dataset's selected rows, by how its steps are stored (all alike, else refused)."""
+    if _swapped_fields(dtype):
+        raise Unreferenceable(f"its structured dtype {dtype} has big-endian fields, and Zarr's structured data type "
+                              "names its fields' types without a byte order (readers take them as little-endian)")
     kinds = {"compressed" if w.codec is not None else "subfiled" if w.extents else "raw" for w in rows.values()}
     if len(kinds) > 1:
         raise Unreferenceable(f"its steps are stored several ways ({', '.join(sorted(kinds))})")
@@ -401,6 +420,8 @@ def _materialized(rec: DatasetRecord, dtype: np.dtype) -> _Layout:
     from zarr.codecs import ZstdCodec
 
     chunk = inner_chunks(tuple(rec.shape), dtype.itemsize, CHUNK_BYTES) if rec.shape else ()
+    if dtype.fields is not None:  # little-endian fields (see _swapped_fields)
+        dtype = dtype.newbyteorder("<")
     return _Layout((1, *chunk), {"serializer": bytes_codec(dtype), "filters": None,
                                  "compressors": [ZstdCodec(level=3)]}, dtype, [], copied=True)
 
@@ -543,7 +564,7 @@ def _dataset(where: str, g: GroupRecord, item: Any, group: Group, rows: dict[int
     arr = VirtualArray(_join(where, rec.name), layout.dtype, (len(steps), *rec.shape), layout.chunks, (STEP, *dims),
                        fill, layout.codecs, attrs, layout.refs)
     if layout.copied:
-        arr.written = [((own[st],), lambda st=st: group.read(rec.name, st)) for st in item.steps]
+        arr.written = [((own[st],), lambda st=st: group.read(rec.name, st).astype(layout.dtype)) for st in item.steps]
     return arr
 
 
@@ -568,6 +589,9 @@ def _ranked(where: str, g: GroupRecord, item: Any, rows: dict[int, WriteRecord],
     why = zarr_dtype_refusal(dtype)
     if why is not None:
         raise InvalidArgumentError(f"dataset {name}: {why}; export it to hdf5")
+    if _swapped_fields(dtype):
+        raise InvalidArgumentError(f"ranked dataset {name}: its structured dtype {dtype} has big-endian fields, which "
+                                   "Zarr's structured data type cannot say; export it to hdf5")
     row_bytes = math.prod(rec.shape) * dtype.itemsize
     out = []
     for step, w in rows.items():
