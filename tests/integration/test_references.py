@@ -268,3 +268,169 @@ def test_archive_tier_read_through_s3(s3_server: Any, tmp_path: Path, monkeypatc
                                 authorize_virtual_chunk_access=ic.containers_credentials({f"s3://{bucket}/": credentials}))
     group = zarr.open_group(opened.readonly_session("main").store, mode="r")
     assert check_run(lambda path: np.asarray(group[path][...]), reads, 1, ("r",)) == 16
+
+
+# ------------------------------------------------------------------ what cannot be referenced, and bad input
+ODD = {  # group -> (dataset, make_group arguments, a step's values)
+    "b2": ("a", {"dtype": "<f8", "shape": (12, 4), "compression": "blosc2:zstd:5:shuffle"}),
+    "sz": ("a", {"dtype": "<f8", "shape": (12, 4), "compression": "sz3:absolute=0.01"}),
+    "irr": ("a", {"dtype": "<f8", "shape": (12, 4), "subfiles": 5, "level": 2}),
+    "map": ("a", {"dtype": "<f8", "shape": (12, 32), "compression": "zstd", "chunks": (5, 32),
+                  "view": "map"}),
+    "big": ("r", {"dtype": np.dtype([("a", "<f8"), ("b", ">i2")]), "shape": (12,)}),
+}
+REASONS = {
+    "b2": "its chunks are Blosc2 frames, which Zarr's blosc codec (Blosc 1, numcodecs) does not decode",
+    "sz": "its chunks are SZ3 streams, which no Zarr codec decodes",
+    "irr": "step 0 is cut into 5 extents of [64, 96] bytes, which are no regular grid of (12, 4) (Zarr's chunks are "
+           "all of one shape that divides the array: a subfiled step is, when its slowest dimension splits evenly "
+           "over the subfiles)",
+    "map": "the chunks of step 0 form no regular grid: Zarr's chunks are all of one shape that divides the array "
+           "(12, 32), and SDM's are [(2, 32), (5, 32)] (the writers' boxes)",
+    "big": "its structured dtype [('a', '<f8'), ('b', '>i2')] has big-endian fields, and Zarr's structured data type "
+           "names its fields' types without a byte order (readers take them as little-endian)",
+}
+
+
+def odd_values(group: str, step: int) -> np.ndarray:
+    name, kw = ODD[group]
+    dtype, shape = np.dtype(kw["dtype"]), kw["shape"]
+    base = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    if dtype.fields is not None:
+        out = np.zeros(shape, dtype)
+        out["a"], out["b"] = base + step, base.astype(int) - step
+        return out
+    return np.sin(base / 5.0) + step
+
+
+@pytest.fixture(scope="module")
+def odd(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A run (one process) of the datasets references cannot describe as they are, and a ranked one."""
+    tmp = tmp_path_factory.mktemp("refs-odd")
+    url = f"sqlite:///{tmp}/c.db"
+    with sdm.open("odd", root=str(tmp / "data"), catalog=url) as s:
+        for group, (name, kw) in ODD.items():
+            kw = dict(kw)
+            if kw.pop("view", None) == "map":
+                kw["view"] = sdm.MapArray(np.arange(12))
+            g = s.make_group(group, [name], **kw)
+            for step in (0, 1):
+                g.write(name, step, odd_values(group, step))
+        p = s.make_group("parts", ["p"], dtype="<i8", shape=(2,), view=sdm.Ranked())
+        p.write("p", 0, np.arange(6, dtype="<i8").reshape(3, 2))
+        return {"url": url, "run": s.run_id, "root": tmp / "data"}
+
+
+@pytest.mark.parametrize("group", list(ODD))
+def test_what_cannot_be_referenced_is_refused_or_copied(odd: dict[str, Any], tmp_path: Path, group: str) -> None:
+    out = tmp_path / "refs.json"
+    for fmt, target in (("references", out), ("icechunk", tmp_path / "repo")):
+        with pytest.raises(InvalidArgumentError) as exc:
+            export(odd["run"], format=fmt, out=target, catalog=odd["url"], group=group)
+        name = ODD[group][0]
+        assert str(exc.value) == (f"dataset {group}/{name} cannot be referenced: {REASONS[group]}; pass --materialize "
+                                  "(materialize=True) to copy its values instead")
+        assert list(tmp_path.iterdir()) == []
+    report = export(odd["run"], format="references", out=out, catalog=odd["url"], group=group, materialize=True)
+    assert report.notes == [f"{group}/{name}: copied (materialized), not referenced: {REASONS[group]}"]
+    values = reference_reader(str(out))(name)
+    with sdm.open("odd", "r", catalog=odd["url"], run=odd["run"]) as s:
+        for step in (0, 1):
+            same(values[step], s.group(group).read(name, step), name)
+
+
+def test_bad_input_is_refused_and_leaves_nothing(odd: dict[str, Any], tmp_path: Path) -> None:
+    run, url, out = odd["run"], odd["url"], tmp_path / "refs.json"
+    cases: list[tuple[dict[str, Any], type[Exception], str]] = [
+        ({"run": 999}, sdm.errors.RunNotFoundError, f"no run 999 in catalog {url!r}"),
+        ({"steps": "7:"}, InvalidArgumentError,
+         f"group 'parts' of run {run} has no step in steps '7:'; `sdm show {run}` lists its steps"),
+        ({"compression": "zstd"}, InvalidArgumentError, "compression does not apply to references: its chunks are "
+         "SDM's own, referenced as stored (a dataset copied with --materialize is compressed with zstd)"),
+        ({"root_url": "mnt/data"}, InvalidArgumentError, "root_url must be an absolute path or a URL (file:///mnt/data, "
+         "https://host/data, s3://bucket/data), got 'mnt/data'"),
+        ({"format": "hdf5", "verify": True}, InvalidArgumentError, "verify, root_url and materialize (--verify, "
+         "--root-url, --materialize) apply to the formats references and icechunk, not hdf5"),
+    ]
+    for kwargs, error, message in cases:
+        args = {"run": run, "format": "references", "out": out, "catalog": url, "group": "parts", **kwargs}
+        with pytest.raises(error) as exc:
+            export(args.pop("run"), **args)
+        assert exc.value.args[0] == message, kwargs
+        assert list(tmp_path.iterdir()) == []
+    out.write_text("keep")
+    with pytest.raises(InvalidArgumentError) as exc:
+        export(run, format="references", out=out, catalog=url, group="parts")
+    assert str(exc.value) == f"{out} already exists; pass --overwrite (overwrite=True) to replace it"
+    assert out.read_text() == "keep"
+    export(run, format="references", out=out, catalog=url, group="parts", overwrite=True)
+    same(reference_reader(str(out))("p/step_0"), np.arange(6).reshape(3, 2), "p")
+    out.unlink()
+    r = cli("import", str(tmp_path / "x.json"), "-f", "references", "--app", "x", "-c", url)
+    assert r.output.strip() == "error: unknown format 'references'; choose one of hdf5, netcdf, zarr, exodus"
+    r = cli("export", str(run), "-f", "references", "-o", str(out), "--group", "b2", "-c", url)
+    assert r.exit_code == 1 and r.output.strip() == (f"error: dataset b2/a cannot be referenced: {REASONS['b2']}; "
+                                                     "pass --materialize (materialize=True) to copy its values instead")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_damaged_bytes_and_damaged_rows_are_refused(odd: dict[str, Any], tmp_path: Path) -> None:
+    """--verify reads every referenced range with its checksum; a ranked row that is no header and whole rows
+    is refused; either leaves nothing."""
+    run, url, out = odd["run"], odd["url"], tmp_path / "refs.json"
+    with sdm.open("odd", "r", catalog=url, run=run) as s:
+        w = s.open_catalog().lookup_write(s.group("big").dataset("r").id, 1)
+        path = odd["root"] / w.path
+    original = path.read_bytes()
+    damaged = bytearray(original)
+    damaged[w.offset + 3] ^= 0xFF
+    path.write_bytes(bytes(damaged))
+    try:
+        with sdm.open("odd", "r", catalog=url, run=run) as s, pytest.raises(IntegrityError) as want:
+            s.group("big").read("r", 1, verify=True)
+        export(run, format="references", out=out, catalog=url, group="big", materialize=True)  # no --verify: made
+        out.unlink()
+        with pytest.raises(IntegrityError) as exc:
+            export(run, format="references", out=out, catalog=url, group="big", materialize=True, verify=True)
+        assert str(exc.value) == str(want.value)
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        path.write_bytes(original)
+    db = sqlite3.connect(url.removeprefix("sqlite:///"))
+    try:
+        (nbytes,) = db.execute("SELECT nbytes FROM writes WHERE step = 0 AND dataset_id = (SELECT id FROM datasets "
+                               "WHERE name = 'p')").fetchone()
+        db.execute("UPDATE writes SET nbytes = nbytes - 4 WHERE step = 0 AND dataset_id = (SELECT id FROM datasets "
+                   "WHERE name = 'p')")
+        db.commit()
+        with pytest.raises(IntegrityError) as exc:
+            export(run, format="icechunk", out=tmp_path / "repo", catalog=url, group="parts")
+        assert str(exc.value) == (f"ranked dataset parts/p step 0: {nbytes - 4} bytes are not a header for 1 ranks "
+                                  "(56 bytes) and whole rows of 16; the row was changed after SDM wrote it")
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        db.execute("UPDATE writes SET nbytes = ? WHERE step = 0 AND dataset_id = (SELECT id FROM datasets WHERE "
+                   "name = 'p')", (nbytes,))
+        db.commit()
+        db.close()
+
+
+def test_a_run_being_written(tmp_path: Path) -> None:
+    """References name the steps committed so far (and say so); Icechunk, which pins the files, refuses."""
+    url = f"sqlite:///{tmp_path}/c.db"
+    with sdm.open("live", root=str(tmp_path / "data"), catalog=url) as s:
+        g = s.make_group("g", ["a"], dtype="<f8", shape=(8,))
+        for step in (0, 1):
+            g.write("a", step, np.arange(8.0) + step)
+        out = tmp_path / "refs.json"
+        report = export(s.run_id, format="references", out=out, catalog=url)
+        assert report.notes == [f"run {s.run_id} is being written: exported up to its last committed step (1); the "
+                                "steps it commits later are not referenced"]
+        with pytest.raises(RunStateError) as exc:
+            export(s.run_id, format="icechunk", out=tmp_path / "repo", catalog=url)
+        assert str(exc.value) == (f"run {s.run_id} is being written: an Icechunk repository pins its files as they "
+                                  "are now, and the run still changes them; export it once it is closed, or to "
+                                  "--format references")
+        g.write("a", 2, np.arange(8.0) + 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "data", "refs.json"]
+    same(reference_reader(str(out))("g/a"), np.stack([np.arange(8.0), np.arange(8.0) + 1]), "a")

@@ -336,7 +336,7 @@ def stored_zarr_codecs(spec: CompressionSpec, dtype: np.dtype) -> tuple[np.dtype
     if isinstance(spec, Lossy):
         if spec.name != "zfp":
             return f"its chunks are {spec.name.upper()} streams, which no Zarr codec decodes"
-        from zarr.codecs import ZFPY
+        from zarr.codecs.numcodecs import ZFPY
 
         mode = {"tolerance": 4, "rate": 2, "precision": 3}[spec.mode]
         value: float = int(spec.value) if spec.mode == "precision" else spec.value
@@ -346,11 +346,11 @@ def stored_zarr_codecs(spec: CompressionSpec, dtype: np.dtype) -> tuple[np.dtype
         return ("its chunks are Blosc2 frames, which Zarr's blosc codec (Blosc 1, numcodecs) does not decode")
     chain: list[Any] = []
     if spec.shuffle == "shuffle" and dtype.itemsize > 1:
-        from zarr.codecs import Shuffle
+        from zarr.codecs.numcodecs import Shuffle
 
         chain.append(Shuffle(elementsize=dtype.itemsize))
     if spec.name == "lz4":
-        from zarr.codecs import LZ4
+        from zarr.codecs.numcodecs import LZ4
 
         chain.append(LZ4(acceleration=spec.level))
     else:

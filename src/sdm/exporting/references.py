@@ -59,7 +59,10 @@ def _compact(raw: bytes) -> Any:
     return json.loads(raw)
 
 
-def references(d: Description, root: Root | None) -> tuple[dict[str, Any], dict[str, tuple[tuple[int, ...], ...]]]:
+Grids = dict[str, tuple[tuple[int, ...], tuple[int, ...]]]  #: each array's shape and chunk shape, by path
+
+
+def references(d: Description, root: Root | None) -> tuple[dict[str, Any], Grids]:
     """The reference set of *d*: ``{key: JSON text, base64 text or [path or URL, offset, length]}`` (a run's
     file as ``{{root}}/...`` when *root* is None, else under *root*), and each array's shape and chunks."""
     import zarr
@@ -77,7 +80,7 @@ def references(d: Description, root: Root | None) -> tuple[dict[str, Any], dict[
             refs[key] = json.dumps(_compact(raw), separators=(",", ":"), allow_nan=False)
         else:
             refs[key] = "base64:" + base64.b64encode(raw).decode("ascii")
-    grids = {}
+    grids: Grids = {}
     prefix = "{{root}}" if root is None else root.url
     for a in d.arrays:
         grids[a.path] = (a.shape, a.chunks)
@@ -123,7 +126,7 @@ def fill_chunk(a: VirtualArray) -> bytes | None:
         want = np.full(a.chunks, a.fill, dtype=a.dtype) if a.fill is not None else np.zeros(a.chunks, a.dtype)
         z[...] = want
         try:
-            back = z[...]
+            back = np.asarray(z[...])
         except Exception:  # noqa: BLE001 - the codec cannot take the fill back
             return None
     same = back.tobytes() == want.tobytes() if a.dtype.fields is not None else np.array_equal(
@@ -132,8 +135,7 @@ def fill_chunk(a: VirtualArray) -> bytes | None:
     return chunks[0] if same and len(chunks) == 1 else None
 
 
-def _parquet(path: Path, refs: dict[str, Any], grids: dict[str, tuple[tuple[int, ...], ...]],
-             arrays: dict[str, VirtualArray]) -> None:
+def _parquet(path: Path, refs: dict[str, Any], grids: Grids, arrays: dict[str, VirtualArray]) -> None:
     """Write *refs* in kerchunk's Parquet layout at *path* (a new directory).
 
     Raises

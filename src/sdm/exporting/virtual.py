@@ -42,7 +42,9 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,8 +53,9 @@ from ..errors import IntegrityError, InvalidArgumentError
 from .base import STEP, inner_chunks
 
 if TYPE_CHECKING:
-    from ..catalog import DatasetRecord, GroupRecord, WriteRecord
+    from ..catalog import DatasetRecord, GroupRecord, RunRecord, WriteRecord
     from ..group import Group
+    from .reports import ExportReport
 
 __all__ = ["CHUNK_BYTES", "Place", "VirtualArray", "VirtualGroup", "Description", "Unreferenceable", "describe",
            "build", "fill_value", "bytes_codec", "zarr_dtype_refusal"]
@@ -379,7 +382,7 @@ def _subfiled(rec: DatasetRecord, dtype: np.dtype, rows: dict[int, WriteRecord],
         extents = sorted(w.extents, key=lambda e: e.start)
         sizes = [e.nbytes for e in extents]
         length = sizes[0] if sizes else 0
-        if sum(sizes) != rec.nbytes or any(e.start != k * length for k, e in enumerate(extents)):
+        if sum(sizes) != rec.nbytes or any(e.start != sum(sizes[:k]) for k, e in enumerate(extents)):
             raise IntegrityError(f"dataset {rec.name!r} step {step}: its extents do not cover its {rec.nbytes} bytes "
                                  "once, in order; the row was changed after SDM wrote it")
         got = _stream_chunk(stored, length // dtype.itemsize) if length and length % dtype.itemsize == 0 else None
@@ -455,10 +458,10 @@ def describe(s: Any, rec: Any, plan: Sequence[tuple[GroupRecord, Sequence[Any], 
     StorageError
         A file missing with no verified archive copy, or shorter than its rows.
     """
-    from . import _array_attrs, _dimension_names, _group_attrs, _run_attrs
+    from . import _array_attrs, _group_attrs, _run_attrs
 
     out = Description(_run_attrs(rec, json_only=True), [], [])
-    total = sum(i.record.nbytes * len(i.steps) for _, items, _ in plan for i in items)
+    total = sum(i.record.nbytes * len(i.steps) for _, items, _ in plan for i in items if not i.ranked)
     done = 0
     for g, items, steps in plan:
         where = "" if flat else g.name
@@ -486,18 +489,20 @@ def describe(s: Any, rec: Any, plan: Sequence[tuple[GroupRecord, Sequence[Any], 
                 for st in item.steps:
                     group.read(item.record.name, st, verify=True)
             if item.ranked:
-                out.arrays.extend(_ranked(where, g, item, mine, _Places(group, item.record.name, list(mine.values())),
-                                          out.notes))
+                arrays = _ranked(where, g, item, mine, _Places(group, item.record.name, list(mine.values())))
+                out.arrays.extend(arrays)
                 out.notes.append(f"{name}: ranked dataset, exported as one array per step in sub-group "
                                  f"{item.record.name}/ (step_K, rows_K rows)")
-                out.groups.append(VirtualGroup(_join(where, item.record.name), {
-                    **{k: v for k, v in _array_attrs(g, item, True).items()}, "sdm_ranked": 1}))
+                out.groups.append(VirtualGroup(_join(where, item.record.name),
+                                               {**_array_attrs(g, item, True), "sdm_ranked": 1}))
+                nbytes = sum(p.length for a in arrays for _, p in a.refs)
             else:
                 out.arrays.append(_dataset(where, g, item, group, mine, positions, steps, sizes, materialize, out.notes))
+                nbytes = item.record.nbytes * len(item.steps)
             out.steps += len(item.steps)
-            done += item.record.nbytes * len(item.steps)
+            done += nbytes
             if progress is not None:
-                progress(done, total)
+                progress(done, max(total, done))  # a ranked dataset's steps: their rows, known once described
         out.arrays.extend(_coordinates(where, group, sizes, {i.record.name for i in items}))
     out.nbytes = done
     return out
@@ -514,7 +519,7 @@ def _coordinate(path: str, dim: str, values: np.ndarray) -> VirtualArray:
     values = np.ascontiguousarray(values)
     return VirtualArray(path, values.dtype, values.shape, (max(values.size, 1),), (dim,), fill_value(values.dtype, {}),
                         {"serializer": bytes_codec(values.dtype), "filters": None, "compressors": [ZstdCodec(level=3)]},
-                        {}, written=[((slice(None),), lambda v=values: v)], coordinate=True)
+                        {}, written=[((slice(None),), partial(np.asarray, values))], coordinate=True)
 
 
 def _coordinates(where: str, group: Group, sizes: dict[str, int], taken: set[str]) -> list[VirtualArray]:
@@ -564,12 +569,16 @@ def _dataset(where: str, g: GroupRecord, item: Any, group: Group, rows: dict[int
     arr = VirtualArray(_join(where, rec.name), layout.dtype, (len(steps), *rec.shape), layout.chunks, (STEP, *dims),
                        fill, layout.codecs, attrs, layout.refs)
     if layout.copied:
-        arr.written = [((own[st],), lambda st=st: group.read(rec.name, st).astype(layout.dtype)) for st in item.steps]
+        arr.written = [((own[st],), partial(_copied, group, rec.name, st, layout.dtype)) for st in item.steps]
     return arr
 
 
-def _ranked(where: str, g: GroupRecord, item: Any, rows: dict[int, WriteRecord], places: _Places,
-            notes: list[str]) -> list[VirtualArray]:
+def _copied(group: Group, name: str, step: int, dtype: np.dtype) -> np.ndarray:
+    """One step of a copied (materialized) dataset, read through SDM, in the copy's dtype."""
+    return group.read(name, step).astype(dtype, copy=False)
+
+
+def _ranked(where: str, g: GroupRecord, item: Any, rows: dict[int, WriteRecord], places: _Places) -> list[VirtualArray]:
     """A ranked dataset: one ``(rows, *row_shape)`` array per step, its rows after the step's header.
 
     Raises
@@ -751,10 +760,10 @@ def _sink(fmt: str, out: Any) -> Sink:
     return ReferenceSink(parquet=Path(out).suffix.lower() in PARQUET_SUFFIXES)
 
 
-def export_virtual(fmt: str, rec: Any, url: str, root: Any, target: Any,
+def export_virtual(fmt: str, rec: RunRecord, url: str, root: Any, target: Path,
                    plan: Sequence[tuple[GroupRecord, Sequence[Any], list[int]]], *, flat: bool, overwrite: bool,
                    verify: bool, root_url: str | None, materialize: bool,
-                   progress: Callable[[int, int], None] | None) -> Any:
+                   progress: Callable[[int, int], None] | None) -> ExportReport:
     """:func:`sdm.exporting.export` to references or Icechunk: the run described (:func:`describe`), then written
     beside *target* and renamed to it (nothing is left after an error).
 
