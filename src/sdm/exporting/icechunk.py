@@ -21,7 +21,7 @@ its files still change, so its chunks would be refused as soon as it wrote again
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +93,8 @@ class IcechunkSink(Sink):
         repo = ic.Repository.create(ic.local_filesystem_storage(str(path)), config)
         session = repo.writable_session("main")
         build(session.store, d, key_separator="/")
-        stamp = datetime.now(timezone.utc)
+        # modification times are compared to the second (HTTP dates): the next whole second after now
+        stamp = datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=1)
         for a in d.arrays:
             if a.refs:
                 specs = [ic.VirtualChunkSpec(list(index), (f"{root.uri}/{p.url}" if p.fast else p.url), p.offset,

@@ -25,7 +25,9 @@ that fsspec reads (``.zmetadata`` with the metadata and ``record_size``; per arr
 ``<array>/refs.<k>.parq`` of :data:`RECORD_SIZE` rows ``path, offset, size, raw``, the
 chunk numbered in C order of the chunk grid), written with pandas and fastparquet, full
 paths (that layout has no templates). Each array also has a ``<array>/.zarray`` entry
-holding only its ``shape`` and ``chunks``: what that layout numbers chunks by. A chunk
+holding only its ``shape`` and ``chunks``: what that layout numbers chunks by (and each
+group, and the root's ``zarr.json``, one of no chunk: fsspec's reader takes the parent of
+every metadata key for an array when it looks for the references' protocol). A chunk
 left out (a step the dataset lacks) cannot be said there (fsspec's reader fails on the
 row of a missing chunk), so the set holds it: the chunk of fill values, encoded (Parquet
 compresses the repeated rows; at most :data:`FILL_LIMIT` bytes of them a file, else the
@@ -159,6 +161,8 @@ def _parquet(path: Path, refs: dict[str, Any], grids: Grids, arrays: dict[str, V
         fields.setdefault(field, {})[int(np.ravel_multi_index(index, sizes[field]))] = value
     for name, (shape, chunks) in grids.items():
         metadata[f"{name}/.zarray"] = {"shape": list(shape), "chunks": list(chunks)}
+    for name in {k.rsplit("/", 1)[0] for k in metadata if not k.startswith(".z")} - set(grids):
+        metadata[f"{name}/.zarray"] = {"shape": [0], "chunks": [1]}  # a group (or the root's key): no chunk
     path.mkdir()
     (path / ".zmetadata").write_text(json.dumps({"metadata": metadata, "record_size": RECORD_SIZE},
                                                 separators=(",", ":"), allow_nan=False))
