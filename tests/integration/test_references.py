@@ -82,6 +82,12 @@ def sdm_reads(url: str, run: int) -> dict[tuple[str, str, int], np.ndarray]:
     return out
 
 
+def run_dir(url: str, run: int) -> str:
+    """The run's directory under its data root."""
+    with sdm.open("references", "r", catalog=url, run=run) as s:
+        return str(s.run_dir)
+
+
 def fill_of(dtype: np.dtype) -> Any:
     """The fill value a missing step reads as (sdm.exporting.virtual's rule, restated)."""
     if dtype.kind == "f":
@@ -150,9 +156,9 @@ def test_references_json_read_by_xarray_and_zarr(runs: dict[str, Any], tmp_path:
     assert (report.format, report.arrays) == ("references", 15 + 2)
     assert "fields/n: steps [1, 3] are missing; they read as the fill value -2147483648" in report.notes
     doc = json.loads(out.read_text())
-    assert doc["version"] == 1 and doc["templates"] == {"root": str(runs["root"])}
+    assert doc["version"] == 1 and doc["templates"] == {"run": str(runs["root"] / run_dir(runs["url"], run))}
     chunk = doc["refs"]["fields/T/0.0.0"]
-    assert chunk[0].startswith("{{root}}/references/run-") and chunk[2] == 12 * 5 * 8
+    assert chunk[0] == "{{run}}/fields.s00000000-00000001.sdm" and chunk[2] == 12 * 5 * 8
     assert check_run(reference_reader(str(out)), runs["reads"][ranks], ranks) == 17
 
     datasets = {}
@@ -213,7 +219,8 @@ def test_cli_verify_root_url_flat_group_and_steps(runs: dict[str, Any], tmp_path
     report = json.loads(r.output)
     assert report["steps"] == 2 * 6 + 0 and report["groups"] == ["fields"]  # n has no step in 1:4:2
     doc = json.loads(out.read_text())
-    assert doc["templates"] == {"root": str(mount)} and "n/zarr.json" not in doc["refs"]
+    where = run_dir(runs["url"], int(run))
+    assert doc["templates"] == {"run": f"{mount}/{where}"} and "n/zarr.json" not in doc["refs"]
     with xr.open_dataset("reference://", engine="zarr",
                          backend_kwargs={"storage_options": {"fo": str(out)}, "consolidated": False}) as ds:
         same(ds["step"].values, np.array([1, 3]), "step")
@@ -221,7 +228,7 @@ def test_cli_verify_root_url_flat_group_and_steps(runs: dict[str, Any], tmp_path
         assert ds.attrs["sdm_group"] == "fields" and ds.attrs["case"] == "refs"
     moved = tmp_path / "moved"  # a reader moves the root again with fsspec's template_overrides
     moved.symlink_to(runs["root"])
-    got = reference_reader(str(out), template_overrides={"root": str(moved)})("T")
+    got = reference_reader(str(out), template_overrides={"run": f"{moved}/{where}"})("T")
     same(got[1], job.reference("fields", "T", 3), "T")
 
 

@@ -14,9 +14,9 @@ per SDM group, one array per dataset over ``(step, *shape)``); fsspec's
   under its root).
 * Chunk keys in Zarr's ``v2`` encoding (``fields/T/3.0.0``), which kerchunk's Parquet
   layout indexes; each chunk ``[path or URL, offset, length]``. A file of the run is
-  ``{{root}}/<its path under the data root>``, the template ``root`` being the run's data
-  root (an absolute path) or ``--root-url`` (fsspec's ``template_overrides`` moves it
-  again); an archive object is its ``s3://`` URL.
+  ``{{run}}/<its path in the run's directory>``, the template ``run`` being the run's
+  directory under its data root (an absolute path), or under ``--root-url`` when given
+  (fsspec's ``template_overrides`` moves it again); an archive object is its ``s3://`` URL.
 * What the set holds itself (the ``step`` coordinate, dimension values, copies of
   ``--materialize``): ``base64:`` text.
 
@@ -43,7 +43,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from ..errors import IntegrityError, InvalidArgumentError
 from .virtual import Description, Root, Sink, VirtualArray, build, chunk_key
 
 __all__ = ["PARQUET_SUFFIXES", "RECORD_SIZE", "FILL_LIMIT", "ReferenceSink", "references", "fill_chunk"]
@@ -66,7 +66,8 @@ Grids = dict[str, tuple[tuple[int, ...], tuple[int, ...]]]  #: each array's shap
 
 def references(d: Description, root: Root | None) -> tuple[dict[str, Any], Grids]:
     """The reference set of *d*: ``{key: JSON text, base64 text or [path or URL, offset, length]}`` (a run's
-    file as ``{{root}}/...`` when *root* is None, else under *root*), and each array's shape and chunks."""
+    file as ``{{run}}/...`` when *root* is None, else its full path or URL under *root*), and each array's shape
+    and chunk shape."""
     import zarr
     from zarr.storage import MemoryStore
 
@@ -79,15 +80,23 @@ def references(d: Description, root: Root | None) -> tuple[dict[str, Any], Grids
     for key, value in held.items():
         raw = value.to_bytes()
         if key == "zarr.json" or key.endswith("/zarr.json"):
-            refs[key] = json.dumps(_compact(raw), separators=(",", ":"), allow_nan=False)
+            refs[key] = json.dumps(_compact(raw), separators=(",", ":"))
         else:
             refs[key] = "base64:" + base64.b64encode(raw).decode("ascii")
     grids: Grids = {}
-    prefix = "{{root}}" if root is None else root.url
+    inside = f"{d.run_dir}/"
     for a in d.arrays:
         grids[a.path] = (a.shape, a.chunks)
         for index, p in a.refs:
-            refs[chunk_key(a.path, index, _SEP)] = [f"{prefix}/{p.url}" if p.fast else p.url, p.offset, p.length]
+            if not p.fast:
+                where = p.url
+            elif root is not None:
+                where = root.of(p.url)
+            elif p.url.startswith(inside):
+                where = "{{run}}/" + p.url[len(inside):]
+            else:  # never: sdm.storage.confine refuses a row naming a file outside the run's directory
+                raise IntegrityError(f"{p.url} lies outside the run's directory {d.run_dir}")
+            refs[chunk_key(a.path, index, _SEP)] = [where, p.offset, p.length]
     return refs, grids
 
 
@@ -103,9 +112,9 @@ class ReferenceSink(Sink):
         """The references of *d* at *path*: a JSON file, or a Parquet directory."""
         if not self.parquet:
             refs, _ = references(d, None)
-            doc = {"version": 1, "templates": {"root": root.url}, "refs": refs}
+            doc = {"version": 1, "templates": {"run": root.of(d.run_dir)}, "refs": refs}
             with open(path, "w", encoding="utf-8") as f:
-                json.dump(doc, f, separators=(",", ":"), allow_nan=False)
+                json.dump(doc, f, separators=(",", ":"))
             return []
         refs, grids = references(d, root)
         _parquet(path, refs, grids, {a.path: a for a in d.arrays})
@@ -165,7 +174,7 @@ def _parquet(path: Path, refs: dict[str, Any], grids: Grids, arrays: dict[str, V
         metadata[f"{name}/.zarray"] = {"shape": [0], "chunks": [1]}  # a group (or the root's key): no chunk
     path.mkdir()
     (path / ".zmetadata").write_text(json.dumps({"metadata": metadata, "record_size": RECORD_SIZE},
-                                                separators=(",", ":"), allow_nan=False))
+                                                separators=(",", ":")))
     for name, entries in fields.items():
         total = math.prod(sizes[name])
         (path / name).mkdir(parents=True, exist_ok=True)

@@ -128,6 +128,7 @@ class Description:
     groups: list[VirtualGroup]
     arrays: list[VirtualArray]
     notes: list[str] = field(default_factory=list)
+    run_dir: str = ""  #: the run's directory under the data root (every file of the run lies in it)
     steps: int = 0  #: dataset steps described
     nbytes: int = 0  #: their bytes (as the arrays hold them)
 
@@ -136,8 +137,8 @@ class Description:
         return [p for a in self.arrays for _, p in a.refs]
 
 
-class Unreferenceable(Exception):
-    """Why a dataset's chunks cannot be Zarr chunks (raised and caught here; never leaves the module)."""
+class Unreferenceable(InvalidArgumentError):
+    """Why a dataset's chunks cannot be Zarr chunks (raised and caught in this module, which words the refusal)."""
 
 
 # ------------------------------------------------------------------ dtypes, fills, codecs
@@ -408,12 +409,15 @@ def _layout(rec: DatasetRecord, dtype: np.dtype, rows: dict[int, WriteRecord], p
     if _swapped_fields(dtype):
         raise Unreferenceable(f"its structured dtype {dtype} has big-endian fields, and Zarr's structured data type "
                               "names its fields' types without a byte order (readers take them as little-endian)")
-    kinds = {"compressed" if w.codec is not None else "subfiled" if w.extents else "raw" for w in rows.values()}
-    if len(kinds) > 1:
-        raise Unreferenceable(f"its steps are stored several ways ({', '.join(sorted(kinds))})")
-    kind = kinds.pop() if kinds else "raw"
-    make = _compressed if kind == "compressed" else _subfiled if kind == "subfiled" else _raw
+    makers = {_compressed if w.codec is not None else _subfiled if w.extents else _raw for w in rows.values()}
+    if len(makers) > 1:
+        raise Unreferenceable(f"its steps are stored several ways ({', '.join(sorted(_WAYS[m] for m in makers))})")
+    make = makers.pop() if makers else _raw
     return make(rec, dtype, rows, positions, places)
+
+
+#: How each layout's steps are stored, in words.
+_WAYS = {_raw: "as raw bytes", _compressed: "as compressed chunks", _subfiled: "in subfiles"}
 
 
 # ------------------------------------------------------------------ the run
@@ -460,7 +464,7 @@ def describe(s: Any, rec: Any, plan: Sequence[tuple[GroupRecord, Sequence[Any], 
     """
     from . import _array_attrs, _group_attrs, _run_attrs
 
-    out = Description(_run_attrs(rec, json_only=True), [], [])
+    out = Description(_run_attrs(rec, json_only=True), [], [], run_dir=str(s.run_dir))
     total = sum(i.record.nbytes * len(i.steps) for _, items, _ in plan for i in items if not i.ranked)
     done = 0
     for g, items, steps in plan:
