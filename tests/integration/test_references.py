@@ -145,6 +145,17 @@ def reference_reader(refs: Any, **options: Any) -> Callable[[str], np.ndarray]:
     return lambda path: np.asarray(group[path][...])
 
 
+def icechunk_reader(repo: Path, prefixes: list[str]) -> Callable[[str], np.ndarray]:
+    """Arrays of an Icechunk repository's branch main (its virtual chunk containers *prefixes* authorized)."""
+    import icechunk as ic
+    import zarr
+
+    opened = ic.Repository.open(ic.local_filesystem_storage(str(repo)),
+                                authorize_virtual_chunk_access={p: None for p in prefixes})
+    group = zarr.open_group(opened.readonly_session("main").store, mode="r")
+    return lambda path: np.asarray(group[path][...])
+
+
 # ------------------------------------------------------------------ runs at 1-4 ranks, every reader
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
 def test_references_json_read_by_xarray_and_zarr(runs: dict[str, Any], tmp_path: Path, ranks: int) -> None:
@@ -338,12 +349,18 @@ def test_what_cannot_be_referenced_is_refused_or_copied(odd: dict[str, Any], tmp
         assert str(exc.value) == (f"dataset {group}/{name} cannot be referenced: {REASONS[group]}; pass --materialize "
                                   "(materialize=True) to copy its values instead")
         assert list(tmp_path.iterdir()) == []
-    report = export(odd["run"], format="references", out=out, catalog=odd["url"], group=group, materialize=True)
-    assert report.notes == [f"{group}/{name}: copied (materialized), not referenced: {REASONS[group]}"]
-    values = reference_reader(str(out))(name)
+    readers = {}
+    for fmt, leaf in (("references", "refs.json"), ("references", "refs.parq"), ("icechunk", "repo")):
+        report = export(odd["run"], format=fmt, out=tmp_path / leaf, catalog=odd["url"], group=group,
+                        materialize=True)
+        assert report.notes[0] == f"{group}/{name}: copied (materialized), not referenced: {REASONS[group]}"
+        readers[leaf] = reference_reader(str(tmp_path / leaf)) if fmt == "references" else icechunk_reader(
+            tmp_path / leaf, [])
     with sdm.open("odd", "r", catalog=odd["url"], run=odd["run"]) as s:
-        for step in (0, 1):
-            same(values[step], s.group(group).read(name, step), name)
+        for leaf, read in readers.items():
+            values = read(name)
+            for step in (0, 1):
+                same(values[step], s.group(group).read(name, step), name)
 
 
 def test_bad_input_is_refused_and_leaves_nothing(odd: dict[str, Any], tmp_path: Path) -> None:

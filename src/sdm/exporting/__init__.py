@@ -320,6 +320,11 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         Nothing is left at *out* (nor beside it) after an error.
     CompressionSpecError
         A *compression* spec SDM refuses or that cannot compress a dataset's dtype; nothing is written.
+    IntegrityError
+        References and Icechunk: a catalog row that contradicts its dataset, or (*verify*) bytes that do
+        not match their checksums; nothing is written.
+    RunStateError
+        Icechunk: the run is being written.
     """
     from .. import config
     from ..catalog import Catalog
