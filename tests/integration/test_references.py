@@ -241,6 +241,11 @@ def test_cli_verify_root_url_flat_group_and_steps(runs: dict[str, Any], tmp_path
     moved.symlink_to(runs["root"])
     got = reference_reader(str(out), template_overrides={"run": f"{moved}/{where}"})("T")
     same(got[1], job.reference("fields", "T", 3), "T")
+    r = cli("export", run, "--format", "icechunk", "-o", str(tmp_path / "repo"), "--root-url", mount.as_uri(),
+            "--group", "comp", "-c", runs["url"])
+    assert r.exit_code == 0, r.output
+    got = icechunk_reader(tmp_path / "repo", [f"{mount.as_uri()}/"])("zf")
+    same(got[1], runs["reads"][3]["comp", "zf", 1], "zf")
 
 
 # ------------------------------------------------------------------ the archive tier

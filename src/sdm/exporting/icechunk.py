@@ -53,7 +53,7 @@ def containers(d: Description, root: Root) -> dict[str, Any]:
     if any(p.fast for p in places):
         prefix = root.uri + "/"
         if root.local:
-            out[prefix] = ic.local_filesystem_store(str(Path(prefix.removeprefix("file://")).absolute()))
+            out[prefix] = ic.local_filesystem_store(root.path)
         elif prefix.startswith("s3://"):
             out[prefix] = _s3_store(ic)
         else:

@@ -686,6 +686,13 @@ class Root:
 
         return Path(self.url).as_uri() if "://" not in self.url else self.url
 
+    @property
+    def path(self) -> str:
+        """The local path (of a path, or of a ``file://`` URL)."""
+        from urllib.parse import unquote, urlparse
+
+        return self.url if "://" not in self.url else unquote(urlparse(self.url).path)
+
     def of(self, rel: str) -> str:
         """The path or URL of the run's file *rel* (relative to the data root)."""
         return f"{self.url}/{rel}"
