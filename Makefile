@@ -29,7 +29,7 @@ endif
 help:
 	@echo "make venv      create .venv (Python >= 3.11) and pip install -e . (the runtime dependencies only)"
 	@echo "make demo      run the astro3d example on NP=$(NP) ranks into demo-data/ (installs the runtime only)"
-	@echo "make analysis  add the analysis and compression extras (xarray, exports, sdm plot, codecs)"
+	@echo "make analysis  add the analysis, compression and references extras (xarray, exports, sdm plot, codecs, virtual Zarr)"
 	@echo "make docs      build the manual from docs/ into site/ (mkdocs --strict; installs the docs extra)"
 	@echo "make test      mypy src, the manual's build, unit + integration tests (real PostgreSQL), then tests/mpi on $(MPI_NPS) ranks"
 	@echo "make bench     run every benchmark (BENCHMARKS=... on NP=$(NP) ranks, SERIAL_BENCHMARKS=...); results in benchmarks/results"
@@ -62,10 +62,10 @@ $(VENV)/.installed-runtime: pyproject.toml
 	@touch $@
 
 # The extras each target adds to the runtime (pyproject.toml's optional dependencies).
-EXTRAS_analysis := analysis,compression
-EXTRAS_bench    := bench,analysis,compression
+EXTRAS_analysis := analysis,compression,references
+EXTRAS_bench    := bench,analysis,compression,references
 EXTRAS_docs     := docs
-EXTRAS_test     := test,bench,analysis,compression,docs
+EXTRAS_test     := test,bench,analysis,compression,references,docs
 
 $(VENV)/.installed-analysis $(VENV)/.installed-bench $(VENV)/.installed-docs $(VENV)/.installed-test: \
   $(VENV)/.installed-%: pyproject.toml $(VENV)/.installed-runtime

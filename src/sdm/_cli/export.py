@@ -30,11 +30,20 @@ def _export(
              "'none': nothing compressed; 'default': raw datasets with gzip (hdf5), zlib (netcdf), zstd (zarr). "
              "Default: each dataset as the run stores it, with the format's nearest codec.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing PATH.")] = False,
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="references, icechunk: check the checksums of every referenced byte range first.")] = False,
+    root_url: Annotated[str | None, typer.Option(
+        "--root-url", metavar="URL", help="references, icechunk: serve the run's files from URL (another mount, "
+                                          "http(s)://, s3://) instead of the data root's absolute path.")] = None,
+    materialize: Annotated[bool, typer.Option(
+        "--materialize", help="references, icechunk: copy the datasets that cannot be referenced instead of "
+                              "refusing them.")] = False,
     root: RootOpt = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Export a run to HDF5, NetCDF-4 or Zarr v3, step by step (the file appears only when complete)."""
+    """Export a run to HDF5, NetCDF-4 or Zarr v3, step by step (the file appears only when complete), or
+    reference it without a copy (references: kerchunk JSON, or Parquet for PATH.parq; icechunk: a repository)."""
     from ..errors import InvalidArgumentError
     from ..exporting import export
 
@@ -45,7 +54,8 @@ def _export(
         run = choose_run(cat, words, application)
     with _progress(f"export run {run}") as bar:
         report = export(run, format=fmt, out=out, catalog=catalog, root=root, group=group, steps=steps,
-                        compression=compression, overwrite=overwrite, progress=bar.callback)
+                        compression=compression, overwrite=overwrite, progress=bar.callback, verify=verify,
+                        root_url=root_url, materialize=materialize)
     _say(report, f"run {report.run} -> {report.out} ({report.format}): {report.arrays} arrays, {report.steps} steps, "
                  f"{_size(report.nbytes)} in {report.seconds:.2f} s", as_json)
 

@@ -69,20 +69,23 @@ if TYPE_CHECKING:
     from ..catalog import DatasetRecord, GroupRecord, RunRecord
     from ..group import Group
 
-__all__ = ["ARRAY_FORMATS", "FORMATS", "ExportReport", "ImportReport", "export", "import_file", "parse_steps", "Sink", "Source",
+__all__ = ["ARRAY_FORMATS", "FORMATS", "IMPORT_FORMATS", "VIRTUAL_FORMATS", "ExportReport", "ImportReport", "export", "import_file", "parse_steps", "Sink", "Source",
            "SourceArray"]
 
 #: The formats, by their names on the command line.
 ARRAY_FORMATS = ("hdf5", "netcdf", "zarr")  # a run's datasets as arrays over (step, *shape)
-FORMATS = (*ARRAY_FORMATS, "exodus")  # exodus: a finite element model (sdm.exporting.exodus)
+IMPORT_FORMATS = (*ARRAY_FORMATS, "exodus")  # exodus: a finite element model (sdm.exporting.exodus)
+#: Exports that copy no data: Zarr v3 arrays whose chunks are SDM's own bytes (sdm.exporting.virtual)
+VIRTUAL_FORMATS = ("references", "icechunk")
+FORMATS = (*IMPORT_FORMATS, *VIRTUAL_FORMATS)
 
 def _selected(steps: tuple[int, ...] | list[int], start: int, stop: int | None, stride: int) -> list[int]:
     return [s for s in steps if s >= start and (stop is None or s < stop) and (s - start) % stride == 0]
 
 
-def _check_format(fmt: Any) -> str:
-    if not isinstance(fmt, str) or fmt.lower() not in FORMATS:
-        raise InvalidArgumentError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+def _check_format(fmt: Any, choices: Sequence[str] = FORMATS) -> str:
+    if not isinstance(fmt, str) or fmt.lower() not in choices:
+        raise InvalidArgumentError(f"unknown format {fmt!r}; choose one of {', '.join(choices)}")
     return fmt.lower()
 
 
@@ -252,8 +255,14 @@ def _choose(url: str, rec: RunRecord, plan: list[tuple[GroupRecord, list[_Item],
 def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[str],  # noqa: A002
            catalog: str | None = None, root: str | os.PathLike[str] | None = None, group: str | None = None,
            steps: str | None = None, compression: Any = None, overwrite: bool = False,
-           progress: Progress | None = None, application: str | None = None, where: Any = None) -> ExportReport:
-    """Export one run to an HDF5 file, a NetCDF-4 file or a Zarr v3 store (``sdm export``).
+           progress: Progress | None = None, application: str | None = None, where: Any = None,
+           verify: bool = False, root_url: str | None = None, materialize: bool = False) -> ExportReport:
+    """Export one run to an HDF5 file, a NetCDF-4 file or a Zarr v3 store, or reference it (``sdm export``).
+
+    ``format="references"`` and ``"icechunk"`` copy no data: they describe the run's datasets
+    as Zarr v3 arrays whose chunks are byte ranges of SDM's own files (a kerchunk reference
+    set, an Icechunk repository of virtual chunks: :mod:`sdm.exporting.virtual`,
+    ``docs/references.md``).
 
     Parameters
     ----------
@@ -262,9 +271,11 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         matches) or None (exactly one must match: several raise
         :class:`~sdm.errors.AmbiguousRunError` listing them), as ``sdm.open`` chooses
         (:mod:`sdm.catalog.selection`).
-    format : {"hdf5", "netcdf", "zarr"}
+    format : {"hdf5", "netcdf", "zarr", "exodus", "references", "icechunk"}
     out : path
-        The file (a directory for Zarr) to make; refused if it exists unless *overwrite*.
+        The file (a directory for Zarr and Icechunk) to make; refused if it exists unless
+        *overwrite*. References: a JSON file, or Parquet where *out* ends in ``.parq`` or
+        ``.parquet`` (a directory).
     catalog : str, optional
         Catalog URL (default ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT``).
     root : path, optional
@@ -288,6 +299,14 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         Select the run among this application's.
     where : str, sequence of str or dict, optional
         Attribute conditions the run must match (``"case=demo"``, ``["nx>=32"]``, or a dict).
+    verify : bool
+        References and Icechunk: read every referenced step through SDM, its checksums checked, first.
+    root_url : str, optional
+        References and Icechunk: where the run's data root is served (another mount, or an
+        ``http(s)://`` or ``s3://`` prefix) instead of its own absolute path.
+    materialize : bool
+        References and Icechunk: copy the datasets that cannot be referenced (irregular
+        chunks or extents, codecs no Zarr reader has) instead of refusing them.
 
     Returns
     -------
@@ -301,6 +320,11 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         Nothing is left at *out* (nor beside it) after an error.
     CompressionSpecError
         A *compression* spec SDM refuses or that cannot compress a dataset's dtype; nothing is written.
+    IntegrityError
+        References and Icechunk: a catalog row that contradicts its dataset, or (*verify*) bytes that do
+        not match their checksums; nothing is written.
+    RunStateError
+        Icechunk: the run is being written.
     """
     from .. import config
     from ..catalog import Catalog
@@ -310,6 +334,14 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
     fmt = _check_format(format)
     parse_steps(steps)
     resolve(compression)  # a refused spec: refused before anything is read or written
+    virtual = fmt in VIRTUAL_FORMATS
+    if virtual:
+        from .virtual import check_options
+
+        check_options(fmt, compression, root_url, out)
+    elif verify or materialize or root_url is not None:
+        raise InvalidArgumentError(f"verify, root_url and materialize (--verify, --root-url, --materialize) apply to "
+                                   f"the formats {' and '.join(VIRTUAL_FORMATS)}, not {fmt}")
     if group is not None and not isinstance(group, str):
         raise InvalidArgumentError(f"group must be a group name, got {group!r}")
     target = Path(out).expanduser().absolute()
@@ -331,6 +363,11 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
 
         return export_exodus(rec, url, root, target, group, steps, progress)
     plan = _plan(rec, group, steps)
+    if virtual:
+        from .virtual import export_virtual
+
+        return export_virtual(fmt, rec, url, root, target, plan, flat=group is not None, overwrite=overwrite,
+                              verify=verify, root_url=root_url, materialize=materialize, progress=progress)
     _check_dtypes(fmt, plan)
     _choose(url, rec, plan, compression)
     t0 = time.perf_counter()
@@ -361,15 +398,12 @@ def _total(plan: list[tuple[GroupRecord, list[_Item], list[int]]]) -> int:
 def _write(sink: Sink, s: Any, rec: RunRecord, plan: list[tuple[GroupRecord, list[_Item], list[int]]], *,
            flat: bool, fmt: str, progress: Progress | None) -> ExportReport:
     js = fmt == "zarr"
-    head = {"sdm_application": rec.application, "sdm_run": rec.id, "sdm_created": str(rec.created_at),
-            "sdm_nprocs": rec.nprocs}
-    sink.attrs(sink.root, {k: attribute_value(v, json_only=js) for k, v in {**rec.attributes, **head}.items()})
+    sink.attrs(sink.root, _run_attrs(rec, json_only=js))
     report = ExportReport(rec.id, fmt, "", [g.name for g, _, _ in plan], 0, 0, 0, 0.0)
     total, done = _total(plan), 0
     for g, items, steps in plan:
         where = sink.root if flat else sink.group(sink.root, g.name)
-        gattrs = {**g.attributes, "sdm_group": g.name, "sdm_level": g.level, "sdm_kind": g.kind}
-        sink.attrs(where, {k: attribute_value(v, json_only=js) for k, v in gattrs.items()})
+        sink.attrs(where, _group_attrs(g, json_only=js))
         if steps:
             sink.dimension(where, STEP, len(steps), np.asarray(steps, dtype=np.int64))
         sizes: dict[str, int] = {}
@@ -453,18 +487,41 @@ def _array_attrs(g: GroupRecord, item: _Item, js: bool) -> dict[str, Any]:
     return {k: attribute_value(v, json_only=js) for k, v in {**item.record.attributes, **extra}.items()}
 
 
-def _shared(sink: Sink, where: Any, item: _Item, sizes: dict[str, int]) -> tuple[str, ...]:
-    """The dataset's dimension names in its group, each declared once (a name already used with
-    another size becomes ``NAME_SIZE``)."""
-    out = []
-    for name, size in zip(item.dims, item.record.shape):
+def _run_attrs(rec: RunRecord, *, json_only: bool) -> dict[str, Any]:
+    """The attributes of an export's root: the run's, and ``sdm_application``, ``sdm_run``, ``sdm_created``,
+    ``sdm_nprocs``."""
+    head = {"sdm_application": rec.application, "sdm_run": rec.id, "sdm_created": str(rec.created_at),
+            "sdm_nprocs": rec.nprocs}
+    return {k: attribute_value(v, json_only=json_only) for k, v in {**rec.attributes, **head}.items()}
+
+
+def _group_attrs(g: GroupRecord, *, json_only: bool) -> dict[str, Any]:
+    """The attributes of an exported group: the group's, and ``sdm_group``, ``sdm_level``, ``sdm_kind``."""
+    gattrs = {**g.attributes, "sdm_group": g.name, "sdm_level": g.level, "sdm_kind": g.kind}
+    return {k: attribute_value(v, json_only=json_only) for k, v in gattrs.items()}
+
+
+def _dimension_names(dims: Sequence[str], shape: Sequence[int],
+                     sizes: dict[str, int]) -> tuple[tuple[str, ...], list[tuple[str, int]]]:
+    """A dataset's dimension names in its group (*sizes*: those used so far, updated; a name already used
+    with another size becomes ``NAME_SIZE``), and the ones new to the group with their sizes."""
+    out, new = [], []
+    for name, size in zip(dims, shape):
         if sizes.get(name, size) != size:
             name = f"{name}_{size}"
         if name not in sizes:
             sizes[name] = size
-            sink.dimension(where, name, size, None)
+            new.append((name, size))
         out.append(name)
-    return tuple(out)
+    return tuple(out), new
+
+
+def _shared(sink: Sink, where: Any, item: _Item, sizes: dict[str, int]) -> tuple[str, ...]:
+    """The dataset's dimension names in its group, each declared once (:func:`_dimension_names`)."""
+    names, new = _dimension_names(item.dims, item.record.shape, sizes)
+    for name, size in new:
+        sink.dimension(where, name, size, None)
+    return names
 
 
 def _ranked(sink: Sink, where: Any, group: Group, item: _Item, js: bool, report: ExportReport, done: int,
@@ -582,7 +639,7 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
     InvalidArgumentError, StorageError
         A bad format, or a file that cannot be read as it.
     """
-    fmt = _check_format(format)
+    fmt = _check_format(format, IMPORT_FORMATS)
     mode, override = resolve(compression)
     if mode == "default":
         raise InvalidArgumentError("an import's compression is None, 'none' or a spec; 'default' is for exports")
