@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunStateError
+from .attributes import run_attrs
 from .virtual import Description, Root, Sink, build
 
 __all__ = ["IcechunkSink", "containers"]
@@ -84,8 +85,6 @@ class IcechunkSink(Sink):
         """A new repository at *path*: the hierarchy, its virtual chunks and one commit."""
         import icechunk as ic
 
-        from . import _run_attrs
-
         config = ic.RepositoryConfig.default()
         needed = containers(d, root)
         for prefix, store in needed.items():
@@ -100,6 +99,6 @@ class IcechunkSink(Sink):
                 specs = [ic.VirtualChunkSpec(list(index), (f"{root.uri}/{p.url}" if p.fast else p.url), p.offset,
                                              p.length, last_updated_at_checksum=stamp) for index, p in a.refs]
                 session.store.set_virtual_refs(a.path, specs, validate_containers=True)
-        snapshot = session.commit(f"sdm run {rec.id} of {rec.application}", metadata=_run_attrs(rec, json_only=True))
+        snapshot = session.commit(f"sdm run {rec.id} of {rec.application}", metadata=run_attrs(rec, json_only=True))
         return [f"icechunk commit {snapshot} on branch main; its readers authorize the virtual chunk containers "
                 f"{', '.join(sorted(needed))}"]
