@@ -23,11 +23,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RunStateError
 from .attributes import run_attrs
 from .virtual import Description, Root, Sink, build
+
+if TYPE_CHECKING:
+    from ..catalog import RunRecord
 
 __all__ = ["IcechunkSink", "containers"]
 
@@ -81,7 +84,7 @@ class IcechunkSink(Sink):
         raise RunStateError(f"run {run} is being written: an Icechunk repository pins its files as they are now, "
                             "and the run still changes them; export it once it is closed, or to --format references")
 
-    def write(self, path: Path, d: Description, root: Root, rec: Any) -> list[str]:
+    def write(self, path: Path, d: Description, root: Root, rec: RunRecord) -> list[str]:
         """A new repository at *path*: the hierarchy, its virtual chunks and one commit."""
         import icechunk as ic
 

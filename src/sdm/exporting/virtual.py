@@ -42,9 +42,9 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,7 +55,7 @@ from .base import STEP, inner_chunks
 from .codecs import bytes_codec, stored_zarr_codecs
 
 if TYPE_CHECKING:
-    from ..catalog import DatasetRecord, GroupRecord, WriteRecord
+    from ..catalog import DatasetRecord, GroupRecord, RunRecord, WriteRecord
     from ..group import Group
 
 __all__ = ["CHUNK_BYTES", "Place", "VirtualArray", "VirtualGroup", "Description", "Unreferenceable", "Root", "Sink",
@@ -422,7 +422,7 @@ def _materialized(rec: DatasetRecord, dtype: np.dtype) -> _Layout:
                                  "compressors": [ZstdCodec(level=3)]}, dtype, [], copied=True)
 
 
-def describe(s: Any, rec: Any, plan: Sequence[tuple[GroupRecord, Sequence[Any], list[int]]], *, flat: bool,
+def describe(s: Any, rec: RunRecord, plan: Sequence[tuple[GroupRecord, Sequence[Any], list[int]]], *, flat: bool,
              materialize: bool, verify: bool, progress: Callable[[int, int], None] | None = None) -> Description:
     """The run's datasets as Zarr arrays whose chunks are places of its bytes (see the module documentation).
 
@@ -679,7 +679,7 @@ class Root:
 
     def of(self, rel: str) -> str:
         """The path or URL of the run's file *rel* (relative to the data root)."""
-        return f"{self.url}/{rel}"
+        return f"{self.url.rstrip('/')}/{rel}"
 
 
 def root_of(value: str | None, own: Any) -> Root:
@@ -711,6 +711,6 @@ class Sink:
     def refuse_open(self, run: int) -> None:
         """Raise if the format cannot reference a run still being written (its files still growing)."""
 
-    def write(self, path: Any, d: Description, root: Root, rec: Any) -> list[str]:
+    def write(self, path: Path, d: Description, root: Root, rec: RunRecord) -> list[str]:
         """Write *d* at *path* (which does not exist): the notes to report."""
         raise NotImplementedError
