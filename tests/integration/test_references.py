@@ -292,6 +292,17 @@ def test_archive_tier_read_through_s3(s3_server: Any, tmp_path: Path, monkeypatc
     group = zarr.open_group(opened.readonly_session("main").store, mode="r")
     assert check_run(lambda path: np.asarray(group[path][...]), reads, 1, ("r",)) == 16
 
+    direct = tmp_path / "direct.json"  # a group written to the archive tier itself (tier="archive")
+    with sdm.open("direct", root=str(tmp_path / "data2"), catalog=url) as s:
+        g = s.make_group("a", ["x"], dtype=">f4", shape=(8, 4), order="F", tier="archive",
+                         archive=f"s3://{bucket}/direct")
+        for step in (0, 1):
+            g.write("x", step, np.arange(32, dtype=">f4").reshape(8, 4) * (step + 1))
+        later = s.run_id
+    export(later, format="references", out=direct, catalog=url)
+    values = reference_reader(str(direct), fs={"s3": s3})("a/x")
+    same(values, np.stack([np.arange(32, dtype=">f4").reshape(8, 4) * (k + 1) for k in (0, 1)]), "x")
+
 
 # ------------------------------------------------------------------ what cannot be referenced, and bad input
 ODD = {  # group -> (dataset, make_group arguments, a step's values)

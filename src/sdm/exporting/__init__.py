@@ -45,13 +45,10 @@ the ``step`` coordinate, any other array a dataset with a single step 0. Sub-gro
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import shutil
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +56,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import GroupNotFoundError, IntegrityError, InvalidArgumentError, SDMError, StorageError
-from .base import STEP, Progress, Sink, Source, SourceArray
+from .attributes import attribute_value, dataset_attrs, dimension_names, group_attrs, run_attrs
+from .base import STEP, Progress, Sink, Source, SourceArray, beside
 from .codecs import Applied, Choice, array_attrs, resolve
 from .reports import ExportReport, ImportReport, parse_steps
 
@@ -103,42 +101,7 @@ def _sink(fmt: str, path: Path, measure: bool) -> Sink:
     return ZarrSink(path)
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    elif path.exists() or path.is_symlink():
-        path.unlink(missing_ok=True)
-
-
-@contextmanager
-def _beside(out: Path, overwrite: bool) -> Iterator[Path]:
-    """A temporary path beside *out*, renamed to *out* when the block ends well, removed otherwise."""
-    if out.exists() and not overwrite:
-        raise InvalidArgumentError(f"{out} already exists; pass --overwrite (overwrite=True) to replace it")
-    if not out.parent.is_dir():
-        raise StorageError(f"cannot write {out}: directory {out.parent} does not exist")
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    _remove(tmp)
-    try:
-        yield tmp
-        if out.exists():
-            _remove(out)
-        os.replace(tmp, out)
-    finally:
-        _remove(tmp)
-
-
 # ------------------------------------------------------------------ attributes
-def attribute_value(value: Any, *, json_only: bool = False) -> Any:
-    """An SDM attribute as a file attribute: numbers and text as they are, ``bool`` as 0/1
-    (HDF5 and NetCDF have no boolean; Zarr keeps it: *json_only*), anything else as JSON text."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value) if json_only else np.int8(value)
-    if isinstance(value, (int, float, str, np.integer, np.floating)):
-        return value.item() if isinstance(value, np.generic) else value
-    return json.dumps(value, default=str)
-
-
 def _plain(value: Any) -> Any:
     """A file attribute as an SDM attribute (int, float, str, bool), or None when it is none of them."""
     if isinstance(value, bytes):
@@ -336,7 +299,7 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
     resolve(compression)  # a refused spec: refused before anything is read or written
     virtual = fmt in VIRTUAL_FORMATS
     if virtual:
-        from .virtual import check_options
+        from .referencing import check_options
 
         check_options(fmt, compression, root_url, out)
     elif verify or materialize or root_url is not None:
@@ -364,7 +327,7 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         return export_exodus(rec, url, root, target, group, steps, progress)
     plan = _plan(rec, group, steps)
     if virtual:
-        from .virtual import export_virtual
+        from .referencing import export_virtual
 
         return export_virtual(fmt, rec, url, root, target, plan, flat=group is not None, overwrite=overwrite,
                               verify=verify, root_url=root_url, materialize=materialize, progress=progress)
@@ -374,7 +337,7 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
     from ..session import open as open_session
 
     with open_session(rec.application, "r", catalog=url, run=rec.id, **({"root": root} if root is not None else {})) as s, \
-            _beside(target, overwrite) as tmp:
+            beside(target, overwrite) as tmp:
         measure = any(isinstance(i.choice.spec, CompressionSpec) and i.choice.spec.lossy for _, items, _ in plan
                       for i in items)
         sink = _sink(fmt, tmp, measure)
@@ -398,12 +361,12 @@ def _total(plan: list[tuple[GroupRecord, list[_Item], list[int]]]) -> int:
 def _write(sink: Sink, s: Any, rec: RunRecord, plan: list[tuple[GroupRecord, list[_Item], list[int]]], *,
            flat: bool, fmt: str, progress: Progress | None) -> ExportReport:
     js = fmt == "zarr"
-    sink.attrs(sink.root, _run_attrs(rec, json_only=js))
+    sink.attrs(sink.root, run_attrs(rec, json_only=js))
     report = ExportReport(rec.id, fmt, "", [g.name for g, _, _ in plan], 0, 0, 0, 0.0)
     total, done = _total(plan), 0
     for g, items, steps in plan:
         where = sink.root if flat else sink.group(sink.root, g.name)
-        sink.attrs(where, _group_attrs(g, json_only=js))
+        sink.attrs(where, group_attrs(g, json_only=js))
         if steps:
             sink.dimension(where, STEP, len(steps), np.asarray(steps, dtype=np.int64))
         sizes: dict[str, int] = {}
@@ -417,7 +380,7 @@ def _write(sink: Sink, s: Any, rec: RunRecord, plan: list[tuple[GroupRecord, lis
                 continue
             dims = _shared(sink, where, item, sizes)
             missing = sorted(set(steps) - set(item.steps))
-            attrs = _array_attrs(g, item, js)
+            attrs = dataset_attrs(g, item.record, json_only=js)
             if missing:
                 attrs["sdm_missing_steps"] = missing if js else np.asarray(missing, dtype=np.int64)
                 report.notes.append(f"{g.name}/{item.record.name}: steps {missing} are missing; written as the fill "
@@ -481,44 +444,9 @@ def _prefetched(group: Group, item: _Item, steps: Sequence[int]) -> Iterator[np.
             yield data
 
 
-def _array_attrs(g: GroupRecord, item: _Item, js: bool) -> dict[str, Any]:
-    extra = {"sdm_group": g.name, "sdm_dataset": item.record.name, "sdm_dtype": item.record.dtype,
-             "sdm_order": item.record.order, "sdm_distribution": json.dumps(item.record.distribution)}
-    return {k: attribute_value(v, json_only=js) for k, v in {**item.record.attributes, **extra}.items()}
-
-
-def _run_attrs(rec: RunRecord, *, json_only: bool) -> dict[str, Any]:
-    """The attributes of an export's root: the run's, and ``sdm_application``, ``sdm_run``, ``sdm_created``,
-    ``sdm_nprocs``."""
-    head = {"sdm_application": rec.application, "sdm_run": rec.id, "sdm_created": str(rec.created_at),
-            "sdm_nprocs": rec.nprocs}
-    return {k: attribute_value(v, json_only=json_only) for k, v in {**rec.attributes, **head}.items()}
-
-
-def _group_attrs(g: GroupRecord, *, json_only: bool) -> dict[str, Any]:
-    """The attributes of an exported group: the group's, and ``sdm_group``, ``sdm_level``, ``sdm_kind``."""
-    gattrs = {**g.attributes, "sdm_group": g.name, "sdm_level": g.level, "sdm_kind": g.kind}
-    return {k: attribute_value(v, json_only=json_only) for k, v in gattrs.items()}
-
-
-def _dimension_names(dims: Sequence[str], shape: Sequence[int],
-                     sizes: dict[str, int]) -> tuple[tuple[str, ...], list[tuple[str, int]]]:
-    """A dataset's dimension names in its group (*sizes*: those used so far, updated; a name already used
-    with another size becomes ``NAME_SIZE``), and the ones new to the group with their sizes."""
-    out, new = [], []
-    for name, size in zip(dims, shape):
-        if sizes.get(name, size) != size:
-            name = f"{name}_{size}"
-        if name not in sizes:
-            sizes[name] = size
-            new.append((name, size))
-        out.append(name)
-    return tuple(out), new
-
-
 def _shared(sink: Sink, where: Any, item: _Item, sizes: dict[str, int]) -> tuple[str, ...]:
-    """The dataset's dimension names in its group, each declared once (:func:`_dimension_names`)."""
-    names, new = _dimension_names(item.dims, item.record.shape, sizes)
+    """The dataset's dimension names in its group, each declared once (:func:`~sdm.exporting.attributes.dimension_names`)."""
+    names, new = dimension_names(item.dims, item.record.shape, sizes)
     for name, size in new:
         sink.dimension(where, name, size, None)
     return names

@@ -33,6 +33,7 @@ dimensions: a larger one is exported losslessly.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,7 @@ import numpy as np
 from ..codecs import CompressionSpec, Lossless, Lossy, parse_compression
 from ..errors import CompressionSpecError
 
-__all__ = ["Choice", "Applied", "resolve", "hdf5_filter", "netcdf_filter", "zarr_codecs", "stored_zarr_codecs", "array_attrs",
+__all__ = ["Choice", "Applied", "resolve", "hdf5_filter", "netcdf_filter", "zarr_codecs", "stored_zarr_codecs", "bytes_codec", "array_attrs",
            "spec_of_attrs", "spec_of_hdf5", "spec_of_netcdf", "spec_of_zarr", "FALLBACK"]
 
 #: What a lossy dataset is exported with where the format cannot keep its bound (HDF5, Zarr).
@@ -317,6 +318,17 @@ def zarr_codecs(choice: Choice, dtype: np.dtype, chunk: tuple[int, ...]) -> Appl
 
 
 # ------------------------------------------------------------------ references: SDM's stored chunks as Zarr reads them
+def bytes_codec(dtype: np.dtype) -> Any:
+    """Zarr's ``bytes`` codec for the stored byte order of *dtype* (none for one-byte and structured types)."""
+    from zarr.codecs import BytesCodec
+
+    order = dtype.byteorder
+    if dtype.fields is not None or order == "|" or dtype.kind in "bS" or dtype.itemsize == 1:
+        return BytesCodec(endian=None)
+    big = order == ">" or (order == "=" and sys.byteorder == "big")
+    return BytesCodec(endian="big" if big else "little")
+
+
 def stored_zarr_codecs(spec: CompressionSpec, dtype: np.dtype) -> tuple[np.dtype, Any, list[Any] | None] | str:
     """The Zarr v3 codecs that decode the chunks SDM stored with *spec* as they are (the references of
     :mod:`sdm.exporting.virtual`, which copy nothing): ``(the array's dtype, serializer, compressors)``, or why
@@ -331,7 +343,6 @@ def stored_zarr_codecs(spec: CompressionSpec, dtype: np.dtype) -> tuple[np.dtype
     """
     from zarr.codecs import ZstdCodec
 
-    from .virtual import bytes_codec
 
     if isinstance(spec, Lossy):
         if spec.name != "zfp":

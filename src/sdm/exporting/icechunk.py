@@ -23,10 +23,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RunStateError
+from .attributes import run_attrs
 from .virtual import Description, Root, Sink, build
+
+if TYPE_CHECKING:
+    from ..catalog import RunRecord
 
 __all__ = ["IcechunkSink", "containers"]
 
@@ -80,11 +84,9 @@ class IcechunkSink(Sink):
         raise RunStateError(f"run {run} is being written: an Icechunk repository pins its files as they are now, "
                             "and the run still changes them; export it once it is closed, or to --format references")
 
-    def write(self, path: Path, d: Description, root: Root, rec: Any) -> list[str]:
+    def write(self, path: Path, d: Description, root: Root, rec: RunRecord) -> list[str]:
         """A new repository at *path*: the hierarchy, its virtual chunks and one commit."""
         import icechunk as ic
-
-        from . import _run_attrs
 
         config = ic.RepositoryConfig.default()
         needed = containers(d, root)
@@ -100,6 +102,6 @@ class IcechunkSink(Sink):
                 specs = [ic.VirtualChunkSpec(list(index), (f"{root.uri}/{p.url}" if p.fast else p.url), p.offset,
                                              p.length, last_updated_at_checksum=stamp) for index, p in a.refs]
                 session.store.set_virtual_refs(a.path, specs, validate_containers=True)
-        snapshot = session.commit(f"sdm run {rec.id} of {rec.application}", metadata=_run_attrs(rec, json_only=True))
+        snapshot = session.commit(f"sdm run {rec.id} of {rec.application}", metadata=run_attrs(rec, json_only=True))
         return [f"icechunk commit {snapshot} on branch main; its readers authorize the virtual chunk containers "
                 f"{', '.join(sorted(needed))}"]

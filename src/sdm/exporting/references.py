@@ -41,10 +41,13 @@ import json
 import math
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import IntegrityError, InvalidArgumentError
 from .virtual import Description, Root, Sink, VirtualArray, build, chunk_key
+
+if TYPE_CHECKING:
+    from ..catalog import RunRecord
 
 __all__ = ["PARQUET_SUFFIXES", "RECORD_SIZE", "FILL_LIMIT", "ReferenceSink", "references", "fill_chunk"]
 
@@ -108,7 +111,7 @@ class ReferenceSink(Sink):
     def __init__(self, parquet: bool) -> None:
         self.parquet = parquet
 
-    def write(self, path: Path, d: Description, root: Root, rec: Any) -> list[str]:
+    def write(self, path: Path, d: Description, root: Root, rec: RunRecord) -> list[str]:
         """The references of *d* at *path*: a JSON file, or a Parquet directory."""
         if not self.parquet:
             refs, _ = references(d, None)

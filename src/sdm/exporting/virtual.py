@@ -42,23 +42,24 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import IntegrityError, InvalidArgumentError
+from .attributes import dataset_attrs, dimension_names, group_attrs, run_attrs
 from .base import STEP, inner_chunks
+from .codecs import bytes_codec, stored_zarr_codecs
 
 if TYPE_CHECKING:
     from ..catalog import DatasetRecord, GroupRecord, RunRecord, WriteRecord
     from ..group import Group
-    from .reports import ExportReport
 
-__all__ = ["CHUNK_BYTES", "Place", "VirtualArray", "VirtualGroup", "Description", "Unreferenceable", "describe",
-           "build", "fill_value", "bytes_codec", "zarr_dtype_refusal"]
+__all__ = ["CHUNK_BYTES", "Place", "VirtualArray", "VirtualGroup", "Description", "Unreferenceable", "Root", "Sink",
+           "describe", "build", "chunk_key", "fill_value", "root_of", "zarr_dtype_refusal"]
 
 #: The largest chunk a raw step is cut into (bytes; a step whose slowest rows are larger keeps one row a chunk).
 CHUNK_BYTES = 4 << 20
@@ -188,17 +189,6 @@ def fill_value(dtype: np.dtype, attrs: dict[str, Any]) -> Any:
     return None  # zarr's default: NaT, empty strings, zeros for structures
 
 
-def bytes_codec(dtype: np.dtype) -> Any:
-    """Zarr's ``bytes`` codec for the stored byte order of *dtype* (none for one-byte and structured types)."""
-    from zarr.codecs import BytesCodec
-
-    order = dtype.byteorder
-    if dtype.fields is not None or order == "|" or dtype.kind in "bS" or dtype.itemsize == 1:
-        return BytesCodec(endian=None)
-    big = order == ">" or (order == "=" and sys.byteorder == "big")
-    return BytesCodec(endian="big" if big else "little")
-
-
 def _transpose(order: str, ndim: int) -> list[Any]:
     """Zarr's ``transpose`` codec mapping a ``(step, *shape)`` chunk of a dataset of *ndim* dimensions to its
     Fortran bytes (none for C order, or fewer than two dimensions)."""
@@ -326,7 +316,6 @@ def _compressed(rec: DatasetRecord, dtype: np.dtype, rows: dict[int, WriteRecord
     """Compressed steps: one Zarr chunk per stored chunk, decoded by the Zarr codecs of the dataset's."""
     from ..codecs import CompressionSpec
     from ..errors import CompressionSpecError
-    from .codecs import stored_zarr_codecs
 
     codecs = {w.codec for w in rows.values()}
     if len(codecs) != 1:
@@ -433,7 +422,7 @@ def _materialized(rec: DatasetRecord, dtype: np.dtype) -> _Layout:
                                  "compressors": [ZstdCodec(level=3)]}, dtype, [], copied=True)
 
 
-def describe(s: Any, rec: Any, plan: Sequence[tuple[GroupRecord, Sequence[Any], list[int]]], *, flat: bool,
+def describe(s: Any, rec: RunRecord, plan: Sequence[tuple[GroupRecord, Sequence[Any], list[int]]], *, flat: bool,
              materialize: bool, verify: bool, progress: Callable[[int, int], None] | None = None) -> Description:
     """The run's datasets as Zarr arrays whose chunks are places of its bytes (see the module documentation).
 
@@ -462,17 +451,16 @@ def describe(s: Any, rec: Any, plan: Sequence[tuple[GroupRecord, Sequence[Any], 
     StorageError
         A file missing with no verified archive copy, or shorter than its rows.
     """
-    from . import _array_attrs, _group_attrs, _run_attrs
 
-    out = Description(_run_attrs(rec, json_only=True), [], [], run_dir=str(s.run_dir))
+    out = Description(run_attrs(rec, json_only=True), [], [], run_dir=str(s.run_dir))
     total = sum(i.record.nbytes * len(i.steps) for _, items, _ in plan for i in items if not i.ranked)
     done = 0
     for g, items, steps in plan:
         where = "" if flat else g.name
         if flat:
-            out.attrs.update(_group_attrs(g, json_only=True))
+            out.attrs.update(group_attrs(g, json_only=True))
         else:
-            out.groups.append(VirtualGroup(where, _group_attrs(g, json_only=True)))
+            out.groups.append(VirtualGroup(where, group_attrs(g, json_only=True)))
         group = s.group(g.name)
         positions = {step: k for k, step in enumerate(steps)}
         if steps:
@@ -498,7 +486,7 @@ def describe(s: Any, rec: Any, plan: Sequence[tuple[GroupRecord, Sequence[Any], 
                 out.notes.append(f"{name}: ranked dataset, exported as one array per step in sub-group "
                                  f"{item.record.name}/ (step_K, rows_K rows)")
                 out.groups.append(VirtualGroup(_join(where, item.record.name),
-                                               {**_array_attrs(g, item, True), "sdm_ranked": 1}))
+                                               {**dataset_attrs(g, item.record, json_only=True), "sdm_ranked": 1}))
                 nbytes = sum(p.length for a in arrays for _, p in a.refs)
             else:
                 out.arrays.append(_dataset(where, g, item, group, mine, positions, steps, sizes, materialize, out.notes))
@@ -542,7 +530,6 @@ def _dataset(where: str, g: GroupRecord, item: Any, group: Group, rows: dict[int
              positions: dict[int, int], steps: list[int], sizes: dict[str, int], materialize: bool,
              notes: list[str]) -> VirtualArray:
     """A dataset that is not ranked: its layout (or its copy), its dimensions, fill and attributes."""
-    from . import _array_attrs, _dimension_names
     from ..dtypes import from_text
 
     rec = item.record
@@ -561,8 +548,8 @@ def _dataset(where: str, g: GroupRecord, item: Any, group: Group, rows: dict[int
                                        "(materialize=True) to copy its values instead") from None
         layout = _materialized(rec, dtype)
         notes.append(f"{name}: copied (materialized), not referenced: {exc}")
-    dims, _ = _dimension_names(item.dims, rec.shape, sizes)
-    attrs = _array_attrs(g, item, True)
+    dims, _ = dimension_names(item.dims, rec.shape, sizes)
+    attrs = dataset_attrs(g, item.record, json_only=True)
     if rec.compression is not None:
         attrs["sdm_compression"] = rec.compression
     missing = sorted(set(steps) - set(item.steps))
@@ -592,7 +579,6 @@ def _ranked(where: str, g: GroupRecord, item: Any, rows: dict[int, WriteRecord],
     IntegrityError
         A row whose size is no header and whole rows.
     """
-    from . import _dimension_names
     from ..dtypes import from_text
     from ..storage.sections import header_length
 
@@ -619,7 +605,7 @@ def _ranked(where: str, g: GroupRecord, item: Any, rows: dict[int, WriteRecord],
                                  f"ranks ({head} bytes) and whole rows of {row_bytes}; the row was changed after SDM "
                                  "wrote it")
         rows_dim = f"rows_{step}"
-        dims, _ = _dimension_names(item.dims, rec.shape, {})
+        dims, _ = dimension_names(item.dims, rec.shape, {})
         arr = VirtualArray(f"{_join(where, rec.name)}/step_{step}", dtype, (count, *rec.shape),
                            (max(count, 1), *(max(n, 1) for n in rec.shape)), (rows_dim, *dims),
                            fill_value(dtype, rec.attributes),
@@ -667,7 +653,7 @@ def chunk_key(path: str, index: tuple[int, ...], separator: str) -> str:
     return f"{path}/c/{'/'.join(map(str, index))}"
 
 
-# ------------------------------------------------------------------ the export
+# ------------------------------------------------------------------ where the files are, who writes
 @dataclass(frozen=True)
 class Root:
     """Where the references find the run's data root: an absolute path (its own, or another mount) or a URL."""
@@ -682,8 +668,6 @@ class Root:
     @property
     def uri(self) -> str:
         """As a URL (``file://`` for a path)."""
-        from pathlib import Path
-
         return Path(self.url).as_uri() if "://" not in self.url else self.url
 
     @property
@@ -695,7 +679,7 @@ class Root:
 
     def of(self, rel: str) -> str:
         """The path or URL of the run's file *rel* (relative to the data root)."""
-        return f"{self.url}/{rel}"
+        return f"{self.url.rstrip('/')}/{rel}"
 
 
 def root_of(value: str | None, own: Any) -> Root:
@@ -707,7 +691,6 @@ def root_of(value: str | None, own: Any) -> Root:
         Neither an absolute path nor a URL.
     """
     import re
-    from pathlib import Path
 
     if value is None:
         return Root(str(Path(own).absolute()).rstrip("/") or "/")
@@ -720,31 +703,6 @@ def root_of(value: str | None, own: Any) -> Root:
                                f"s3://bucket/data), got {value!r}")
 
 
-def check_options(fmt: str, compression: Any, root_url: str | None, out: Any) -> None:
-    """Refuse what a references or Icechunk export cannot do, before anything is read.
-
-    Raises
-    ------
-    InvalidArgumentError
-        A *compression*, a bad *root_url*, or a package the format needs that is not installed.
-    """
-    from pathlib import Path
-
-    if compression is not None:
-        raise InvalidArgumentError(f"compression does not apply to {fmt}: its chunks are SDM's own, referenced as "
-                                   "stored (a dataset copied with --materialize is compressed with zstd)")
-    root_of(root_url, "/")
-    from importlib.util import find_spec
-
-    from .references import PARQUET_SUFFIXES
-
-    needs = ["zarr"] + (["icechunk"] if fmt == "icechunk" else []) + (
-        ["pandas", "fastparquet"] if fmt == "references" and Path(out).suffix.lower() in PARQUET_SUFFIXES else [])
-    missing = [n for n in needs if find_spec(n) is None]
-    if missing:
-        raise InvalidArgumentError(f"--format {fmt} needs {', '.join(missing)}: pip install 'sdm[references]'")
-
-
 class Sink:
     """What writes a :class:`Description` in one format (:mod:`sdm.exporting.references`, :mod:`sdm.exporting.icechunk`)."""
 
@@ -753,69 +711,6 @@ class Sink:
     def refuse_open(self, run: int) -> None:
         """Raise if the format cannot reference a run still being written (its files still growing)."""
 
-    def write(self, path: Any, d: Description, root: Root, rec: Any) -> list[str]:
+    def write(self, path: Path, d: Description, root: Root, rec: RunRecord) -> list[str]:
         """Write *d* at *path* (which does not exist): the notes to report."""
         raise NotImplementedError
-
-
-def _sink(fmt: str, out: Any) -> Sink:
-    """The writer of *fmt* (one of :data:`sdm.exporting.VIRTUAL_FORMATS`)."""
-    from pathlib import Path
-
-    if fmt == "icechunk":
-        from .icechunk import IcechunkSink
-
-        return IcechunkSink()
-    from .references import PARQUET_SUFFIXES, ReferenceSink
-
-    return ReferenceSink(parquet=Path(out).suffix.lower() in PARQUET_SUFFIXES)
-
-
-def export_virtual(fmt: str, rec: RunRecord, url: str, root: Any, target: Path,
-                   plan: Sequence[tuple[GroupRecord, Sequence[Any], list[int]]], *, flat: bool, overwrite: bool,
-                   verify: bool, root_url: str | None, materialize: bool,
-                   progress: Callable[[int, int], None] | None) -> ExportReport:
-    """:func:`sdm.exporting.export` to references or Icechunk: the run described (:func:`describe`), then written
-    beside *target* and renamed to it (nothing is left after an error).
-
-    A run being written is exported up to the steps committed now (a note says so), or refused by a format that
-    pins its files as they are (Icechunk).
-
-    Raises
-    ------
-    RunStateError
-        Icechunk, and a run being written.
-    InvalidArgumentError, IntegrityError, StorageError
-        As :func:`describe`; and an existing *target* without *overwrite*.
-    """
-    import time
-
-    from . import _beside
-    from ..catalog import Catalog
-    from ..maintenance import current_state
-    from ..session import open as open_session
-    from .reports import ExportReport
-
-    sink = _sink(fmt, target)
-    t0 = time.perf_counter()
-    cat = Catalog(url, create=False)
-    try:
-        state = current_state(cat, rec)
-    finally:
-        cat.close()
-    if state == "open":
-        sink.refuse_open(rec.id)
-    kwargs = {"root": root} if root is not None else {}
-    with open_session(rec.application, "r", catalog=url, run=rec.id, **kwargs) as s:
-        d = describe(s, rec, plan, flat=flat, materialize=materialize, verify=verify, progress=progress)
-        if state == "open":
-            last = max((max(i.steps) for _, items, _ in plan for i in items if i.steps), default=None)
-            d.notes.append(f"run {rec.id} is being written: exported up to its last committed step ({last}); the "
-                           "steps it commits later are not referenced")
-        base = root_of(root_url, s.root)
-        with _beside(target, overwrite) as tmp:
-            notes = sink.write(tmp, d, base, rec)
-    arrays = sum(1 for a in d.arrays if not a.coordinate)
-    return ExportReport(rec.id, fmt, str(target), [g.name for g, _, _ in plan], arrays, d.steps, d.nbytes,
-                        time.perf_counter() - t0, [*d.notes, *notes])
-
