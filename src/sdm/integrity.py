@@ -569,7 +569,8 @@ def checksum_of_bytes(raw: Any, dtype: Any, algorithm: str = MIX64) -> str:
     raw : bytes-like or numpy.ndarray
         The dataset's bytes in storage order.
     dtype : numpy dtype or str
-        The dataset's element type (only its size matters).
+        The dataset's element type (only its size matters): a dtype, or the catalog's
+        text of one (a structured dtype's is its field list, :func:`sdm.dtypes.dtype_text`).
     algorithm : str
         The row's ``checksum_algo``: one of :data:`ALGORITHMS`, or an extent's :data:`XXH3`.
 
@@ -586,9 +587,11 @@ def checksum_of_bytes(raw: Any, dtype: Any, algorithm: str = MIX64) -> str:
     if algorithm == XXH3:  # an extent's checksum (subfiles): its bytes as they are
         return to_hex(xxh3(np.frombuffer(raw, dtype=np.uint8) if not isinstance(raw, np.ndarray) else raw))
     algorithm = canonical(algorithm)
+    from .dtypes import from_text
+
     try:
-        dt = np.dtype(dtype)
-    except TypeError as exc:
+        dt = from_text(dtype) if isinstance(dtype, str) else np.dtype(dtype)
+    except (TypeError, ValueError, SyntaxError) as exc:
         raise InvalidArgumentError(f"checksum dtype {dtype!r} is not a numpy dtype: {exc}") from None
     if dt.itemsize == 0:
         raise InvalidArgumentError(f"checksum dtype {dt} has no bytes")
