@@ -287,9 +287,8 @@ def _run_json(rec: RunRecord) -> dict[str, Any]:
     }
 
 
-def _with_current_state(cat: Any, rec: RunRecord) -> RunRecord:
-    """*rec* with its state as it is now (an ``open`` run nobody holds is ``interrupted``; *cat*: a catalog, or
-    what ``sdm ls`` reads)."""
+def _with_current_state(cat: Catalog, rec: RunRecord) -> RunRecord:
+    """*rec* with its state as it is now (an ``open`` run nobody holds is ``interrupted``)."""
     if rec.state != "open":
         return rec  # only an open run may have lost its writer
     from dataclasses import replace
@@ -396,7 +395,9 @@ def ls(
                 f"no application {application!r} in catalog {cat.url!r}; `sdm ls` lists the applications"
                 f"{closest(application, known)}"
             ) from None
-        runs = [_with_current_state(cat, r) for r in runs]
+    if any(r.state == "open" for r in runs):  # its writer may be gone: recorded through the full catalog
+        with _open(catalog) as full:
+            runs = [_with_current_state(full, r) for r in runs]
     more = max(total - offset - len(runs), 0)
     if as_json:
         _emit_json({

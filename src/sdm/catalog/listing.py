@@ -77,14 +77,13 @@ class Listing:
     """An SQLite catalog at the current revision, read with :mod:`sqlite3` alone for ``sdm ls``.
 
     Made by :meth:`open` (None for any other catalog). It answers what ``sdm ls`` asks
-    of a :class:`~sdm.catalog.Catalog` (:meth:`applications`, :meth:`list_runs`, ``url``);
-    recording that an ``open`` run is in fact interrupted (:meth:`mark_interrupted`, a
-    write) opens the catalog in full.
+    of a :class:`~sdm.catalog.Catalog` (:meth:`applications`, :meth:`list_runs`, ``url``)
+    and writes nothing: recording that an ``open`` run is in fact interrupted is left to
+    a :class:`~sdm.catalog.Catalog`.
     """
 
     def __init__(self, connection: sqlite3.Connection, url: str) -> None:
         self._con = connection
-        self._url = url
         self.url = redact_url(url)
 
     @classmethod
@@ -121,16 +120,6 @@ class Listing:
         """As :meth:`sdm.catalog.Catalog.list_runs` (*limit* and *offset* checked by the caller)."""
         with self._read("list runs") as reader:
             return run_page(reader, application, self.url, limit=limit, offset=offset)
-
-    def mark_interrupted(self, run_id: int) -> None:
-        """As :meth:`sdm.catalog.Catalog.mark_interrupted`, through the full catalog (a write)."""
-        from .catalog import Catalog
-
-        cat = Catalog(self._url, create=False)
-        try:
-            cat.mark_interrupted(run_id)
-        finally:
-            cat.close()
 
     def close(self) -> None:
         """Close the connection."""
