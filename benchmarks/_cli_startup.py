@@ -158,7 +158,7 @@ def plot(cli: dict[str, Any], labels: dict[str, str], path: Path) -> None:
     ax.set_yticks([y + height * (len(names) - 1) / 2 for y in range(len(keys))], keys)
     ax.invert_yaxis()
     ax.set_xlabel("seconds (median, min-max); dashed: the goal")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
     ax.set_title(f"sdm start-up, {cli['repeats']} interleaved repeats", fontsize=10)
     save_png(fig, path)
     plt.close(fig)
