@@ -36,6 +36,7 @@ import cmath
 import math
 import sys
 import zlib
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -98,34 +99,46 @@ def density(name: str, step: int, indices: Sequence[np.ndarray], shape: Sequence
     in one order, so any decomposition computes the very same numbers (within a few
     float32 roundings of the formula).
     """
-    p = field_parameters(name)
-    t = float(step)
-    g = 1.0 + t / GROWTH
-    counts = tuple(len(i) for i in indices)
-    out = np.ones(counts, dtype=np.float32)
-    axes = [[i / float(n) for i in range(int(n))] for n in shape]
-
-    def picked(values: list[complex] | list[float], d: int) -> np.ndarray:
-        kind = np.complex64 if isinstance(values[0], complex) else np.float32
-        return np.asarray(values, dtype=kind)[np.asarray(indices[d], dtype=np.int64)]
-
-    for w in range(WAVES):
-        k = p["k"][w]
-        lead = BACKGROUND * p["amplitude"][w] * cmath.exp(1j * (p["phase"][w] - 2 * math.pi * t * float(k @ FLOW)))
-        x, y, z = (picked([cmath.exp(2j * math.pi * float(k[d]) * v) * (lead if d == 0 else 1) for v in axes[d]], d)
-                   for d in range(3))
-        plane = x[:, None] * y[None, :]
-        out += plane.real[:, :, None] * z.real[None, None, :] - plane.imag[:, :, None] * z.imag[None, None, :]
-    for c in range(CLUMPS):
-        sigma2 = 2 * float(p["width"][c]) ** 2 / g
-        centre = [(float(p["centre"][c][d]) + (FLOW[d] + float(p["drift"][c][d])) * t) % 1.0 for d in range(3)]
-        x, y, z = (picked([math.exp(-(((v - centre[d] + 0.5) % 1.0) - 0.5) ** 2 / sigma2) for v in axes[d]], d)
-                   for d in range(3))
-        out += (np.float32(p["peak"][c] * g * g) * x)[:, None, None] * y[None, :, None] * z[None, None, :]
+    waves, clumps = _factors(name, int(step), tuple(int(n) for n in shape))
+    at = [np.asarray(i, dtype=np.int64) for i in indices]
+    out = np.ones(tuple(len(i) for i in at), dtype=np.float32)
+    for x, y, z in waves:
+        plane = x[at[0]][:, None] * y[at[1]][None, :]
+        zz = z[at[2]]
+        out += plane.real[:, :, None] * zz.real[None, None, :] - plane.imag[:, :, None] * zz.imag[None, None, :]
+    for x, y, z in clumps:
+        out += x[at[0]][:, None, None] * y[at[1]][None, :, None] * z[at[2]][None, None, :]
     dt = np.dtype(dtype)
     if dt.kind == "f":
         return out.astype(dt)
     return np.minimum(np.floor(np.float32(BYTE_SCALE) * out), 255).astype(dt)
+
+
+@lru_cache(maxsize=64)
+def _factors(name: str, step: int, shape: tuple[int, ...]) -> tuple[list[tuple[np.ndarray, ...]], ...]:
+    """The per-dimension factors of every wave (complex64, its amplitude and phase in the first) and clump
+    (float32, its peak in the first) of :func:`density`, over the whole of each axis (kept for the next pieces
+    of the same dataset and step: a writer's and its reader's)."""
+    p = field_parameters(name)
+    t = float(step)
+    g = 1.0 + t / GROWTH
+    axes = [[i / float(n) for i in range(n)] for n in shape]
+    waves = []
+    for w in range(WAVES):
+        k = p["k"][w]
+        lead = BACKGROUND * p["amplitude"][w] * cmath.exp(1j * (p["phase"][w] - 2 * math.pi * t * float(k @ FLOW)))
+        waves.append(tuple(np.asarray([cmath.exp(2j * math.pi * float(k[d]) * v) * (lead if d == 0 else 1)
+                                       for v in axes[d]], dtype=np.complex64) for d in range(3)))
+    clumps = []
+    for c in range(CLUMPS):
+        sigma2 = 2 * float(p["width"][c]) ** 2 / g
+        centre = [(float(p["centre"][c][d]) + (FLOW[d] + float(p["drift"][c][d])) * t) % 1.0 for d in range(3)]
+        x, y, z = (np.asarray([math.exp(-(((v - centre[d] + 0.5) % 1.0) - 0.5) ** 2 / sigma2) for v in axes[d]],
+                              dtype=np.float32) for d in range(3))
+        clumps.append((np.float32(p["peak"][c] * g * g) * x, y, z))
+    for array in (a for f in (*waves, *clumps) for a in f):
+        array.flags.writeable = False
+    return waves, clumps
 
 
 def astro3d_groups(n: int) -> tuple[GroupSpec, ...]:
