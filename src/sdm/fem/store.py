@@ -73,7 +73,7 @@ from ..errors import (
     LocalArrayError,
 )
 from ..group import Dataset, Group
-from ..layout.agreement import differences
+from ..layout.agreement import differences, value_text
 from ..layout.maparray import MapArray
 from ..layout.ranked import Ranked
 from .model import ELEMENT_TYPES, Block, Decomposition, Model, Nodes, NodeSet, SideSet, Variables
@@ -265,6 +265,7 @@ def _check_model(model: Any, rank: int, size: int) -> _Checked:
 _SCHEMA_PARTS = ("title", "dimension", "blocks (id, name, type)", "node sets (id, name, has factors)",
                  "side sets (id, name, has factors)", "variables", "QA records", "info records",
                  "presence of a decomposition")
+_VARIABLE_KINDS = ("nodal", "element", "global")
 
 
 def _same_schema(schemas: list[Any]) -> tuple:
@@ -273,9 +274,13 @@ def _same_schema(schemas: list[Any]) -> tuple:
     for r, other in enumerate(schemas):
         if other != first:
             part = next(i for i in range(len(first)) if first[i] != other[i])
+            label, mine, theirs = _SCHEMA_PARTS[part], first[part], other[part]
+            if label == "variables":  # (nodal, element, global): the kind that differs, by name
+                kind = next(i for i in range(len(mine)) if mine[i] != theirs[i])
+                label, mine, theirs = f"{_VARIABLE_KINDS[kind]} variables", mine[kind], theirs[kind]
             raise CollectiveMismatchError(
-                f"ranks describe different models: {_SCHEMA_PARTS[part]} of rank 0 is {first[part]!r}, of rank {r} "
-                f"{other[part]!r}; every rank lists the same blocks, sets, variables and records")
+                f"ranks describe different models: {label} of rank 0: {value_text(mine, 200)}; of rank {r}: "
+                f"{value_text(theirs, 200)}; every rank lists the same blocks, sets, variables and records")
     return tuple(first)
 
 
