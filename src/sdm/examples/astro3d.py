@@ -114,8 +114,11 @@ def density(name: str, step: int, indices: Sequence[np.ndarray], shape: Sequence
     return np.minimum(np.floor(np.float32(BYTE_SCALE) * out), 255).astype(dt)
 
 
+Factors = list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
 @lru_cache(maxsize=64)
-def _factors(name: str, step: int, shape: tuple[int, ...]) -> tuple[list[tuple[np.ndarray, ...]], ...]:
+def _factors(name: str, step: int, shape: tuple[int, ...]) -> tuple[Factors, Factors]:
     """The per-dimension factors of every wave (complex64, its amplitude and phase in the first) and clump
     (float32, its peak in the first) of :func:`density`, over the whole of each axis (kept for the next pieces
     of the same dataset and step: a writer's and its reader's)."""
@@ -123,19 +126,20 @@ def _factors(name: str, step: int, shape: tuple[int, ...]) -> tuple[list[tuple[n
     t = float(step)
     g = 1.0 + t / GROWTH
     axes = [[i / float(n) for i in range(n)] for n in shape]
-    waves = []
+    waves: Factors = []
     for w in range(WAVES):
         k = p["k"][w]
         lead = BACKGROUND * p["amplitude"][w] * cmath.exp(1j * (p["phase"][w] - 2 * math.pi * t * float(k @ FLOW)))
-        waves.append(tuple(np.asarray([cmath.exp(2j * math.pi * float(k[d]) * v) * (lead if d == 0 else 1)
-                                       for v in axes[d]], dtype=np.complex64) for d in range(3)))
-    clumps = []
+        x, y, z = (np.asarray([cmath.exp(2j * math.pi * float(k[d]) * v) * (lead if d == 0 else 1) for v in axes[d]],
+                              dtype=np.complex64) for d in range(3))
+        waves.append((x, y, z))
+    clumps: Factors = []
     for c in range(CLUMPS):
         sigma2 = 2 * float(p["width"][c]) ** 2 / g
         centre = [(float(p["centre"][c][d]) + (FLOW[d] + float(p["drift"][c][d])) * t) % 1.0 for d in range(3)]
-        x, y, z = (np.asarray([math.exp(-(((v - centre[d] + 0.5) % 1.0) - 0.5) ** 2 / sigma2) for v in axes[d]],
-                              dtype=np.float32) for d in range(3))
-        clumps.append((np.float32(p["peak"][c] * g * g) * x, y, z))
+        gx, gy, gz = (np.asarray([math.exp(-(((v - centre[d] + 0.5) % 1.0) - 0.5) ** 2 / sigma2) for v in axes[d]],
+                                 dtype=np.float32) for d in range(3))
+        clumps.append((np.float32(p["peak"][c] * g * g) * gx, gy, gz))
     for array in (a for f in (*waves, *clumps) for a in f):
         array.flags.writeable = False
     return waves, clumps
