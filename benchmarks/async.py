@@ -160,20 +160,23 @@ def summarise(samples: list[dict[str, Any]]) -> dict[str, Any]:
     for key, cell in cells.items():
         rounds = cell["rounds"]
         t = {m: [r[m]["seconds"] for r in rounds.values() if m in r] for m in MODES}
-        hs = []
+        hs, bounds = [], []
         for r in rounds.values():
             if all(m in r for m in MODES) and r["sync"]["seconds"] > r["compute"]["seconds"]:
                 c = r["compute"]["seconds"]
                 hs.append(1 - (r["async"]["seconds"] - c) / (r["sync"]["seconds"] - c))
+                if "cpu" in r["async"] and "cpu" in r["compute"]:  # CPU the dumps added, with every core computing
+                    bounds.append(1 - (r["async"]["cpu"] - r["compute"]["cpu"]) / (r["sync"]["seconds"] - c))
         asy = [r["async"] for r in rounds.values() if "async" in r]
         row: dict[str, Any] = {f"T_{m}": stat(t[m]) for m in MODES}
         row["h"] = stat(hs)
+        row["h_bound"] = stat(bounds)
         row["dump_sync"] = stat([r["sync"]["dump"] + r["sync"]["close"] for r in rounds.values() if "sync" in r])
         for m in MODES:
             row[f"cpu_{m}"] = stat([r[m]["cpu"] for r in rounds.values() if m in r and "cpu" in r[m]])
         row["submit_async"] = stat([a["dump"] for a in asy])
         row["close_async"] = stat([a["close"] for a in asy])
-        for k in ("handle_seconds", "handle_blocked", "handle_waited"):
+        for k in ("handle_seconds", "handle_blocked", "handle_waited", "handle_cpu_max"):
             if any(k in a for a in asy):
                 row[k] = stat([a[k] for a in asy if k in a])
         out[key] = row
@@ -219,8 +222,11 @@ def markdown(data: dict[str, Any], summary: dict[str, Any], goal_rows: list[dict
              "the steps of rank 0's `seconds` (background run time), `blocked` (time the application waited; at "
              "close every pending handle counts the same wait from its start, so the sum overlaps) and `waited` "
              "(memory bound); submit: seconds in the `write_step(wait=False)` calls (the copies), close: in "
-             "`close` (the wait for the last dumps). CPU: CPU seconds of a rank's process (every thread, the "
-             "kernel's work for it included), the largest rank, median.",
+             "`close` (the wait for the last dumps); worker CPU: CPU seconds of the worker thread for the dumps "
+             "(the largest rank's sum). CPU: CPU seconds of a rank's process (every thread, the "
+             "kernel's work for it included), the largest rank, median. h bound: 1 - (CPU_async - CPU_compute) / "
+             "(T_sync - T_compute) per round, the fraction that could hide if every core computes and the "
+             "dumps' CPU work cannot overlap it.",
              f"Ranks share {meta['cores']} cores with the worker threads (SDM: one per rank; ADIOS2: AsyncWrite's) "
              "and with compute: with as many ranks as cores the background dump takes cycles from compute, which "
              "bounds h below 1 whatever the library does; at 4 ranks on 2 cores it is oversubscribed."]
@@ -229,15 +235,16 @@ def markdown(data: dict[str, Any], summary: dict[str, Any], goal_rows: list[dict
     lines += ["", "## Goals", ""] + [f"* {'met' if g['met'] else 'MISSED'}: {g['goal']}: {g['figures']}"
                                      for g in goal_rows]
     lines += ["", "## Times", "", "| place | ranks | contender | sweeps | T_compute s | T_sync s | T_async s | h | "
-              "sync dump s | submit s | close s | handles seconds | handles blocked | handles waited | "
-              "CPU s compute / sync / async |", "|---" * 15 + "|"]
+              "h bound | sync dump s | submit s | close s | handles seconds | handles blocked | handles waited | "
+              "worker CPU s | CPU s compute / sync / async |", "|---" * 17 + "|"]
     for key, row in summary.items():
         place, p, c = key.split("|")
         cal = data["calibration"].get(key, {})
         lines.append(f"| {place} | {p} | {LABELS[c]} | {cal.get('sweeps', '-')} | {fmt(row['T_compute'])} | "
-                     f"{fmt(row['T_sync'])} | {fmt(row['T_async'])} | {fmt(row['h'], '.2f')} | {fmt(row['dump_sync'])} | "
+                     f"{fmt(row['T_sync'])} | {fmt(row['T_async'])} | {fmt(row['h'], '.2f')} | "
+                     f"{fmt(row.get('h_bound'), '.2f')} | {fmt(row['dump_sync'])} | "
                      + " | ".join(fmt(row.get(k)) for k in ("submit_async", "close_async", "handle_seconds",
-                                                            "handle_blocked", "handle_waited"))
+                                                            "handle_blocked", "handle_waited", "handle_cpu_max"))
                      + " | " + " / ".join(f"{row[f'cpu_{m}']['median']:.3g}" if row.get(f"cpu_{m}") else "-"
                                           for m in MODES) + " |")
     lines += ["", "File systems: " + ", ".join(f"{k} {v}" for k, v in data["fs"].items()) + "."]

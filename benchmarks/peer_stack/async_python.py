@@ -136,7 +136,8 @@ def main(argv: list[str]) -> int:
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     total = COMM.reduce(float(sum(float(a.sum(dtype=np.float64)) for a in stencil.cur)), op=MPI.SUM)
     most = COMM.reduce([tc, td, tclose, cpu], op=lambda a, b, _=None: [max(x, y) for x, y in zip(a, b)])
-    sums = [sum(h.seconds for h in handles), sum(h.blocked for h in handles), sum(h.waited for h in handles)]
+    sums = [sum(h.seconds for h in handles), sum(h.blocked for h in handles), sum(h.waited for h in handles),
+            sum(h.cpu for h in handles)]
     hmost = COMM.reduce(sums, op=lambda a, b, _=None: [max(x, y) for x, y in zip(a, b)])
     if RANK == 0:
         out = {"seconds": seconds, "compute": most[0], "dump": most[1], "close": most[2], "cpu": most[3],
@@ -147,7 +148,7 @@ def main(argv: list[str]) -> int:
             out.update({"handles": len(handles), "states": ",".join(states),
                         "handle_seconds": sums[0], "handle_blocked": sums[1], "handle_waited": sums[2],
                         "handle_seconds_max": hmost[0], "handle_blocked_max": hmost[1],
-                        "handle_waited_max": hmost[2],
+                        "handle_waited_max": hmost[2], "handle_cpu": sums[3], "handle_cpu_max": hmost[3],
                         "handle_seconds_each": [h.seconds for h in handles],
                         "handle_blocked_each": [h.blocked for h in handles],
                         "peak": bg.peak if bg is not None else None})

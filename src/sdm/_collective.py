@@ -8,9 +8,11 @@ The helpers here are the only places SDM decides "did anybody fail?".
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 import traceback
-from typing import Any, Callable, Sequence, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 from mpi4py import MPI
@@ -21,7 +23,7 @@ from .errors import InternalError, SDMError, StorageError, error_class
 T = TypeVar("T")
 _MASK = (1 << 64) - 1
 
-__all__ = ["Failure", "capture", "agree", "root_call", "root_call_resting", "wait_resting", "raise_first", "os_error", "exchange", "root_vector",
+__all__ = ["Failure", "capture", "agree", "root_call", "root_call_resting", "wait_resting", "resting", "resting_waits", "raise_first", "os_error", "exchange", "root_vector",
            "reduce_exchange", "digest", "pack_float", "unpack_float"]
 
 
@@ -150,7 +152,10 @@ def exchange(comm: MPI.Comm, failure: Failure | None, values: Sequence[int] | np
     else:
         vec[1:] = 0
     out = np.empty((comm.Get_size(), n + 1), dtype=np.int64)
-    comm.Allgather(vec, out)
+    if resting():
+        wait_resting(comm.Iallgather(vec, out))
+    else:
+        comm.Allgather(vec, out)
     if out[:, 0].any():
         agree(comm, failure)  # the rare path: the messages travel pickled; raises on every rank
         raise InternalError("a rank flagged a failure it did not send; this is a bug, please report it")
@@ -203,7 +208,11 @@ def reduce_exchange(comm: MPI.Comm, failure: Failure | None, maxima: Sequence[in
     requests = [comm.Iallreduce(top, top_out, op=MPI.MAX)]
     if len(total):
         requests.append(comm.Iallreduce(total, total_out, op=MPI.SUM))
-    MPI.Request.Waitall(requests)
+    if resting():
+        for request in requests:
+            wait_resting(request)
+    else:
+        MPI.Request.Waitall(requests)
     if top_out[0]:
         agree(comm, failure)  # the rare path: the messages travel pickled; raises on every rank
         raise InternalError("a rank flagged a failure it did not send; this is a bug, please report it")
@@ -230,8 +239,12 @@ def root_vector(comm: MPI.Comm, width: int, fn: Callable[..., Sequence[int]], *a
         else:
             vec[0] = 1
     # a plain Bcast: a resting wait (as at open) measured 2.4x slower per small write here, since
-    # a sleeping rank also delays forwarding the broadcast to the ranks below it in the tree
-    comm.Bcast(vec, root=0)
+    # a sleeping rank also delays forwarding the broadcast to the ranks below it in the tree;
+    # resting in a nonblocking dump's worker, whose latency the application does not wait for
+    if resting():
+        wait_resting(comm.Ibcast(vec, root=0))
+    else:
+        comm.Bcast(vec, root=0)
     if vec[0]:
         sent: Failure = comm.bcast(failure, root=0)
         raise sent.exception(1)  # rank 0's message is the same for everyone
@@ -239,6 +252,29 @@ def root_vector(comm: MPI.Comm, width: int, fn: Callable[..., Sequence[int]], *a
 
 
 _REST_FIRST, _REST_MAX = 50e-6, 500e-6  # seconds between checks of a waiting rank: first, at most
+_RESTING = threading.local()
+
+
+def resting() -> bool:
+    """Whether the calling thread waits in the hot path's collectives resting (:func:`resting_waits`)."""
+    return getattr(_RESTING, "on", False)
+
+
+@contextmanager
+def resting_waits() -> Iterator[None]:
+    """On this thread, the hot path's collectives (:func:`exchange`, :func:`reduce_exchange`,
+    :func:`root_vector`) wait with :func:`wait_resting` instead of MPI's busy polling.
+
+    The worker of nonblocking dumps runs its dumps so: a rank that reached a collective
+    before the others would otherwise spin on a core the application computes on, for
+    as long as the slowest rank's I/O and rank 0's catalog commit take.
+    """
+    before = resting()
+    _RESTING.on = True
+    try:
+        yield
+    finally:
+        _RESTING.on = before
 
 
 def wait_resting(request: MPI.Request) -> None:

@@ -39,6 +39,7 @@ from .errors import (
     DatasetNotFoundError,
     GroupNotFoundError,
     InvalidArgumentError,
+    SDMError,
     StepNotFoundError,
 )
 from .suggest import closest
@@ -376,7 +377,11 @@ class _Target:
 
 
 def _figure() -> tuple[Any, Any]:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise SDMError("plots need matplotlib, which is not installed here: `make analysis` (or "
+                       "`pip install -e '.[analysis]'`) installs it") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -40,9 +40,11 @@ def _check(data: dict, out: Path, contenders: set[str]) -> None:
         assert r["bytes"] == (0 if r["mode"] == "compute" else 16 ** 3 * 4 * 4 * 2)
         if r["contender"] == "sdm" and r["mode"] == "async":
             assert r["handles"] == 2 and r["states"] == "done" and r["handle_seconds"] > 0
+            assert 0 < r["handle_cpu"] <= r["handle_cpu_max"] and r["handle_cpu"] <= r["handle_seconds"] + 0.05
     for c in contenders:
         assert data["calibration"][f"disk|2|{c}"]["sweeps"] >= 1
         assert data["summary"][f"disk|2|{c}"]["h"]["n"] == 1
+        assert data["summary"][f"disk|2|{c}"]["h_bound"]["n"] == 1
     assert any("h >= 0.8" in g["goal"] for g in data["goals"])
     md = (out / "async.md").read_text()
     assert "## Goals" in md and "| disk | 2 | SDM |" in md

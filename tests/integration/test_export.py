@@ -205,7 +205,8 @@ def bad_cases(runs: dict[str, Any], out: Path) -> list[tuple[list[str], str]]:
     run, url = str(runs["ids"][1]), runs["url"]
     return [
         (["export", "999", "-f", "hdf5", "-o", str(out), "-c", url], f"no run 999 in catalog {url!r}"),
-        (["export", run, "-f", "hdf4", "-o", str(out), "-c", url], "unknown format 'hdf4'; choose one of hdf5, netcdf, zarr, exodus"),
+        (["export", run, "-f", "hdf4", "-o", str(out), "-c", url],
+         "unknown format 'hdf4'; choose one of hdf5, netcdf, zarr, exodus, references, icechunk"),
         (["export", run, "-f", "zarr", "-o", str(out), "--group", "nope", "-c", url],
          f"run {run} has no group 'nope'; its groups are ['fields', 'mesh']"),
         (["export", run, "-f", "netcdf", "-o", str(out), "--steps", "3-4", "-c", url],

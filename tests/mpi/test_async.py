@@ -196,6 +196,85 @@ def test_a_failed_dump_cancels_later_ones(comm, mpi_tmp):
 
 
 @pytest.mark.timeout(60)
+def test_an_unwritable_subfile_path_fails_the_dump_on_every_rank(comm, mpi_tmp):
+    """A subfile that cannot be created (a directory in its place, which even root cannot open for writing):
+    the background failure is raised on every rank at the next call, naming the dump, with no row for it."""
+    from pathlib import Path
+
+    with _open(mpi_tmp) as s:
+        g = _group(s, "subfiled", 2, ("T", "U"))
+        g.write("T", 0, _mine(g, "T", 0))
+        blocked = Path(mpi_tmp) / s.run_dir / "g.U.sub00001.sdm"  # level 2: a file per dataset, U's second subfile
+        if comm.Get_rank() == 0:
+            blocked.mkdir()
+        comm.Barrier()
+        before = _rows(comm, mpi_tmp)
+        ok = g.write("T", 1, _mine(g, "T", 1), wait=False)
+        bad = g.write("U", 0, _mine(g, "U", 0), wait=False)
+        later = g.write("T", 2, _mine(g, "T", 2), wait=False)
+        with pytest.raises(sdm.StorageError) as info:
+            s.set_attributes(x=1)  # the next collective call raises it, on every rank
+        text = _same_everywhere(comm, info.value)
+        assert text.startswith("nonblocking dump #2 Group.write('U', 0) of group 'g' failed: "), text
+        assert str(blocked) in text and "directory" in text.lower(), text
+        assert (ok.state, bad.state, later.state) == ("done", "failed", "cancelled")
+        assert _rows(comm, mpi_tmp) == before + 1  # T step 1 only
+        assert g.steps("T") == [0, 1] and g.steps("U") == []
+        run_id = s.run_id
+    _check_steps(mpi_tmp, run_id, [0, 1])
+
+
+@pytest.mark.timeout(60)
+def test_copies_are_kept_for_the_next_dumps_within_the_bound(comm, mpi_tmp):
+    """The copies of ended dumps hold the next dumps' copies (no fresh buffer per dump), within max_in_flight."""
+    with _open(mpi_tmp) as probe:
+        one = comm.allreduce(_mine(_group(probe, "raw", 3), "T", 0).nbytes, op=MPI.MAX)
+    limit = 3 * one
+    with sdm.open(APP, "a", root=mpi_tmp, catalog=_url(mpi_tmp), run=1, max_in_flight=limit) as s:
+        g = s.group("g")
+        a = np.empty(g.local_shape("T"))
+        for step in range(12):
+            a[...] = _mine(g, "T", step)
+            g.write("T", step, a, wait=False)
+            a[...] = -1.0
+            if step == 5:
+                s.wait()
+                spares = s._ops.background.spares
+                kept = spares.nbytes
+                assert kept <= limit
+                assert (kept > 0) == (a.nbytes > 0)  # an empty piece has nothing to keep
+        s.wait()
+        bg = s._ops.background
+        assert bg.peak <= limit and bg.spares.nbytes <= limit
+        if a.nbytes:
+            assert bg.spares.nbytes >= a.nbytes and list(bg.spares._free) == [(a.shape, "<f8", "C")]
+        for step in range(12):
+            np.testing.assert_array_equal(g.read("T", step, verify=True), _mine(g, "T", step))
+        bg_after = s._ops.background
+    assert bg_after.spares.nbytes == 0  # close frees them
+    _check_steps(mpi_tmp, 1, range(12))
+
+
+@pytest.mark.timeout(60)
+def test_no_reference_to_the_callers_arrays_is_kept(comm, mpi_tmp):
+    """After a blocking write (and a nonblocking one's submission) SDM holds none of the caller's arrays."""
+    import gc
+    import weakref
+
+    with _open(mpi_tmp) as s:
+        g = _group(s, "raw", 3)
+        a, b = _mine(g, "T", 0), _mine(g, "T", 1)
+        ra, rb = weakref.ref(a), weakref.ref(b)
+        g.write("T", 0, a)
+        h = g.write("T", 1, b, wait=False)
+        del a, b
+        gc.collect()
+        assert ra() is None and rb() is None
+        h.wait()
+    _check_steps(mpi_tmp, 1, [0, 1])
+
+
+@pytest.mark.timeout(60)
 def test_a_bad_shape_on_one_rank(comm, mpi_tmp):
     rank, size = comm.Get_rank(), comm.Get_size()
     with _open(mpi_tmp) as s:

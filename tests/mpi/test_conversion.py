@@ -101,6 +101,8 @@ def numpy_cast(G: np.ndarray, dtype) -> np.ndarray:
 def test_every_safe_pair_round_trips(comm, mpi_tmp, view, method, order):
     """Each dtype a group; each dtype casting safely to it a dataset written from that dtype in one dump."""
     rank, size = comm.Get_rank(), comm.Get_size()
+    if size > 4 and view != "block":  # every view at 1-4 ranks; at 8, the block view (the suite's time budget)
+        pytest.skip("the cyclic and map views run at 1-4 ranks")
     dist, idx, ghosts = _view(view, size, rank)
     url = f"sqlite:///{mpi_tmp}/cat.db"
     G = {dt: reference(dt, order=order) for dt in NUMERIC}

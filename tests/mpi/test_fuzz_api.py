@@ -36,7 +36,7 @@ COMM = MPI.COMM_WORLD
 RANK = COMM.Get_rank()
 SIZE = COMM.Get_size()
 LAST = SIZE - 1
-EXAMPLES = int(os.environ.get("SDM_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("SDM_FUZZ_EXAMPLES", "150" if SIZE <= 4 else "50"))  # 8 ranks: the time budget
 
 FUZZ = settings(
     max_examples=EXAMPLES,

@@ -11,6 +11,7 @@ none. Every step's bytes are then read back and compared with arrays built with 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import sqlalchemy as sa
 
 import sdm
@@ -24,6 +25,8 @@ def _values(step: int, which: int) -> np.ndarray:
 
 
 def test_statements_per_step_stay_flat_as_the_run_grows(comm, mpi_tmp):
+    if comm.Get_size() > 4:  # rank 0's statements do not depend on the rank count (the suite's time budget)
+        pytest.skip("runs at 1-4 ranks")
     url = f"sqlite:///{mpi_tmp}/catalog.db"
     per_step = np.zeros(STEPS, dtype=np.int64)
     seen = [0]

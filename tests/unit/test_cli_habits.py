@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import sdm.exporting
 from sdm._cli.main import app, caret_lines  # first: the command's modules register themselves with it
-from sdm._cli.export import FORMATS
+from sdm._cli.export import COPIES, FORMATS
 from sdm._cli.writes import NARROW
 from sdm.catalog import Catalog, DatasetSpec
 from sdm.catalog import reader, schema
@@ -120,12 +120,15 @@ def test_the_caret_stays_under_its_character() -> None:
 # ------------------------------------------------------------------ help texts
 def test_help_names_every_export_format_and_repeated_conditions() -> None:
     assert set(FORMATS) == set(sdm.exporting.FORMATS)  # a new format is named in the help as well
+    assert set(COPIES) == set(sdm.exporting.IMPORT_FORMATS)
     top = _run("--help", columns=80).stdout
-    assert "Export a run to HDF5, NetCDF-4, Zarr v3 or Exodus II." in top
+    assert "Export a run: hdf5, netcdf, zarr, exodus, references, icechunk." in top
     assert all(len(line) <= 80 for line in top.splitlines())
-    for command in ("export", "import"):
-        text = " ".join(_run(command, "--help", columns=200).stdout.split())
-        assert "HDF5, NetCDF-4, Zarr v3 or Exodus II" in text and "hdf5|netcdf|zarr|exodus" in text
+    export = " ".join(_run("export", "--help", columns=200).stdout.split())
+    assert ("Export a run to HDF5, NetCDF-4, Zarr v3 or Exodus II (a finite element model), step by step" in export
+            and "hdf5|netcdf|zarr|exodus|references|icechunk" in export and "icechunk (an Icechunk repository)" in export)
+    imported = " ".join(_run("import", "--help", columns=200).stdout.split())
+    assert "Import a file of HDF5, NetCDF-4, Zarr v3 or Exodus II" in imported and "hdf5|netcdf|zarr|exodus " in imported
     find = _run("find", "--help", columns=100).stdout
     assert "Usage: sdm find [OPTIONS] [CONDITION]..." in find
     assert "sdm find 'nx>=32' 'case=demo'" in find  # an example with two conditions, kept as written

@@ -718,10 +718,10 @@ SUMMARIES = {
 
 
 def _summarize(typer_app: typer.Typer) -> None:
-    """Give every command its line of :data:`SUMMARIES` (``export``'s names every format)."""
-    from .export import formats_text
+    """Give every command its line of :data:`SUMMARIES` (``export``'s names every format, as --format does)."""
+    from .export import FORMATS
 
-    lines = {**SUMMARIES, "export": f"Export a run to {formats_text().split(' (')[0]}."}
+    lines = {**SUMMARIES, "export": f"Export a run: {', '.join(FORMATS)}."}
     for info in typer_app.registered_commands:
         if info.name in lines and info.short_help is None:
             info.short_help = lines[info.name]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -44,6 +45,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import _validate as check
+from .._collective import resting_waits
 from ..errors import DumpCancelledError, InvalidArgumentError, SDMError
 from .operations import Late, Operations, describe
 
@@ -102,6 +104,9 @@ class DumpHandle:
         Seconds the submission waited for earlier dumps (the ``max_in_flight`` bound).
     seconds : float
         Seconds the dump ran in the background.
+    cpu : float
+        CPU seconds the worker thread spent on the dump on this rank (what it could take
+        from the application's compute where cores are shared; waits in MPI that spin count).
     blocked : float
         Seconds the application waited for the dump to end (``wait()``, the next
         collective call, ``Session.wait()``, ``close``).
@@ -115,7 +120,7 @@ class DumpHandle:
         self._owner = owner
         self.number, self.call = number, call
         self.nbytes = 0
-        self.waited = self.seconds = self.blocked = 0.0
+        self.waited = self.seconds = self.blocked = self.cpu = 0.0
         self.state = "queued"
         self.error: BaseException | None = None
         self.cause: DumpHandle | None = None  # the failed dump that cancelled this one
@@ -157,6 +162,7 @@ class Background:
         self._failure: DumpHandle | None = None  # failed and not reported yet
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self.spares = Spares()  #: the copies of ended dumps, kept for the next ones (within the bound)
 
     # ------------------------------------------------------------------ the application's side
     def in_worker(self) -> bool:
@@ -188,8 +194,9 @@ class Background:
         with self._cond:  # back-pressure: wait for earlier dumps, never for the worker's sake of this one
             while self._queue and self._in_flight + want > self.limit and self._failure is None:
                 self._cond.wait()
+            self.spares.trim(self.limit - self._in_flight - want)
         h.waited = time.perf_counter() - t0
-        copies = _copies(arrays)
+        copies = _copies(arrays, self.spares)
         with self._cond:
             if self._failure is not None:
                 self._cancel(h, self._failure)
@@ -255,6 +262,8 @@ class Background:
             self._cond.notify_all()
         if join and self._thread is not None:
             self._thread.join()
+        with self._cond:
+            self.spares.trim(0)
 
     # ------------------------------------------------------------------ the worker's side
     def _work(self) -> None:
@@ -266,14 +275,15 @@ class Background:
                     return
                 h = self._queue[0]
                 h.state = "running"
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             error: BaseException | None = None
             try:
                 assert h._run is not None
-                h._run(h._arrays)
+                with resting_waits():
+                    h._run(h._arrays)
             except BaseException as exc:  # noqa: BLE001 - reported on the application's thread
                 error = exc
-            end = time.perf_counter()
+            end, h.cpu = time.perf_counter(), time.thread_time() - c0
             with self._cond:
                 h.seconds = end - t0
                 self._finish(h, end)
@@ -291,6 +301,8 @@ class Background:
         if self._queue and self._queue[0] is h:
             self._queue.popleft()
             self._in_flight -= h.nbytes
+            if h.state != "cancelled":
+                self.spares.keep(h, self.limit - self._in_flight)
         h._arrays = h._run = None
         if h._since is not None:
             h.blocked += (end or time.perf_counter()) - h._since
@@ -343,10 +355,71 @@ def _named(error: BaseException, h: DumpHandle) -> BaseException:
     return named
 
 
-def _copies(arrays: Any) -> Any:
+class Spares:
+    """The copies of ended dumps, kept to hold the next dumps' copies (by shape, dtype and order).
+
+    A fresh buffer of many megabytes costs a page fault per page on its first write (the
+    allocator returns large blocks to the system when they are freed); a kept one is
+    written at memory speed. Copies are kept only while nothing else refers to them, and
+    only within the bytes the ``max_in_flight`` bound leaves free. Not thread-safe: the
+    owner calls it under its lock (:meth:`take` alone runs outside it, on the
+    application's thread, the only taker).
+    """
+
+    def __init__(self) -> None:
+        self._free: dict[tuple[Any, ...], list[np.ndarray]] = {}
+        self.nbytes = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(a: np.ndarray) -> tuple[Any, ...]:
+        order = "F" if a.flags.f_contiguous and not a.flags.c_contiguous else "C"
+        return (a.shape, a.dtype.str, order)
+
+    def take(self, a: np.ndarray) -> np.ndarray:
+        """A buffer like *a* (kept, or new), holding a copy of *a*."""
+        k = self.key(a)
+        with self._lock:
+            free = self._free.get(k)
+            buf = free.pop() if free else None
+            if buf is not None:
+                self.nbytes -= buf.nbytes
+        if buf is None:
+            buf = np.empty(a.shape, a.dtype, order=k[2])
+        np.copyto(buf, a, casting="no")
+        return buf
+
+    def keep(self, h: DumpHandle, room: int) -> None:
+        """Keep the copies of the ended dump *h* (only those nobody else refers to) within *room* bytes."""
+        arrays, h._arrays = h._arrays, None
+        values = list(arrays.values()) if isinstance(arrays, Mapping) else [arrays]
+        del arrays
+        while values:
+            a = values.pop()
+            # references: ``a`` and getrefcount's argument; any more is someone else's
+            if (isinstance(a, np.ndarray) and a.base is None and a.flags.owndata and a.flags.writeable
+                    and sys.getrefcount(a) <= 2 and self.nbytes + a.nbytes <= room):
+                with self._lock:
+                    self._free.setdefault(self.key(a), []).append(a)
+                    self.nbytes += a.nbytes
+            del a
+
+    def trim(self, room: int) -> None:
+        """Free kept buffers until they take at most *room* bytes."""
+        with self._lock:
+            while self.nbytes > max(room, 0) and self._free:
+                k = next(iter(self._free))
+                self.nbytes -= self._free[k].pop().nbytes
+                if not self._free[k]:
+                    del self._free[k]
+
+
+def _copies(arrays: Any, spares: Spares) -> Any:
     """Copies of the caller's arrays (what cannot be copied is passed on: the dump's checks refuse it)."""
     def one(a: Any) -> Any:
         try:
+            if isinstance(a, np.ndarray) and a.dtype.kind in "biufcSUV" and not a.dtype.hasobject:
+                return spares.take(a)
             return np.array(a, copy=True)
         except Exception:  # noqa: BLE001 - refused by the write's checks, on every rank
             return a

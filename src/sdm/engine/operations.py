@@ -312,6 +312,7 @@ def collective(op: str, *, opens: bool = True, label: str | None = None) -> Call
                 raise
             finally:
                 ops.depth = 0
+                ops.current = (name, (), {})  # the arguments are not held past the call (a dump's copies)
 
         return call  # type: ignore[return-value]
 

@@ -45,13 +45,10 @@ the ``step`` coordinate, any other array a dataset with a single step 0. Sub-gro
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import shutil
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +56,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import GroupNotFoundError, IntegrityError, InvalidArgumentError, SDMError, StorageError
-from .base import STEP, Progress, Sink, Source, SourceArray
+from .attributes import attribute_value, dataset_attrs, dimension_names, group_attrs, run_attrs
+from .base import STEP, Progress, Sink, Source, SourceArray, beside
 from .codecs import Applied, Choice, array_attrs, resolve
 from .reports import ExportReport, ImportReport, parse_steps
 
@@ -69,20 +67,23 @@ if TYPE_CHECKING:
     from ..catalog import DatasetRecord, GroupRecord, RunRecord
     from ..group import Group
 
-__all__ = ["ARRAY_FORMATS", "FORMATS", "ExportReport", "ImportReport", "export", "import_file", "parse_steps", "Sink", "Source",
+__all__ = ["ARRAY_FORMATS", "FORMATS", "IMPORT_FORMATS", "VIRTUAL_FORMATS", "ExportReport", "ImportReport", "export", "import_file", "parse_steps", "Sink", "Source",
            "SourceArray"]
 
 #: The formats, by their names on the command line.
 ARRAY_FORMATS = ("hdf5", "netcdf", "zarr")  # a run's datasets as arrays over (step, *shape)
-FORMATS = (*ARRAY_FORMATS, "exodus")  # exodus: a finite element model (sdm.exporting.exodus)
+IMPORT_FORMATS = (*ARRAY_FORMATS, "exodus")  # exodus: a finite element model (sdm.exporting.exodus)
+#: Exports that copy no data: Zarr v3 arrays whose chunks are SDM's own bytes (sdm.exporting.virtual)
+VIRTUAL_FORMATS = ("references", "icechunk")
+FORMATS = (*IMPORT_FORMATS, *VIRTUAL_FORMATS)
 
 def _selected(steps: tuple[int, ...] | list[int], start: int, stop: int | None, stride: int) -> list[int]:
     return [s for s in steps if s >= start and (stop is None or s < stop) and (s - start) % stride == 0]
 
 
-def _check_format(fmt: Any) -> str:
-    if not isinstance(fmt, str) or fmt.lower() not in FORMATS:
-        raise InvalidArgumentError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+def _check_format(fmt: Any, choices: Sequence[str] = FORMATS) -> str:
+    if not isinstance(fmt, str) or fmt.lower() not in choices:
+        raise InvalidArgumentError(f"unknown format {fmt!r}; choose one of {', '.join(choices)}")
     return fmt.lower()
 
 
@@ -100,42 +101,7 @@ def _sink(fmt: str, path: Path, measure: bool) -> Sink:
     return ZarrSink(path)
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    elif path.exists() or path.is_symlink():
-        path.unlink(missing_ok=True)
-
-
-@contextmanager
-def _beside(out: Path, overwrite: bool) -> Iterator[Path]:
-    """A temporary path beside *out*, renamed to *out* when the block ends well, removed otherwise."""
-    if out.exists() and not overwrite:
-        raise InvalidArgumentError(f"{out} already exists; pass --overwrite (overwrite=True) to replace it")
-    if not out.parent.is_dir():
-        raise StorageError(f"cannot write {out}: directory {out.parent} does not exist")
-    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
-    _remove(tmp)
-    try:
-        yield tmp
-        if out.exists():
-            _remove(out)
-        os.replace(tmp, out)
-    finally:
-        _remove(tmp)
-
-
 # ------------------------------------------------------------------ attributes
-def attribute_value(value: Any, *, json_only: bool = False) -> Any:
-    """An SDM attribute as a file attribute: numbers and text as they are, ``bool`` as 0/1
-    (HDF5 and NetCDF have no boolean; Zarr keeps it: *json_only*), anything else as JSON text."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value) if json_only else np.int8(value)
-    if isinstance(value, (int, float, str, np.integer, np.floating)):
-        return value.item() if isinstance(value, np.generic) else value
-    return json.dumps(value, default=str)
-
-
 def _plain(value: Any) -> Any:
     """A file attribute as an SDM attribute (int, float, str, bool), or None when it is none of them."""
     if isinstance(value, bytes):
@@ -252,8 +218,14 @@ def _choose(url: str, rec: RunRecord, plan: list[tuple[GroupRecord, list[_Item],
 def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[str],  # noqa: A002
            catalog: str | None = None, root: str | os.PathLike[str] | None = None, group: str | None = None,
            steps: str | None = None, compression: Any = None, overwrite: bool = False,
-           progress: Progress | None = None, application: str | None = None, where: Any = None) -> ExportReport:
-    """Export one run to an HDF5 file, a NetCDF-4 file or a Zarr v3 store (``sdm export``).
+           progress: Progress | None = None, application: str | None = None, where: Any = None,
+           verify: bool = False, root_url: str | None = None, materialize: bool = False) -> ExportReport:
+    """Export one run to an HDF5 file, a NetCDF-4 file or a Zarr v3 store, or reference it (``sdm export``).
+
+    ``format="references"`` and ``"icechunk"`` copy no data: they describe the run's datasets
+    as Zarr v3 arrays whose chunks are byte ranges of SDM's own files (a kerchunk reference
+    set, an Icechunk repository of virtual chunks: :mod:`sdm.exporting.virtual`,
+    ``docs/references.md``).
 
     Parameters
     ----------
@@ -262,9 +234,11 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         matches) or None (exactly one must match: several raise
         :class:`~sdm.errors.AmbiguousRunError` listing them), as ``sdm.open`` chooses
         (:mod:`sdm.catalog.selection`).
-    format : {"hdf5", "netcdf", "zarr"}
+    format : {"hdf5", "netcdf", "zarr", "exodus", "references", "icechunk"}
     out : path
-        The file (a directory for Zarr) to make; refused if it exists unless *overwrite*.
+        The file (a directory for Zarr and Icechunk) to make; refused if it exists unless
+        *overwrite*. References: a JSON file, or Parquet where *out* ends in ``.parq`` or
+        ``.parquet`` (a directory).
     catalog : str, optional
         Catalog URL (default ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT``).
     root : path, optional
@@ -288,6 +262,14 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         Select the run among this application's.
     where : str, sequence of str or dict, optional
         Attribute conditions the run must match (``"case=demo"``, ``["nx>=32"]``, or a dict).
+    verify : bool
+        References and Icechunk: read every referenced step through SDM, its checksums checked, first.
+    root_url : str, optional
+        References and Icechunk: where the run's data root is served (another mount, or an
+        ``http(s)://`` or ``s3://`` prefix) instead of its own absolute path.
+    materialize : bool
+        References and Icechunk: copy the datasets that cannot be referenced (irregular
+        chunks or extents, codecs no Zarr reader has) instead of refusing them.
 
     Returns
     -------
@@ -301,6 +283,11 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
         Nothing is left at *out* (nor beside it) after an error.
     CompressionSpecError
         A *compression* spec SDM refuses or that cannot compress a dataset's dtype; nothing is written.
+    IntegrityError
+        References and Icechunk: a catalog row that contradicts its dataset, or (*verify*) bytes that do
+        not match their checksums; nothing is written.
+    RunStateError
+        Icechunk: the run is being written.
     """
     from .. import config
     from ..catalog import Catalog
@@ -310,6 +297,14 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
     fmt = _check_format(format)
     parse_steps(steps)
     resolve(compression)  # a refused spec: refused before anything is read or written
+    virtual = fmt in VIRTUAL_FORMATS
+    if virtual:
+        from .referencing import check_options
+
+        check_options(fmt, compression, root_url, out)
+    elif verify or materialize or root_url is not None:
+        raise InvalidArgumentError(f"verify, root_url and materialize (--verify, --root-url, --materialize) apply to "
+                                   f"the formats {' and '.join(VIRTUAL_FORMATS)}, not {fmt}")
     if group is not None and not isinstance(group, str):
         raise InvalidArgumentError(f"group must be a group name, got {group!r}")
     target = Path(out).expanduser().absolute()
@@ -331,13 +326,18 @@ def export(run: int | str | None = None, *, format: str, out: str | os.PathLike[
 
         return export_exodus(rec, url, root, target, group, steps, progress)
     plan = _plan(rec, group, steps)
+    if virtual:
+        from .referencing import export_virtual
+
+        return export_virtual(fmt, rec, url, root, target, plan, flat=group is not None, overwrite=overwrite,
+                              verify=verify, root_url=root_url, materialize=materialize, progress=progress)
     _check_dtypes(fmt, plan)
     _choose(url, rec, plan, compression)
     t0 = time.perf_counter()
     from ..session import open as open_session
 
     with open_session(rec.application, "r", catalog=url, run=rec.id, **({"root": root} if root is not None else {})) as s, \
-            _beside(target, overwrite) as tmp:
+            beside(target, overwrite) as tmp:
         measure = any(isinstance(i.choice.spec, CompressionSpec) and i.choice.spec.lossy for _, items, _ in plan
                       for i in items)
         sink = _sink(fmt, tmp, measure)
@@ -361,15 +361,12 @@ def _total(plan: list[tuple[GroupRecord, list[_Item], list[int]]]) -> int:
 def _write(sink: Sink, s: Any, rec: RunRecord, plan: list[tuple[GroupRecord, list[_Item], list[int]]], *,
            flat: bool, fmt: str, progress: Progress | None) -> ExportReport:
     js = fmt == "zarr"
-    head = {"sdm_application": rec.application, "sdm_run": rec.id, "sdm_created": str(rec.created_at),
-            "sdm_nprocs": rec.nprocs}
-    sink.attrs(sink.root, {k: attribute_value(v, json_only=js) for k, v in {**rec.attributes, **head}.items()})
+    sink.attrs(sink.root, run_attrs(rec, json_only=js))
     report = ExportReport(rec.id, fmt, "", [g.name for g, _, _ in plan], 0, 0, 0, 0.0)
     total, done = _total(plan), 0
     for g, items, steps in plan:
         where = sink.root if flat else sink.group(sink.root, g.name)
-        gattrs = {**g.attributes, "sdm_group": g.name, "sdm_level": g.level, "sdm_kind": g.kind}
-        sink.attrs(where, {k: attribute_value(v, json_only=js) for k, v in gattrs.items()})
+        sink.attrs(where, group_attrs(g, json_only=js))
         if steps:
             sink.dimension(where, STEP, len(steps), np.asarray(steps, dtype=np.int64))
         sizes: dict[str, int] = {}
@@ -383,7 +380,7 @@ def _write(sink: Sink, s: Any, rec: RunRecord, plan: list[tuple[GroupRecord, lis
                 continue
             dims = _shared(sink, where, item, sizes)
             missing = sorted(set(steps) - set(item.steps))
-            attrs = _array_attrs(g, item, js)
+            attrs = dataset_attrs(g, item.record, json_only=js)
             if missing:
                 attrs["sdm_missing_steps"] = missing if js else np.asarray(missing, dtype=np.int64)
                 report.notes.append(f"{g.name}/{item.record.name}: steps {missing} are missing; written as the fill "
@@ -447,24 +444,12 @@ def _prefetched(group: Group, item: _Item, steps: Sequence[int]) -> Iterator[np.
             yield data
 
 
-def _array_attrs(g: GroupRecord, item: _Item, js: bool) -> dict[str, Any]:
-    extra = {"sdm_group": g.name, "sdm_dataset": item.record.name, "sdm_dtype": item.record.dtype,
-             "sdm_order": item.record.order, "sdm_distribution": json.dumps(item.record.distribution)}
-    return {k: attribute_value(v, json_only=js) for k, v in {**item.record.attributes, **extra}.items()}
-
-
 def _shared(sink: Sink, where: Any, item: _Item, sizes: dict[str, int]) -> tuple[str, ...]:
-    """The dataset's dimension names in its group, each declared once (a name already used with
-    another size becomes ``NAME_SIZE``)."""
-    out = []
-    for name, size in zip(item.dims, item.record.shape):
-        if sizes.get(name, size) != size:
-            name = f"{name}_{size}"
-        if name not in sizes:
-            sizes[name] = size
-            sink.dimension(where, name, size, None)
-        out.append(name)
-    return tuple(out)
+    """The dataset's dimension names in its group, each declared once (:func:`~sdm.exporting.attributes.dimension_names`)."""
+    names, new = dimension_names(item.dims, item.record.shape, sizes)
+    for name, size in new:
+        sink.dimension(where, name, size, None)
+    return names
 
 
 def _ranked(sink: Sink, where: Any, group: Group, item: _Item, js: bool, report: ExportReport, done: int,
@@ -582,7 +567,7 @@ def import_file(path: str | os.PathLike[str], *, format: str, application: str, 
     InvalidArgumentError, StorageError
         A bad format, or a file that cannot be read as it.
     """
-    fmt = _check_format(format)
+    fmt = _check_format(format, IMPORT_FORMATS)
     mode, override = resolve(compression)
     if mode == "default":
         raise InvalidArgumentError("an import's compression is None, 'none' or a spec; 'default' is for exports")

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import math
+import os
+import shutil
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..errors import IntegrityError
+from ..errors import IntegrityError, InvalidArgumentError, StorageError
 
 if TYPE_CHECKING:
     from ..codecs import CompressionSpec
     from .codecs import Applied, Choice
 
 __all__ = ["STEP", "INNER_BYTES", "Progress", "SteppedSink", "Sink", "SourceArray", "Source", "inner_chunks",
-           "step_numbers"]
+           "step_numbers", "beside", "remove_path"]
 
 #: The name of the step dimension and of its coordinate.
 STEP = "step"
@@ -36,6 +40,33 @@ def inner_chunks(shape: tuple[int, ...], itemsize: int, limit: int = INNER_BYTES
     return (first, *shape[1:])
 
 Progress = Callable[[int, int], None]
+
+
+def remove_path(path: Path) -> None:
+    """Remove a file, a link or a directory tree, if there."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def beside(out: Path, overwrite: bool) -> Iterator[Path]:
+    """A temporary path beside *out*, renamed to *out* when the block ends well, removed otherwise."""
+    if out.exists() and not overwrite:
+        raise InvalidArgumentError(f"{out} already exists; pass --overwrite (overwrite=True) to replace it")
+    if not out.parent.is_dir():
+        raise StorageError(f"cannot write {out}: directory {out.parent} does not exist")
+    tmp = out.with_name(f".{out.name}.partial-{os.getpid()}")
+    remove_path(tmp)
+    try:
+        yield tmp
+        if out.exists():
+            remove_path(out)
+        os.replace(tmp, out)
+    finally:
+        remove_path(tmp)
+
 
 
 class SteppedSink:

@@ -33,6 +33,7 @@ dimensions: a larger one is exported losslessly.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +42,7 @@ import numpy as np
 from ..codecs import CompressionSpec, Lossless, Lossy, parse_compression
 from ..errors import CompressionSpecError
 
-__all__ = ["Choice", "Applied", "resolve", "hdf5_filter", "netcdf_filter", "zarr_codecs", "array_attrs",
+__all__ = ["Choice", "Applied", "resolve", "hdf5_filter", "netcdf_filter", "zarr_codecs", "stored_zarr_codecs", "bytes_codec", "array_attrs",
            "spec_of_attrs", "spec_of_hdf5", "spec_of_netcdf", "spec_of_zarr", "FALLBACK"]
 
 #: What a lossy dataset is exported with where the format cannot keep its bound (HDF5, Zarr).
@@ -314,6 +315,58 @@ def zarr_codecs(choice: Choice, dtype: np.dtype, chunk: tuple[int, ...]) -> Appl
         chain.append(ZstdCodec(level=spec.level))
         words.append(f"zstd(level={spec.level})")
     return Applied({"compressors": chain}, " + ".join(words), note=note)
+
+
+# ------------------------------------------------------------------ references: SDM's stored chunks as Zarr reads them
+def bytes_codec(dtype: np.dtype) -> Any:
+    """Zarr's ``bytes`` codec for the stored byte order of *dtype* (none for one-byte and structured types)."""
+    from zarr.codecs import BytesCodec
+
+    order = dtype.byteorder
+    if dtype.fields is not None or order == "|" or dtype.kind in "bS" or dtype.itemsize == 1:
+        return BytesCodec(endian=None)
+    big = order == ">" or (order == "=" and sys.byteorder == "big")
+    return BytesCodec(endian="big" if big else "little")
+
+
+def stored_zarr_codecs(spec: CompressionSpec, dtype: np.dtype) -> tuple[np.dtype, Any, list[Any] | None] | str:
+    """The Zarr v3 codecs that decode the chunks SDM stored with *spec* as they are (the references of
+    :mod:`sdm.exporting.virtual`, which copy nothing): ``(the array's dtype, serializer, compressors)``, or why
+    no Zarr reader can.
+
+    SDM's lossless chunks are the elements' bytes in the dataset's (and the byte) order,
+    byte-shuffled as numcodecs' ``Shuffle`` does, then compressed by numcodecs' zstd or lz4:
+    ``bytes`` -> ``numcodecs.shuffle`` -> ``zstd`` or ``numcodecs.lz4``. Its ZFP chunks are
+    zfpy streams with their header, of the values in native byte order: ``numcodecs.zfpy``
+    (the array's dtype is then native). Blosc2 frames (zarr's ``blosc`` codec reads Blosc 1)
+    and SZ3 streams have no Zarr codec.
+    """
+    from zarr.codecs import ZstdCodec
+
+
+    if isinstance(spec, Lossy):
+        if spec.name != "zfp":
+            return f"its chunks are {spec.name.upper()} streams, which no Zarr codec decodes"
+        from zarr.codecs.numcodecs import ZFPY
+
+        mode = {"tolerance": 4, "rate": 2, "precision": 3}[spec.mode]
+        value: float = int(spec.value) if spec.mode == "precision" else spec.value
+        return dtype.newbyteorder("="), ZFPY(mode=mode, **{spec.mode: value}), None
+    assert isinstance(spec, Lossless)
+    if spec.name == "blosc2":
+        return ("its chunks are Blosc2 frames, which Zarr's blosc codec (Blosc 1, numcodecs) does not decode")
+    chain: list[Any] = []
+    if spec.shuffle == "shuffle" and dtype.itemsize > 1:
+        from zarr.codecs.numcodecs import Shuffle
+
+        chain.append(Shuffle(elementsize=dtype.itemsize))
+    if spec.name == "lz4":
+        from zarr.codecs.numcodecs import LZ4
+
+        chain.append(LZ4(acceleration=spec.level))
+    else:
+        chain.append(ZstdCodec(level=spec.level))
+    return dtype, bytes_codec(dtype), chain
 
 
 # ------------------------------------------------------------------ attributes
