@@ -5,6 +5,7 @@ Run from the repository (no mpiexec: it starts the MPI jobs itself)::
     python benchmarks/startup.py                              # this checkout vs commit b8decca, 4 ranks
     python benchmarks/startup.py --baseline HEAD~3 --repeats 7 --dirs /dev/shm,/scratch/me
     python benchmarks/startup.py --only-box --box-repeats 9    # the serial box read alone (other sections kept)
+    python benchmarks/startup.py --only-cli --baseline HEAD~1   # the command line alone (other sections kept)
 
 Contenders are source trees: *this* (``src/`` next to this file) and *baseline* (the
 ``src/`` of a git commit, extracted with ``git archive`` into a temporary directory and
@@ -14,8 +15,11 @@ repeat to repeat), each in a fresh interpreter:
 =====================  ===========================================================================
 import sdm             ``python -X importtime -c "import sdm"``: the cumulative import time of
                        ``sdm`` (and ``numpy`` alone, for scale), and which heavy modules it loaded
-sdm --help, sdm ls,    wall time of ``python -m sdm ...`` until it exits (a catalog with 3 runs
-sdm ls APP             made beforehand), no MPI
+sdm --help, sdm ls,    the command line (:mod:`_cli_startup`): wall time of ``python -m sdm ...``
+sdm ls APP             until it exits (a catalog with 3 runs made beforehand), no MPI, every
+                       command of every contender in each of ``--cli-repeats`` repeats, in
+                       rotating order; the medians of this checkout against the goals (under
+                       0.2 s and 0.3 s), and where its start-up goes (``-X importtime``)
 session open           ``mpiexec -n NP``: each job opens sessions in mode ``"w"`` one after the
                        other, alternating a *fresh* data root (new SQLite catalog: creation, run
                        row, run directory) and an *existing* one (the catalog of the first open),
@@ -32,7 +36,9 @@ serial box read        one process (pattern (e) of ``peers.py``, at ``--box-n``)
                        where SDM's time goes, by area and function
 =====================  ===========================================================================
 
-Writes ``benchmarks/results/startup.{json,md}`` with medians and min-max.
+Writes ``benchmarks/results/startup.{json,md,png}`` with medians and min-max, the SDM
+version, the git commit and the machine (processor, cores, memory, load); the PNG shows
+the command line's times against their goals.
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ from typing import Any, Sequence
 
 HERE = Path(__file__).resolve().parent
 THIS_SRC = HERE.parent / "src"
+sys.path.insert(0, str(HERE))
+import _cli_startup as CLI  # noqa: E402 - the command-line section, beside this file
 HEAVY = ("sqlalchemy", "alembic", "matplotlib", "typer", "rich", "mpi4py", "numpy")
 
 
@@ -261,14 +269,17 @@ def _ms(s: dict[str, float]) -> str:
 def markdown(results: dict[str, Any], meta: dict[str, Any]) -> str:
     """The tables: time per contender (ms, median and min-max) and the ratio this / baseline."""
     names = list(results["contenders"])
-    lines = [f"# Startup: `import sdm`, the `sdm` command, opening a session ({meta['nprocs']} ranks)", "",
-             f"SDM {meta['sdm_version']} at {meta['git_commit']} against {names[1]} "
-             f"({results['contenders'][names[1]]}); {meta['cores']} cores, {meta['mpi']}, Python {meta['python']}, "
-             f"load {meta['load_before']:.2f} before / {meta['load_after']:.2f} after, {meta['date']}. "
-             f"Medians (min-max) in ms of {meta['repeats']} alternating repeats (session opens: "
-             f"{meta['repeats']} jobs x {meta['count']} opens each).", "",
-             "| measurement | " + " | ".join(names) + f" | {names[0]} / {names[1]} |",
-             "|---|" + "---|" * (len(names) + 1)]
+    lines = [f"# Startup: `import sdm`, the `sdm` command, opening a session ({meta['nprocs']} ranks)", ""]
+    if "cli" in results:
+        lines += CLI.markdown(results["cli"], results["cli_contenders"], meta)
+    lines += ["## `import sdm` and opening a session", "",
+              f"SDM {meta['sdm_version']} at {meta.get('git_commit_sessions') or meta['git_commit']} against "
+              f"{names[1]} ({results['contenders'][names[1]]}); {meta['cores']} cores, {meta['mpi']}, Python "
+              f"{meta['python']}, load {meta['load_before']:.2f} before / {meta['load_after']:.2f} after, "
+              f"{meta['date']}. Medians (min-max) in ms of {meta['repeats']} alternating repeats (session opens: "
+              f"{meta['repeats']} jobs x {meta['count']} opens each).", "",
+              "| measurement | " + " | ".join(names) + f" | {names[0]} / {names[1]} |",
+              "|---|" + "---|" * (len(names) + 1)]
     for key, rows in results["table"].items():
         a, b = rows[names[0]]["median"], rows[names[1]]["median"]
         lines.append(f"| {key} | " + " | ".join(_ms(rows[n]) for n in names) + f" | {a / b:.2f} |")
@@ -320,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--box-n", type=int, default=192, help="edge of the serial box read's arrays (192: pattern e)")
     p.add_argument("--box-repeats", type=int, default=15, help="interleaved repeats of the serial box read (15)")
     p.add_argument("--only-box", action="store_true", help="measure the serial box read alone")
+    p.add_argument("--cli-repeats", type=int, default=15, help="interleaved repeats of the command line (15)")
+    p.add_argument("--only-cli", action="store_true", help="measure the command line alone")
     p.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     p.add_argument("--box-worker", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--box-setup", type=Path, help=argparse.SUPPRESS)
@@ -337,20 +350,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
     from _io_bench import fs_type, provenance  # this checkout's SDM
 
+    if args.only_cli:
+        return only_cli(args, provenance)
+
     load_before = os.getloadavg()[0]
     scratch = Path(tempfile.mkdtemp(prefix="sdm-startup-"))
     try:
         contenders = {"this": THIS_SRC, "baseline": _baseline(args.baseline, scratch)}
         labels = {"this": "this checkout", "baseline": f"commit {args.baseline}"}
-        catalog = scratch / "cli" / "catalog.db"
-        subprocess.run([sys.executable, "-c", (
-            "from sdm.catalog import Catalog\n"
-            f"c = Catalog('sqlite:///{catalog}')\n"
-            f"for i in range(3): c.create_run('app', nprocs=4, root='{scratch}', attributes={{'i': i}})\n"
-            "c.close()\n")], env=_env(THIS_SRC), check=True)
-        cli_env = {"SDM_CATALOG": f"sqlite:///{catalog}"}
-        commands = {"sdm --help": ["-m", "sdm", "--help"], "sdm ls": ["-m", "sdm", "ls"],
-                    "sdm ls APP": ["-m", "sdm", "ls", "app"]}
+        cli = CLI.measure(contenders, args.cli_repeats, _cli_catalog(scratch)) if not args.only_box else None
         dirs = [Path(d) for d in args.dirs.split(",") if d]
         samples: dict[str, dict[str, list[float]]] = {}
         loads: dict[str, list[str]] = {}
@@ -379,8 +387,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 t, loads[name] = _importtime(contenders[name], "sdm")
                 add("import sdm (importtime, cumulative)", name, t)
                 add("import numpy (importtime, for scale)", name, _importtime(contenders[name], "numpy")[0])
-                for key, cmd in commands.items():
-                    add(key, name, _wall(contenders[name], cmd, cli_env))
             for d in dirs:
                 where = f"{d} ({fs_type(d) or 'unknown'})"
                 for name in order:
@@ -398,25 +404,76 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "mpi": MPI.Get_library_version().splitlines()[0].strip(),
                 "python": sys.version.split()[0], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "dirs": {str(d): fs_type(d) for d in dirs}}
+        meta.update(host_facts=CLI.host(), cli_date=meta["date"])
         meta["box"] = {"n": args.box_n, "repeats": args.box_repeats, "place": box_place,
                        "box": f"a0[{BOX_STEPS - 1}, {args.box_n // 4}:{args.box_n // 4 + args.box_n // 2}] x 3"}
         box_table = {part: {c: _stats(v) for c, v in per.items()} for part, per in box.items()}
         results = {"contenders": labels, "table": table, "import_loads": loads, "serial_box": box_table,
                    "serial_box_samples": box, "serial_box_profile": box_profile}
+        if cli is not None:
+            results.update(cli=cli, cli_contenders=labels)
         earlier = args.out / "startup.json"
         if args.only_box and earlier.exists():  # the other sections as the last full run measured them
             old = json.loads(earlier.read_text())
             meta = {**old["meta"], "box": {**meta["box"], "git_commit": meta.get("git_commit"),
                                            "load_before": load_before, "load_after": os.getloadavg()[0],
                                            "date": meta["date"]}}
-            results = {**{k: old[k] for k in ("contenders", "table", "import_loads")}, "serial_box": box_table,
-                       "serial_box_samples": box, "serial_box_profile": box_profile}
+            results = {**{k: old[k] for k in ("contenders", "table", "import_loads", "cli", "cli_contenders")
+                          if k in old}, "serial_box": box_table, "serial_box_samples": box,
+                       "serial_box_profile": box_profile}
             samples = old.get("samples", {})
-        text = markdown(results, meta)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "startup.json").write_text(json.dumps({"meta": meta, **results, "samples": samples}, indent=1))
-        (args.out / "startup.md").write_text(text)
-        print(text)
+        _write(args.out, meta, results, samples)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def _cli_catalog(scratch: Path) -> dict[str, str]:
+    """A catalog of 3 runs (one application) for the command line, made by this checkout: the environment naming
+    it."""
+    catalog = scratch / "cli" / "catalog.db"
+    subprocess.run([sys.executable, "-c", (
+        "from sdm.catalog import Catalog, DatasetSpec\n"
+        f"c = Catalog('sqlite:///{catalog}')\n"
+        "for i in range(3):\n"
+        f"    run = c.create_run('app', nprocs=4, root='{scratch}', attributes={{'i': i}})\n"
+        "    c.define_group(run, 'g', 3, [DatasetSpec('a', '<f8', (64, 64), 'C'), DatasetSpec('b', '<f4', (8,), 'C')])\n"
+        "c.close()\n")], env=_env(THIS_SRC), check=True)
+    return {"SDM_CATALOG": f"sqlite:///{catalog}"}
+
+
+def _write(out: Path, meta: dict[str, Any], results: dict[str, Any], samples: dict[str, Any]) -> None:
+    """``startup.json`` (everything, the samples included), ``startup.md`` and ``startup.png`` (the command line)."""
+    text = markdown(results, meta)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "startup.json").write_text(json.dumps({"meta": meta, **results, "samples": samples}, indent=1))
+    (out / "startup.md").write_text(text)
+    if "cli" in results:
+        CLI.plot(results["cli"], results["cli_contenders"], out / "startup.png")
+    print(text)
+
+
+def only_cli(args: argparse.Namespace, provenance: Any) -> int:
+    """``--only-cli``: the command line section measured again, the other sections as the last full run left them
+    (the command-line rows of runs before this section existed dropped from their table)."""
+    earlier = args.out / "startup.json"
+    old = json.loads(earlier.read_text()) if earlier.exists() else None
+    scratch = Path(tempfile.mkdtemp(prefix="sdm-startup-"))
+    try:
+        contenders = {"this": THIS_SRC, "baseline": _baseline(args.baseline, scratch)}
+        labels = {"this": "this checkout", "baseline": f"commit {args.baseline}"}
+        load_before = os.getloadavg()[0]
+        cli = CLI.measure(contenders, args.cli_repeats, _cli_catalog(scratch))
+        now = {**provenance(), "host_facts": CLI.host(), "cli_date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+               "cli_load_before": load_before, "cli_load_after": os.getloadavg()[0]}
+        if old is None:
+            raise SystemExit("--only-cli needs an earlier full run's startup.json (run without --only-cli first)")
+        meta = {**old["meta"], **now, "git_commit_sessions": old["meta"].get("git_commit")}
+        table = {k: v for k, v in old["table"].items() if k not in CLI.COMMANDS}
+        results = {**{k: old[k] for k in old if k not in ("meta", "samples", "table")}, "table": table, "cli": cli,
+                   "cli_contenders": labels}
+        samples = {k: v for k, v in old.get("samples", {}).items() if k not in CLI.COMMANDS}
+        _write(args.out, meta, results, samples)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0

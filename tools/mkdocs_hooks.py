@@ -65,14 +65,20 @@ def _escape(text: str) -> str:
 
 
 def _help_text(text: str | None) -> str:
-    """A command's help (its docstring) as Markdown paragraphs."""
+    """A command's help (its docstring) as Markdown paragraphs; a paragraph that click keeps as written (its
+    first line ``\\b``: examples) as a code block."""
     if not text:
         return ""
     import inspect
 
-    text = inspect.cleandoc(text.replace("\b", ""))
-    paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text) if p.strip()]
-    return "\n\n".join(_escape(p) for p in paragraphs)
+    out = []
+    for p in re.split(r"\n\s*\n", inspect.cleandoc(text)):
+        if p.lstrip().startswith("\b"):
+            lines = p.lstrip()[1:].strip("\n")
+            out.append("```\n" + inspect.cleandoc(lines) + "\n```")
+        elif p.strip():
+            out.append(_escape(" ".join(p.split())))
+    return "\n\n".join(out)
 
 
 def _param(param: Any, ctx: Any) -> str:

@@ -214,7 +214,8 @@ def bad_cases(runs: dict[str, Any], out: Path) -> list[tuple[list[str], str]]:
          ">= 0 and STRIDE >= 1"),
         (["export", run, "-f", "netcdf", "-o", str(out), "--steps", "7:", "-c", url],
          f"run {run} has no step in steps '7:'; `sdm show {run}` lists its steps"),
-        (["export", run, "-f", "hdf5", "-c", url], "sdm export needs --format hdf5|netcdf|zarr|exodus and --out PATH"),
+        (["export", run, "-f", "hdf5", "-c", url],
+         "sdm export needs --format hdf5|netcdf|zarr|exodus|references|icechunk and --out PATH"),
         (["import", str(out), "-f", "hdf5", "--app", "x", "-c", url], f"cannot import {out}: no such file or directory"),
         (["import", str(out), "-f", "csv", "--app", "x", "-c", url], "unknown format 'csv'; choose one of hdf5, netcdf, zarr, exodus"),
     ]

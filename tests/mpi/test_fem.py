@@ -273,9 +273,8 @@ def test_fem_bad_model_mismatch(comm, mpi_tmp):
         if rank == 1:
             m.variables.glob = ["energy", "momentum"]
     _bad(comm, mpi_tmp, change, CollectiveMismatchError,
-         "ranks describe different models: variables of rank 0 is (('dx', 'vx'), ('stress',), ('energy',)), of rank 1 "
-         "(('dx', 'vx'), ('stress',), ('energy', 'momentum')); every rank lists the same blocks, sets, variables and "
-         "records [rank 0]")
+         "ranks describe different models: global variables of rank 0: 'energy'; of rank 1: 'energy', 'momentum'; "
+         "every rank lists the same blocks, sets, variables and records [rank 0]")
 
 
 def test_fem_bad_results_length(comm, mpi_tmp):

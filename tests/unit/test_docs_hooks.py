@@ -29,6 +29,12 @@ def test_markdown_outside_code_is_escaped() -> None:
     assert mkdocs_hooks._escape("a_b *c* `x_y*` <int>") == r"a\_b \*c\* `x_y*` &lt;int&gt;"
 
 
+def test_examples_kept_as_written_are_code_blocks() -> None:
+    text = "Find runs.\n\n    Every CONDITION\n    must hold:\n\n    \b\n      sdm find 'nx>=32' 'case=demo'\n      sdm find x=1\n"
+    assert mkdocs_hooks._help_text(text) == ("Find runs.\n\nEvery CONDITION must hold:\n\n"
+                                             "```\nsdm find 'nx>=32' 'case=demo'\nsdm find x=1\n```")
+
+
 def test_every_result_has_a_page() -> None:
     names = mkdocs_hooks._result_names()
     assert "peers" in names and len(names) == len(list((REPO / "benchmarks" / "results").glob("*.md")))

@@ -1,4 +1,10 @@
-"""``sdm export`` (a run to HDF5, NetCDF-4 or Zarr v3) and ``sdm import`` (such a file into a new run)."""
+"""``sdm export`` (a run to HDF5, NetCDF-4, Zarr v3 or Exodus II, or its references) and ``sdm import`` (such a
+file into a new run).
+
+The formats are named once, in :data:`COPIES` and :data:`REFERENCES` (a test keeps them
+equal to :data:`sdm.exporting.FORMATS` and ``IMPORT_FORMATS``): the options' metavars,
+the help texts and the messages are made from them.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +16,37 @@ from .main import (ChooseAppOpt, CatalogOpt, JsonOpt, RunArg, _console, _emit_js
                    choose_run, run_words)
 from .maintenance import _progress
 
-__all__ = ["register"]
+__all__ = ["register", "COPIES", "REFERENCES", "FORMATS", "formats_text"]
 
-FormatOpt = Annotated[str, typer.Option("--format", "-f", metavar="hdf5|netcdf|zarr|exodus", help="The file format.")]
+#: The formats a run is copied into (and imported from), by name (as ``--format`` takes it) and as people call it
+COPIES = {"hdf5": "HDF5", "netcdf": "NetCDF-4", "zarr": "Zarr v3", "exodus": "Exodus II (a finite element model)"}
+#: The formats that reference a run's files without a copy (export only)
+REFERENCES = {"references": "kerchunk JSON, or Parquet for PATH.parq", "icechunk": "an Icechunk repository"}
+#: Every format of ``sdm export``
+FORMATS = {**COPIES, **REFERENCES}
+
+
+def formats_text(formats: dict[str, str]) -> str:
+    """``HDF5, NetCDF-4, Zarr v3 or Exodus II (...)``: *formats* in words."""
+    names = list(formats.values())
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def _format_option(formats: dict[str, str]) -> Any:
+    return typer.Option("--format", "-f", metavar="|".join(formats), help=f"The format: {', '.join(formats)}.")
+
+
+ExportFormatOpt = Annotated[str, _format_option(FORMATS)]
+ImportFormatOpt = Annotated[str, _format_option(COPIES)]
 RootOpt = Annotated[str | None, typer.Option("--root", metavar="DIR", help="Data root (default $SDM_ROOT).")]
 
 
 def _export(
     which: RunArg = None,
     application: ChooseAppOpt = None,
-    fmt: FormatOpt = "",
-    out: Annotated[str, typer.Option("--out", "-o", metavar="PATH", help="The file (a directory for zarr).")] = "",
+    fmt: ExportFormatOpt = "",
+    out: Annotated[str, typer.Option("--out", "-o", metavar="PATH",
+                                     help="The file (a directory for zarr and icechunk).")] = "",
     group: Annotated[str | None, typer.Option("--group", metavar="G", help="Only this group, flat at the root.")] = None,
     steps: Annotated[str | None, typer.Option("--steps", metavar="START:STOP[:STRIDE]",
                                               help="Only these steps (STOP excluded), or one step K.")] = None,
@@ -42,13 +68,12 @@ def _export(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Export a run to HDF5, NetCDF-4 or Zarr v3, step by step (the file appears only when complete), or
-    reference it without a copy (references: kerchunk JSON, or Parquet for PATH.parq; icechunk: a repository)."""
+    """``sdm export``: a run to one of :data:`FORMATS` (its help text, naming them: :func:`register`)."""
     from ..errors import InvalidArgumentError
     from ..exporting import export
 
     if not fmt or not out:
-        raise InvalidArgumentError("sdm export needs --format hdf5|netcdf|zarr|exodus and --out PATH")
+        raise InvalidArgumentError(f"sdm export needs --format {'|'.join(FORMATS)} and --out PATH")
     words = run_words(which, application)
     with _open(catalog) as cat:  # the rule of sdm.open: several matching runs are listed, not guessed
         run = choose_run(cat, words, application)
@@ -62,19 +87,19 @@ def _export(
 
 def _import(
     file: Annotated[str, typer.Argument(metavar="FILE", help="An HDF5 or NetCDF-4 file, or a Zarr v3 store.")],
-    fmt: FormatOpt = "",
+    fmt: ImportFormatOpt = "",
     application: Annotated[str, typer.Option("--application", "--app", metavar="APP",
                                              help="The application of the new run.")] = "",
     root: RootOpt = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Import an HDF5, NetCDF-4 or Zarr v3 file into a new run (arrays with a leading `step` dimension step by step)."""
+    """``sdm import``: a file of one of :data:`COPIES` into a new run (its help text: :func:`register`)."""
     from ..errors import InvalidArgumentError
     from ..exporting import import_file
 
     if not fmt or not application:
-        raise InvalidArgumentError("sdm import needs --format hdf5|netcdf|zarr|exodus and --application APP")
+        raise InvalidArgumentError(f"sdm import needs --format {'|'.join(COPIES)} and --application APP")
     with _progress(f"import {file}") as bar:
         report = import_file(file, format=fmt, application=application, catalog=catalog, root=root,
                              progress=bar.callback)
@@ -95,5 +120,8 @@ def _say(report: Any, line: str, as_json: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add ``export`` and ``import`` to the ``sdm`` command."""
-    app.command("export")(_handles_errors(_export))
-    app.command("import")(_handles_errors(_import))
+    references = "; ".join(f"{name} ({what})" for name, what in REFERENCES.items())
+    app.command("export", help=f"Export a run to {formats_text(COPIES)}, step by step (the file appears only when "
+                f"complete), or reference its files without a copy: {references}.")(_handles_errors(_export))
+    app.command("import", help=f"Import a file of {formats_text(COPIES)} into a new run (arrays with a leading `step` "
+                "dimension step by step).")(_handles_errors(_import))

@@ -73,6 +73,7 @@ from ..errors import (
     LocalArrayError,
 )
 from ..group import Dataset, Group
+from ..layout.agreement import differences, value_text
 from ..layout.maparray import MapArray
 from ..layout.ranked import Ranked
 from .model import ELEMENT_TYPES, Block, Decomposition, Model, Nodes, NodeSet, SideSet, Variables
@@ -264,6 +265,7 @@ def _check_model(model: Any, rank: int, size: int) -> _Checked:
 _SCHEMA_PARTS = ("title", "dimension", "blocks (id, name, type)", "node sets (id, name, has factors)",
                  "side sets (id, name, has factors)", "variables", "QA records", "info records",
                  "presence of a decomposition")
+_VARIABLE_KINDS = ("nodal", "element", "global")
 
 
 def _same_schema(schemas: list[Any]) -> tuple:
@@ -272,9 +274,13 @@ def _same_schema(schemas: list[Any]) -> tuple:
     for r, other in enumerate(schemas):
         if other != first:
             part = next(i for i in range(len(first)) if first[i] != other[i])
+            label, mine, theirs = _SCHEMA_PARTS[part], first[part], other[part]
+            if label == "variables":  # (nodal, element, global): the kind that differs, by name
+                kind = next(i for i in range(len(mine)) if mine[i] != theirs[i])
+                label, mine, theirs = f"{_VARIABLE_KINDS[kind]} variables", mine[kind], theirs[kind]
             raise CollectiveMismatchError(
-                f"ranks describe different models: {_SCHEMA_PARTS[part]} of rank 0 is {first[part]!r}, of rank {r} "
-                f"{other[part]!r}; every rank lists the same blocks, sets, variables and records")
+                f"ranks describe different models: {label} of rank 0: {value_text(mine, 200)}; of rank {r}: "
+                f"{value_text(theirs, 200)}; every rank lists the same blocks, sets, variables and records")
     return tuple(first)
 
 
@@ -615,8 +621,11 @@ def write_results(session: "Session", target: StoredMesh | Model, step: int, tim
     prepared, failure = capture(prepare, rank=rank)
     shared = agree(session.comm, failure, prepared[2] if prepared else None)
     if any(s != shared[0] for s in shared):
-        raise CollectiveMismatchError(f"step {step}: ranks give different time and global values "
-                                      f"{dict(enumerate(shared))}; they are one value for the whole model")
+        assert prepared is not None  # no rank failed (agree raised otherwise)
+        names = ("time", *prepared[0].model.variables.glob)
+        raise CollectiveMismatchError(f"step {step}: ranks give different time and global values: "
+                                      f"{differences([list(zip(names, s or ())) for s in shared])}; they are one "
+                                      "value for the whole model")
     assert prepared is not None
     stored, arrays, values = prepared
     arrays["time"] = np.array(values[:1] if rank == 0 else [], dtype=np.float64)
