@@ -26,6 +26,8 @@ __all__ = [
     "GroupExistsError",
     "InvalidNameError",
     "InvalidArgumentError",
+    "IndexOutOfRangeError",
+    "QuerySyntaxError",
     "HintError",
     "UnsupportedDtypeError",
     "CompressionSpecError",
@@ -134,6 +136,30 @@ class InvalidNameError(SDMError, ValueError):
 
 class InvalidArgumentError(SDMError, ValueError):
     """An argument has the wrong type or a value outside what SDM accepts (the message says what is expected)."""
+
+
+class IndexOutOfRangeError(InvalidArgumentError, IndexError):
+    """An integer index past the end of a dimension (``g["T"][99]`` of a dataset with fewer steps).
+
+    An :class:`IndexError` as well, as numpy raises one, so ``except IndexError`` and
+    Python's sequence protocol keep working.
+    """
+
+
+class QuerySyntaxError(InvalidArgumentError):
+    """A search condition (``"nx>=32"``) that does not read as ``key<op>value``.
+
+    ``text`` is the condition as given and ``position`` the index of the character where
+    reading failed (``len(text)`` when something is missing at its end), so a command
+    line can point at it.
+    """
+
+    def __init__(self, message: str = "", text: str = "", position: int = 0) -> None:
+        super().__init__(message)
+        self.text, self.position = text, position
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, int]]:
+        return (type(self), (self.message, self.text, self.position))
 
 
 class AmbiguousRunError(InvalidArgumentError, LookupError):

@@ -3,9 +3,11 @@
 ``group[name]`` gives a :class:`DatasetArray`: a lazy array of shape ``(steps, *shape)``
 whose first axis runs over the steps written (in order; :attr:`DatasetArray.steps` gives
 their numbers, :meth:`DatasetArray.at` indexes by step number), with ``dtype``,
-``ndim``, ``attrs`` and ``__array__``.  Indexing takes numpy's basic indexing (ints,
-slices with a positive step, ``...``) and returns a numpy array, reading only the bytes
-indexed:
+``ndim``, ``attrs``, ``len()`` and ``__array__``; iterating over it yields each step in
+turn and ends after the last (an integer index past the end raises
+:class:`~sdm.errors.IndexOutOfRangeError`, an :class:`IndexError`, as numpy does).
+Indexing takes numpy's basic indexing (ints, slices with a positive step, ``...``) and
+returns a numpy array, reading only the bytes indexed:
 
 * in one process (a plain ``python``, no ``mpiexec``), the rows of every step are
   looked up once (one catalog query per dataset, kept by the array: a snapshot of the
@@ -23,7 +25,7 @@ Partial reads are not checked against the step's checksum (it covers the whole s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 import numpy as np
 
@@ -113,6 +115,11 @@ class DatasetArray:
 
     def __len__(self) -> int:
         return int(self._steps.size)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        """Each step in turn, read whole when reached (as a numpy array yields its rows); ends after the last."""
+        for position in range(len(self)):
+            yield self[position]
 
     def __repr__(self) -> str:
         return (f"<sdm.DatasetArray {self.group.name}/{self.name} shape={self.shape} dtype={self.dtype.str} "
@@ -250,6 +257,16 @@ class _StepArray:
     @property
     def dtype(self) -> np.dtype:
         return self.parent.dtype
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a step of a scalar dataset")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        """The rows of the step in turn (each read when reached), as numpy iterates over an array."""
+        for i in range(len(self)):
+            yield self[i]
 
     def __getitem__(self, key: Any) -> np.ndarray:
         items = key if isinstance(key, tuple) else (key,)

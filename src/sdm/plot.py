@@ -14,6 +14,13 @@ the writer declared them, else ``dim_0``, ``dim_1``, ...). A slice must leave ex
 two dimensions for a picture; dimensions left over in front are taken at their middle
 index (the default for a 3-D array is its middle plane ``n0 // 2``).
 
+The default file name says what is plotted (:func:`default_name`):
+``run<R>-<group>-<dataset>-step<K>-<slice>.png`` for a slice (``dim_0=32``: the indices
+taken, ``z=2-9by3`` a range, first and last included), ``...-point3,4,5.png`` for a point
+and ``...-mean[-<slice>].png`` for a reduction, in the current directory. An existing
+file is never replaced unless ``overwrite=True`` (``sdm plot --overwrite``): the picture
+is written beside it and renamed into place, so a failure leaves no partial PNG.
+
 The data is read in one process (no mpiexec) through :func:`sdm.open` and the whole
 step is read, then sliced (:func:`_read` is the one place that reads).
 """
@@ -42,7 +49,7 @@ if TYPE_CHECKING:
     from .catalog.records import DatasetRecord
     from .group import Group
 
-__all__ = ["Plot", "plot_slice", "plot_series", "parse_slice", "dimension_names", "REDUCTIONS"]
+__all__ = ["Plot", "plot_slice", "plot_series", "parse_slice", "dimension_names", "default_name", "REDUCTIONS"]
 
 #: Reductions a time series may take of each step.
 REDUCTIONS = ("mean", "min", "max")
@@ -107,6 +114,34 @@ def _index_text(index: Index) -> str:
         return text + ("" if i.step in (None, 1) else f":{i.step}")
 
     return ",".join(one(i) for i in index)
+
+
+def _index_slug(index: Index, shape: Sequence[int], dims: Sequence[str]) -> str:
+    """What *index* takes of each dimension, for a file name: ``dim_0=32``, ``z=2-9by3`` (first and last
+    index, and the stride); dimensions taken whole are not named (nothing when every one is)."""
+    parts = []
+    for k, i in enumerate(index):
+        if isinstance(i, int):
+            parts.append(f"{dims[k]}={i}")
+            continue
+        r = range(*i.indices(shape[k]))
+        if (r.start, r.step, len(r)) != (0, 1, shape[k]):
+            parts.append(f"{dims[k]}={r[0]}-{r[-1]}" + (f"by{r.step}" if r.step != 1 else ""))
+    return ",".join(parts)
+
+
+def default_name(run: int, group: str, dataset: str, what: str, index: Index = (), shape: Sequence[int] = (),
+                 dims: Sequence[str] = ()) -> Path:
+    """The PNG a plot writes when none is named: after the run, the dataset, *what* (``step12``, ``point3,4,5``,
+    ``mean``) and the part of the array *index* takes (see the module documentation)."""
+    slug = _index_slug(index, shape, dims)
+    return Path(f"run{run}-{group}-{dataset}-{what}" + (f"-{slug}" if slug else "") + ".png")
+
+
+def _refuse_existing(path: Path, overwrite: bool) -> None:
+    if not overwrite and (path.exists() or path.is_symlink()):
+        raise InvalidArgumentError(f"{path} already exists; pass --overwrite (overwrite=True) to replace it, "
+                                   "or name another file with --out")
 
 
 # ---------------------------------------------------------------------- slices
@@ -333,10 +368,12 @@ class _Target:
         head = f"run {self.run.id} ({self.run.application}): {self.group_name}/{self.name} {what}"
         return head + (f"\n{attrs}" if attrs else "")
 
-    def out(self, out: str | Path | None, what: str) -> Path:
-        if out is not None:
-            return Path(out)
-        return Path(f"run{self.run.id}-{self.group_name}-{self.name}-{what}.png")
+    def out(self, out: str | Path | None, what: str, index: Index, overwrite: bool) -> Path:
+        """The PNG to write (*out*, else :func:`default_name`), refused if it exists unless *overwrite*."""
+        path = Path(out) if out is not None else default_name(self.run.id, self.group_name, self.name, what, index,
+                                                              self.shape, self.dims)
+        _refuse_existing(path, overwrite)
+        return path
 
 
 def _figure() -> tuple[Any, Any]:
@@ -352,18 +389,38 @@ def _figure() -> tuple[Any, Any]:
     return plt.subplots(figsize=(6.4, 4.8), dpi=100, layout="constrained")
 
 
-def _save(fig: Any, path: Path) -> None:
+def _save(fig: Any, path: Path, overwrite: bool) -> None:
+    """Write *fig* to *path* through a temporary file beside it: renamed over an old file only if *overwrite*,
+    else linked into place (so a file that appeared meanwhile is not replaced either)."""
+    import os
+    import secrets
+
     import matplotlib.pyplot as plt
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
+        tmp = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        try:
+            with open(tmp, "xb") as f:  # the umask's permissions, as a file saved directly would have
+                fig.savefig(f, format="png")
+            if overwrite:
+                os.replace(tmp, path)
+            else:
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    _refuse_existing(path, False)
+                    raise
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     finally:
         plt.close(fig)
 
 
 def plot_slice(run: int, dataset: str, step: int, *, group: str | None = None, select: str | None = None,
-               out: str | Path | None = None, catalog: str | None = None, cmap: str = "viridis") -> Plot:
+               out: str | Path | None = None, catalog: str | None = None, cmap: str = "viridis",
+               overwrite: bool = False) -> Plot:
     """Write a PNG of a 2-D slice of one step of a dataset.
 
     Parameters
@@ -379,11 +436,13 @@ def plot_slice(run: int, dataset: str, step: int, *, group: str | None = None, s
     select : str, optional
         Which 2-D slice (see :func:`parse_slice`); default the middle of the leading dimensions.
     out : str or Path, optional
-        The PNG to write (default ``run<R>-<group>-<dataset>-step<K>.png``).
+        The PNG to write (default ``run<R>-<group>-<dataset>-step<K>-<slice>.png``, see :func:`default_name`).
     catalog : str, optional
         Catalog URL or SQLite file (default ``$SDM_CATALOG`` or the one in ``$SDM_ROOT``).
     cmap : str
         Matplotlib colour map.
+    overwrite : bool
+        Replace the PNG if it exists (else refused, nothing read or written).
 
     Returns
     -------
@@ -394,15 +453,16 @@ def plot_slice(run: int, dataset: str, step: int, *, group: str | None = None, s
     ------
     RunNotFoundError, GroupNotFoundError, DatasetNotFoundError, StepNotFoundError, InvalidArgumentError
     """
-    with _Target(run, dataset, group, catalog) as t:
+    t = _Target(run, dataset, group, catalog)
+    index = parse_slice(select, t.shape, t.dims)
+    path = t.out(out, f"step{step}", index, overwrite)  # refused before anything is read
+    with t:
         t.check_step(step)
-        index = parse_slice(select, t.shape, t.dims)
         data = _read(t.group, t.name, step, index)
         row_k, col_k = (k for k, i in enumerate(index) if isinstance(i, slice))
         rows, cols = t.dims[row_k], t.dims[col_k]
         fixed = [f"{t.dims[k]}={i}" for k, i in enumerate(index) if isinstance(i, int)]
         title = t.title(f"step {step}" + (f" [{', '.join(fixed)}]" if fixed else ""))
-        path = t.out(out, f"step{step}")
         fig, ax = _figure()
         shown = data.real if np.iscomplexobj(data) else data
         image = ax.imshow(shown.astype(np.float64), origin="lower", cmap=cmap, interpolation="nearest",
@@ -411,7 +471,7 @@ def plot_slice(run: int, dataset: str, step: int, *, group: str | None = None, s
         ax.set_xlabel(cols)
         ax.set_ylabel(rows)
         ax.set_title(title, fontsize=10)
-        _save(fig, path)
+        _save(fig, path, overwrite)
     return Plot(path=path, data=data, steps=(step,), index=index, title=title, labels=(rows, cols))
 
 
@@ -432,7 +492,7 @@ def _reduce(how: str, values: np.ndarray) -> Any:
 
 def plot_series(run: int, dataset: str, *, point: str | None = None, reduce: str | None = None,
                 group: str | None = None, select: str | None = None, out: str | Path | None = None,
-                catalog: str | None = None) -> Plot:
+                catalog: str | None = None, overwrite: bool = False) -> Plot:
     """Write a PNG of one point, or of a reduction of each step, against the step.
 
     Parameters
@@ -451,9 +511,12 @@ def plot_series(run: int, dataset: str, *, point: str | None = None, reduce: str
         With *reduce*: reduce this part of each step (see :func:`parse_slice`; any number of
         dimensions may be left).
     out : str or Path, optional
-        The PNG to write (default ``run<R>-<group>-<dataset>-series.png``).
+        The PNG to write (default ``run<R>-<group>-<dataset>-point<I,J,...>.png`` or
+        ``...-<reduction>[-<slice>].png``, see :func:`default_name`).
     catalog : str, optional
         Catalog URL or SQLite file.
+    overwrite : bool
+        Replace the PNG if it exists (else refused, nothing read or written).
 
     Returns
     -------
@@ -472,27 +535,31 @@ def plot_series(run: int, dataset: str, *, point: str | None = None, reduce: str
                                    f"{closest(reduce, REDUCTIONS)}")
     if point is not None and select is not None:
         raise InvalidArgumentError("--slice goes with --reduce (the part of each step to reduce), not with --point")
-    with _Target(run, dataset, group, catalog) as t:
+    t = _Target(run, dataset, group, catalog)
+    index: Index
+    if point is not None:
+        index = parse_point(point, t.shape, t.dims)
+        path = t.out(out, "point" + ",".join(str(i) for i in index), (), overwrite)  # refused before any read
+        ylabel = f"{t.name}[{', '.join(f'{d}={i}' for d, i in zip(t.dims, index))}]"
+    else:
+        assert reduce is not None
+        index = parse_slice(select, t.shape, t.dims, free=None)
+        path = t.out(out, reduce, index, overwrite)
+        ylabel = f"{reduce}({t.name}" + (f"[{_index_text(index)}]" if select else "") + ")"
+    with t:
         if not t.steps:
             raise InvalidArgumentError(f"dataset {t.group_name}/{t.name} of run {t.run.id} has no step yet")
-        index: Index
         if point is not None:
-            index = parse_point(point, t.shape, t.dims)
-            ylabel = f"{t.name}[{', '.join(f'{d}={i}' for d, i in zip(t.dims, index))}]"
             values = np.array([_read(t.group, t.name, s, index) for s in t.steps])
         else:
             assert reduce is not None
-            index = parse_slice(select, t.shape, t.dims, free=None)
-            part = f"[{_index_text(index)}]" if select else ""
-            ylabel = f"{reduce}({t.name}{part})"
             values = np.array([_reduce(reduce, _read(t.group, t.name, s, index)) for s in t.steps])
         title = t.title(f"{len(t.steps)} steps")
-        path = t.out(out, "series")
         fig, ax = _figure()
         ax.plot(t.steps, values.real if np.iscomplexobj(values) else values, marker="o", markersize=3)
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=10)
         ax.grid(True, alpha=0.3)
-        _save(fig, path)
+        _save(fig, path, overwrite)
     return Plot(path=path, data=values, steps=tuple(t.steps), index=index, title=title, labels=("step", ylabel))

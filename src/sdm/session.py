@@ -215,7 +215,7 @@ class Session:
         ------
         GroupNotFoundError
         """
-        same_calls(agree(self.comm, *capture(check_name, name, "group", rank=self.rank)[::-1]), "group")
+        same_calls(agree(self.comm, *capture(check_name, name, "group", rank=self.rank)[::-1]), "group", ("name",))
         if name not in self._groups:
             self._groups[name] = Group(self, root_call(self.comm, self._commits.group_record, name))
         return self._groups[name]

@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import math
 import operator
-import re
 import sys
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, QuerySyntaxError
 
 
 def loaded_numpy() -> Any:
@@ -317,25 +316,55 @@ class Condition:
         return f"{self.key}{self.op}{self.value!r}"
 
 
-_COND = re.compile(r"^\s*([^=!<>\s]+)\s*(==|!=|<=|>=|=|<|>)\s*(.*?)\s*$", re.DOTALL)
+#: The comparisons, longest first (``<=`` is read before ``<``)
+_COMPARISONS = ("==", "!=", "<=", ">=", "=", "<", ">")
+_OP_CHARS = "=!<>"
+_HOW = "write key=value (or key>=value, key<value, ...)"
 
 
 def parse_condition(text: str) -> Condition:
     """Parse ``key=value``, ``key>=3`` ... as typed on the command line.
 
+    The key runs up to the comparison (no space, ``=``, ``!``, ``<`` or ``>`` in it); the
+    value is the rest, without the spaces around it, and may not start with one of
+    ``= ! < >`` (``nx>>32`` and ``nx=<3`` are typing errors, not values).
+
     Raises
     ------
+    QuerySyntaxError
+        The text is not of the form ``key<op>value``; its ``position`` is where reading
+        stopped.
     InvalidArgumentError
-        The text is not of the form ``key<op>value``, or the key or value is refused
-        (see :func:`encode`).
+        Not a string, or the key or value is refused (see :func:`encode`).
     """
-    m = _COND.match(text) if isinstance(text, str) else None
-    if not m:
-        raise InvalidArgumentError(
-            f"cannot read condition {_short_repr(text)}; write key=value (or key>=value, key<value, ...)"
-        )
-    key, op, raw = m.groups()
-    return Condition(key, op, _coerce(raw))
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"cannot read condition {_short_repr(text)}; {_HOW}")
+
+    def refuse(position: int, what: str) -> QuerySyntaxError:
+        where = "at its end" if position >= len(text) else f"at character {position + 1}"
+        return QuerySyntaxError(f"cannot read condition {_short_repr(text)} {where}: {what}; {_HOW}", text, position)
+
+    def spaces(i: int) -> int:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        return i
+
+    start = i = spaces(0)
+    while i < len(text) and text[i] not in _OP_CHARS and not text[i].isspace():
+        i += 1
+    key = text[start:i]
+    if not key:
+        raise refuse(i, "no attribute name" if i >= len(text) else "no attribute name before the comparison")
+    j = spaces(i)
+    op = next((c for c in _COMPARISONS if text.startswith(c, j)), None)
+    if op is None:
+        if j >= len(text):
+            raise refuse(j, f"no comparison after {key!r}")
+        raise refuse(j, f"{text[j]!r} where a comparison (= == != < <= > >=) should be")
+    k = spaces(j + len(op))
+    if k < len(text) and text[k] in _OP_CHARS:
+        raise refuse(k, f"a value cannot start with {text[k]!r} (after the comparison {op!r})")
+    return Condition(key, op, _coerce(text[k:].strip()))
 
 
 def conditions_from(attrs: Any) -> list[Condition]:

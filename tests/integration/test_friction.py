@@ -116,7 +116,7 @@ def test_show_writes_has_the_planners_reason(tmp_path) -> None:
     assert out.returncode == 0, out.stderr
     (row,) = json.loads(out.stdout)["writes"]
     assert row["reason"] == w.reason and row["method"] == w.method
-    table = _sdm("show", str(run), "--writes", "--catalog", catalog, cwd=tmp_path, COLUMNS="400")
+    table = _sdm("show", str(run), "--writes", "--wide", "--catalog", catalog, cwd=tmp_path)
     head = next(line for line in table.stdout.splitlines() if "checksum" in line and "method" in line)
     assert "reason" in head
     assert w.reason.split()[0] in table.stdout  # the reason's first words, whatever the wrapping
@@ -133,12 +133,18 @@ def test_demo_prints_commands_that_show_its_run(tmp_path) -> None:
         ["ls", "ASTRO3D", "--catalog", "demo-data/catalog.db"],
         ["show", str(run), "--writes", "--catalog", "demo-data/catalog.db"],
         ["verify", str(run), "--catalog", "demo-data/catalog.db"],
-        ["plot", str(run), "fields/T", "--step", "0", "--catalog", "demo-data/catalog.db", "--out", f"run{run}-T.png"],
+        ["plot", str(run), "fields/T", "--step", "0", "--catalog", "demo-data/catalog.db"],
     ]
     for command in commands:  # pasted in the directory `make demo` ran in, with SDM_ROOT elsewhere
         out = _sdm(*shlex.split(command)[1:], cwd=tmp_path, SDM_ROOT=str(tmp_path / "elsewhere"))
         assert out.returncode == 0, (command, out.stderr)
-    assert (tmp_path / f"run{run}-T.png").is_file()
+    picture = tmp_path / f"run{run}-fields-T-step0.png"  # named after what it shows (the whole 2-D step)
+    assert picture.is_file()
+    before = picture.read_bytes()
+    again = _sdm(*shlex.split(commands[-1])[1:], cwd=tmp_path, SDM_ROOT=str(tmp_path / "elsewhere"))
+    assert (again.returncode, again.stderr) == (1, f"error: {picture.name} already exists; pass --overwrite "
+                                                   "(overwrite=True) to replace it, or name another file with --out\n")
+    assert picture.read_bytes() == before
 
 
 def test_readme_shell_commands_are_quoted() -> None:

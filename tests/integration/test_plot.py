@@ -196,7 +196,7 @@ def test_cli_writes_the_png_and_reports_errors_on_one_line(written, tmp_path):
     doc = json.loads(out.stdout)
     assert doc["shape"] == [6, 7] and doc["steps"] == [3] and doc["labels"] == ["dim_0", "dim_2"]
     _check_png(Path(doc["path"]))
-    assert Path(doc["path"]) == tmp_path / f"run{run}-fields-T-step3.png"
+    assert Path(doc["path"]) == tmp_path / f"run{run}-fields-T-step3-dim_1=1.png"
     series = _sdm("plot", str(run), "u", "--point", "0,0", "--catalog", catalog, "--json", "--out", "s.png",
                   cwd=tmp_path)
     assert series.returncode == 0, series.stderr
@@ -208,3 +208,55 @@ def test_cli_writes_the_png_and_reports_errors_on_one_line(written, tmp_path):
                          "10\n"
     usage = _sdm("plot", str(run), "T", "--catalog", catalog, cwd=tmp_path)
     assert usage.returncode == 2 and "give --step K" in usage.stderr
+
+
+def _in_process(*args: str):
+    """``sdm ARGS`` in this process (in the current directory), as typed."""
+    from typer.testing import CliRunner
+
+    from sdm._cli.main import app
+
+    return CliRunner().invoke(app, list(args), env={"COLUMNS": None})
+
+
+@pytest.mark.parametrize("args, name", [
+    (("T", "--step", "3"), "run{run}-fields-T-step3-dim_0=3.png"),             # the default: the middle plane
+    (("T", "--step", "3", "--slice", "dim_2=4"), "run{run}-fields-T-step3-dim_2=4.png"),
+    (("T", "--step", "7", "--slice", "1,1:4"), "run{run}-fields-T-step7-dim_0=1,dim_1=1-3.png"),
+    (("T", "--step", "7", "--slice", "-1,::2"), "run{run}-fields-T-step7-dim_0=5,dim_1=0-4by2.png"),
+    (("u", "--step", "0"), "run{run}-flat-u-step0.png"),                       # 2-D: the whole step
+    (("T", "--point", "1,-1,6"), "run{run}-fields-T-point1,4,6.png"),
+    (("T", "--reduce", "max"), "run{run}-fields-T-max.png"),
+    (("u", "--reduce", "mean", "--slice", "2:5,:3"), "run{run}-flat-u-mean-dim_0=2-4,dim_1=0-2.png"),
+])
+def test_default_names_say_what_is_plotted(written, tmp_path, monkeypatch, args, name):
+    catalog, run = written
+    monkeypatch.chdir(tmp_path)
+    out = _in_process("plot", str(run), *args, "--catalog", catalog)
+    assert out.exit_code == 0, out.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [name.format(run=run)]
+    assert out.stdout.startswith(f"wrote {name.format(run=run)} (")
+
+
+def test_an_existing_picture_is_kept_unless_overwrite(written, tmp_path, monkeypatch):
+    catalog, run = written
+    monkeypatch.chdir(tmp_path)
+    first = _in_process("plot", "latest", "T", "--step", "3", "--catalog", catalog)  # `latest`: the newest run
+    assert first.exit_code == 0, first.stderr
+    (picture,) = tmp_path.iterdir()
+    kept = picture.read_bytes()
+    for again in (("T", "--step", "7", "--out", picture.name), ("T", "--step", "3")):
+        refused = _in_process("plot", str(run), *again, "--catalog", catalog)
+        assert (refused.exit_code, refused.stdout) == (1, "")
+        assert refused.stderr == (f"error: {picture.name} already exists; pass --overwrite (overwrite=True) to replace "
+                                  "it, or name another file with --out\n")
+        assert picture.read_bytes() == kept and list(tmp_path.iterdir()) == [picture]  # nothing else left either
+    with pytest.raises(InvalidArgumentError) as info:
+        plot_series(run, "T", reduce="mean", out=picture, catalog=catalog)
+    assert str(info.value).startswith(f"{picture} already exists") and picture.read_bytes() == kept
+    replaced = _in_process("plot", str(run), "T", "--step", "7", "--out", picture.name, "--overwrite", "--json",
+                           "--catalog", catalog)
+    assert replaced.exit_code == 0, replaced.stderr
+    assert json.loads(replaced.stdout)["steps"] == [7] and picture.read_bytes() != kept
+    assert list(tmp_path.iterdir()) == [picture]  # no temporary file left beside it
+    _check_png(picture)

@@ -184,8 +184,11 @@ def test_ranks_disagree_on_step(comm, setup):
     if comm.Get_size() == 1:
         pytest.skip("needs two ranks to disagree")
     before = catalog_counts(comm, url)
-    _raises_everywhere(comm, sdm.CollectiveMismatchError, r"ranks made different write calls",
-                       lambda: g.write("a", 1 + comm.Get_rank(), local))
+    err = _raises_everywhere(comm, sdm.CollectiveMismatchError, r"ranks made different write calls",
+                             lambda: g.write("a", 1 + comm.Get_rank(), local))
+    steps = "; ".join(f"rank {r}: {1 + r}" for r in range(comm.Get_size()))
+    assert str(err) == (f"ranks made different write calls: step ({steps}); every rank must call with the same "
+                        "datasets, step and options")  # in words: no tuple of the call's internals
     assert catalog_counts(comm, url) == before
 
 

@@ -3,8 +3,9 @@
 File counts per organization level come from the paper (Euler: 60 / 6 / 2 files;
 ASTRO3D: one file per group at level 3).  Every write is checked by reading the file
 with numpy.memmap at the offset the catalog records and comparing it with the global
-array rebuilt here from the templates' documented value formula (no SDM code); the
-read-back is checked on a distribution other than the writer's, with indices computed
+array rebuilt here from the templates' documented value formula (no SDM code; ASTRO3D's
+density evaluated in 3-D in float64, within float32's roundings of it); the read-back
+is checked on a distribution other than the writer's, with indices computed
 independently in ``_reference``.
 """
 
@@ -26,12 +27,48 @@ ASTRO_N = 10  # uneven over 3 ranks; small enough for a fast test
 
 
 def expected_global(name: str, step: int, shape, dtype) -> np.ndarray:
-    """The templates' documented values, built here for the whole global array."""
+    """The templates' documented values (Euler's), built here for the whole global array."""
     flat = np.arange(int(np.prod(shape)), dtype=np.uint64).reshape(shape)
     salt = np.uint64(zlib.crc32(name.encode()) + 40503 * step)
     h = (flat * np.uint64(2654435761) + salt) % np.uint64(1 << 24)
     dt = np.dtype(dtype)
     return (h.astype(np.float64) / 16).astype(dt) if dt.kind == "f" else (h % 256).astype(dt)
+
+
+def astro_density(name: str, step: int, shape, dtype) -> np.ndarray:
+    """ASTRO3D's documented density (sdm.examples.astro3d.density), built here in float64 over the whole grid
+    from its formula: every wave's cosine and every clump's Gaussian evaluated in 3-D, not as products."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    u = rng.random((astro3d.WAVES, 4))
+    k = np.floor(7 * u[:, :3]) - 3
+    k[~k.any(axis=1)] = (1, 0, 0)
+    a = np.sqrt((k ** 2).sum(axis=1)) ** -1.5
+    a /= a.sum()
+    c = rng.random((astro3d.CLUMPS, 6))
+    d = rng.random((astro3d.CLUMPS, 2))
+    t, flow = float(step), np.array(astro3d.FLOW)
+    g = 1 + t / astro3d.GROWTH
+    x = np.stack(np.meshgrid(*(np.arange(n) / n for n in shape), indexing="ij"), axis=-1)  # (n, n, n, 3) boxes
+    rho = 1 + astro3d.BACKGROUND * sum(a[w] * np.cos(2 * np.pi * ((x - flow * t) @ k[w]) + 2 * np.pi * u[w, 3])
+                                      for w in range(astro3d.WAVES))
+    for b in range(astro3d.CLUMPS):
+        centre = c[b, :3] + (flow + 0.04 * (c[b, 3:] - 0.5)) * t
+        gap = (x - centre + 0.5) % 1.0 - 0.5  # to the nearest periodic image
+        width = 0.06 + 0.05 * d[b, 0]
+        rho = rho + (0.3 + 0.5 * d[b, 1]) * g * g * np.exp(-(gap ** 2).sum(axis=-1) * g / (2 * width ** 2))
+    dt = np.dtype(dtype)
+    return rho if dt.kind == "f" else np.minimum(np.floor(astro3d.BYTE_SCALE * rho), 255)
+
+
+def assert_astro(got: np.ndarray, name: str, step: int, shape, dtype, where=(), what: str = "") -> None:
+    """*got* is ASTRO3D's density (under the index *where*): float32 roundings of the formula; bytes off by at
+    most one at a floor's edge."""
+    want = astro_density(name, step, shape, dtype)[where]
+    if np.dtype(dtype).kind == "f":
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5, err_msg=what)
+    else:
+        assert np.abs(got.astype(np.int64) - want).max() <= 1, what
+        assert np.count_nonzero(got != want) <= max(1, got.size // 500), what
 
 
 def _check_files(comm, root: Path, result: dict, specs, dumps: dict[str, list[int]], nfiles: int) -> None:
@@ -62,7 +99,12 @@ def _check_files(comm, root: Path, result: dict, specs, dumps: dict[str, list[in
         spec = by_name[d]
         assert w.nbytes == spec.nbytes and w.nprocs == comm.Get_size()
         raw = np.memmap(Path(result["root"]) / w.path, dtype=spec.dtype, mode="r", offset=w.offset, shape=spec.shape)
-        np.testing.assert_array_equal(raw, expected_global(d, w.step, spec.shape, spec.dtype), err_msg=f"{g}/{d}@{w.step}")
+        if result["application"] == "ASTRO3D":
+            assert_astro(np.asarray(raw), d, w.step, spec.shape, spec.dtype, what=f"{g}/{d}@{w.step}")
+            np.testing.assert_array_equal(raw, spec.value(d, w.step, [np.arange(n) for n in spec.shape]))  # exactly
+        else:
+            np.testing.assert_array_equal(raw, expected_global(d, w.step, spec.shape, spec.dtype),
+                                          err_msg=f"{g}/{d}@{w.step}")
         del raw
         extents.setdefault(w.path, []).append((w.offset, w.offset + w.nbytes))
     for path, ext in extents.items():  # appended writes never overlap
@@ -113,8 +155,7 @@ def test_astro3d_files_bytes_and_read_back(comm, mpi_tmp, level, nfiles, read_vi
                 assert g.steps(d) == dumps[spec.name]
                 for step in g.steps(d):
                     back = g.read(d, step, verify=True)
-                    want = expected_global(d, step, shape, spec.dtype)[np.ix_(*idx)]
-                    np.testing.assert_array_equal(back, want, err_msg=f"{d}@{step} rank {rank}")
+                    assert_astro(back, d, step, shape, spec.dtype, np.ix_(*idx), f"{d}@{step} rank {rank}")
 
 
 def test_astro3d_writer_pieces_are_3d_blocks(comm, mpi_tmp):

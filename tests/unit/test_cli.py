@@ -176,11 +176,15 @@ def test_show_run(filled: dict) -> None:
     assert "kind=field" in out  # the group's attributes
     assert "checksum" not in out  # writes only with --writes
 
-    out = ok("show", str(r1), "--writes", "--catalog", filled["url"])
+    out = ok("show", str(r1), "--writes", "--wide", "--catalog", filled["url"])  # every column, in full
     w = next(line for line in out.splitlines() if "fields/rho" in line and "│   12 │" in line)
     assert [c.strip() for c in w.split("│")[1:-1]] == [
         "fields/rho", "12", "ASTRO3D/run-000001/fields.dat", str(2 * filled["rho_nbytes"]),
         str(filled["rho_nbytes"]), "sum64:000000000000000c", "collective", "0.125000", "-"]  # no reason recorded
+    out = ok("show", str(r1), "--writes", "--catalog", filled["url"])  # one line each, the informative columns
+    w = next(line for line in out.splitlines() if line.startswith("fields/rho") and " 12 " in line)
+    assert w.split() == ["fields/rho", "12", "…TRO3D/run-000001/fields.dat", "16.0", "KiB", "125.00", "collective",
+                         "-"]  # the run has no directory: the path as recorded, its end kept in 28 characters
 
 
 def test_show_json(filled: dict) -> None:
@@ -266,7 +270,9 @@ def test_find_by_app_run_and_dates(filled: dict) -> None:
 
 
 def test_find_bad_input(filled: dict) -> None:
-    assert fails("find", "res", "--catalog", filled["url"]).startswith("error: cannot read condition 'res'")
+    result = run_cli("find", "res", "--catalog", filled["url"])  # a condition that does not read: a usage error
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr.startswith("error: cannot read condition 'res' at its end: no comparison after 'res'")
     result = run_cli("find", "--since", "yesterday", "--catalog", filled["url"])
     assert result.exit_code == 2 and "not an ISO date" in result.stderr and "Traceback" not in result.stderr
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -34,8 +35,41 @@ def test_parse_and_match():
     assert parse_condition("kind=analysis").matches("analysis")
     assert parse_condition("ok=true").matches(True)
     assert not Condition("x", "=", 1).matches(True)  # bools are not numbers here
-    with pytest.raises(sdm.InvalidArgumentError, match="cannot read condition 'novalue'"):
+    with pytest.raises(sdm.QuerySyntaxError) as info:
         parse_condition("novalue")
+    assert (info.value.text, info.value.position) == ("novalue", 7)
+    assert str(info.value) == ("cannot read condition 'novalue' at its end: no comparison after 'novalue'; write "
+                               "key=value (or key>=value, key<value, ...)")
+
+
+@pytest.mark.parametrize("text, position, what", [
+    ("nx>>32", 3, "a value cannot start with '>' (after the comparison '>')"),
+    ("nx=<3", 3, "a value cannot start with '<' (after the comparison '=')"),
+    ("nx=== 3", 4, "a value cannot start with '=' (after the comparison '==')"),
+    ("nx >= =3", 6, "a value cannot start with '=' (after the comparison '>=')"),
+    (">=3", 0, "no attribute name before the comparison"),
+    ("  =3", 2, "no attribute name before the comparison"),
+    ("n x=3", 2, "'x' where a comparison (= == != < <= > >=) should be"),
+    ("nx!3", 2, "'!' where a comparison (= == != < <= > >=) should be"),
+    ("", 0, "no attribute name"),
+])
+def test_a_condition_that_does_not_read_says_where(text, position, what):
+    with pytest.raises(sdm.QuerySyntaxError) as info:
+        parse_condition(text)
+    err = info.value
+    assert isinstance(err, sdm.InvalidArgumentError) and (err.text, err.position) == (text, position)
+    where = "at its end" if position >= len(text) else f"at character {position + 1}"
+    assert str(err) == f"cannot read condition {text!r} {where}: {what}; write key=value (or key>=value, key<value, ...)"
+    assert pickle.loads(pickle.dumps(err)).position == position  # travels between ranks whole
+
+
+@pytest.mark.parametrize("text, key, op, value", [
+    ("nx==32", "nx", "==", 32), (" nx >= 2.5 ", "nx", ">=", 2.5), ("a=b<c", "a", "=", "b<c"), ("k!=x", "k", "!=", "x"),
+    ("nx=", "nx", "=", ""), ("t<-1", "t", "<", -1),
+])
+def test_conditions_that_read(text, key, op, value):
+    c = parse_condition(text)
+    assert (c.key, c.op, c.value) == (key, op, value)
 
 
 _HALF_IMPORTED = r'''

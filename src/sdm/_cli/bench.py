@@ -21,17 +21,17 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from .. import config
 from ..urls import mask_urls, redact_url
 from ..errors import CalibrationError, SDMError
 from ..storage.mounts import fs_type
+
+if TYPE_CHECKING:  # rich loads when a command prints (never for --help)
+    from rich.console import Console
 
 __all__ = ["register", "bench_app", "run_ncio", "run_calibration", "write_ncio", "fs_type"]
 
@@ -49,6 +49,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tab
 
 # ------------------------------------------------------------------------ helpers
 def _console() -> Console:
+    from rich.console import Console
+
     wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
     return Console(file=sys.stdout, width=wide, highlight=False)
 
@@ -95,6 +97,9 @@ class _Progress:
 
 
 def _fail(message: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
     err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
     err.print(Text("error: ", style="bold red") + Text(mask_urls(message), style="red"))
     raise typer.Exit(2)
@@ -211,6 +216,8 @@ def calibrate_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Measure the cost-model constants of DIR (or of the archive tier's object store) and store them in the catalog."""
+    from rich.table import Table
+
     if target.startswith("s3://"):
         _calibrate_archive(target, catalog, quick, repeats, endpoint, as_json)
         return
@@ -258,6 +265,8 @@ def calibrate_cmd(
 def _calibrate_archive(url: str, catalog: str | None, quick: bool, repeats: int | None, endpoint: str | None,
                        as_json: bool) -> None:
     """``sdm calibrate s3://...``: the remote model's constants (:mod:`sdm.bench.remote_calibrate`)."""
+    from rich.table import Table
+
     from ..bench.remote_calibrate import calibrate_archive
     from ..planner.remote import archive_target
 
@@ -325,6 +334,9 @@ def predict_cmd(
 ) -> None:
     """Predict the I/O time of a described run, per method and organization level (--tier local), or of
     one read from the archive per remote method, with the method the planner would choose (--tier archive)."""
+    from rich.table import Table
+    from rich.text import Text
+
     from ..planner.model import CostModel
     from ..planner.predict import Workload, predict
 
@@ -392,6 +404,9 @@ def _predict_archive(shape: str, dtype: str, ranks: int, view: str, datasets: in
                      constants: Path | None, endpoint: str | None, catalog: str | None, hint: list[str] | None,
                      as_json: bool) -> None:
     """``sdm predict --tier archive``: every remote method's predicted time and the choice."""
+    from rich.table import Table
+    from rich.text import Text
+
     from ..planner.remote import REMOTE_METHODS, RemoteWorkload, choose_remote
 
     try:

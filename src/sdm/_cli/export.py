@@ -1,4 +1,9 @@
-"""``sdm export`` (a run to HDF5, NetCDF-4 or Zarr v3) and ``sdm import`` (such a file into a new run)."""
+"""``sdm export`` (a run to HDF5, NetCDF-4, Zarr v3 or Exodus II) and ``sdm import`` (such a file into a new run).
+
+The formats are named once, in :data:`FORMATS` (a test keeps it equal to
+:data:`sdm.exporting.FORMATS`): the option's metavar, the help texts and the messages
+are made from it.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,21 @@ from .main import (ChooseAppOpt, CatalogOpt, JsonOpt, RunArg, _console, _emit_js
                    choose_run, run_words)
 from .maintenance import _progress
 
-__all__ = ["register"]
+__all__ = ["register", "FORMATS", "formats_text"]
 
-FormatOpt = Annotated[str, typer.Option("--format", "-f", metavar="hdf5|netcdf|zarr|exodus", help="The file format.")]
+#: Every format of ``sdm export`` and ``sdm import``, by name (as ``--format`` takes it) and as people call it
+FORMATS = {"hdf5": "HDF5", "netcdf": "NetCDF-4", "zarr": "Zarr v3", "exodus": "Exodus II (a finite element model)"}
+_METAVAR = "|".join(FORMATS)
+
+
+def formats_text() -> str:
+    """``HDF5, NetCDF-4, Zarr v3 or Exodus II (...)``: every format, in words."""
+    names = list(FORMATS.values())
+    return ", ".join(names[:-1]) + " or " + names[-1]
+
+
+FormatOpt = Annotated[str, typer.Option("--format", "-f", metavar=_METAVAR,
+                                        help=f"The file format: {', '.join(FORMATS)}.")]
 RootOpt = Annotated[str | None, typer.Option("--root", metavar="DIR", help="Data root (default $SDM_ROOT).")]
 
 
@@ -34,12 +51,12 @@ def _export(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Export a run to HDF5, NetCDF-4 or Zarr v3, step by step (the file appears only when complete)."""
+    """``sdm export``: a run to a file of one of :data:`FORMATS` (its help text, naming them: :func:`register`)."""
     from ..errors import InvalidArgumentError
     from ..exporting import export
 
     if not fmt or not out:
-        raise InvalidArgumentError("sdm export needs --format hdf5|netcdf|zarr|exodus and --out PATH")
+        raise InvalidArgumentError(f"sdm export needs --format {_METAVAR} and --out PATH")
     words = run_words(which, application)
     with _open(catalog) as cat:  # the rule of sdm.open: several matching runs are listed, not guessed
         run = choose_run(cat, words, application)
@@ -59,12 +76,12 @@ def _import(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Import an HDF5, NetCDF-4 or Zarr v3 file into a new run (arrays with a leading `step` dimension step by step)."""
+    """``sdm import``: a file of one of :data:`FORMATS` into a new run (its help text: :func:`register`)."""
     from ..errors import InvalidArgumentError
     from ..exporting import import_file
 
     if not fmt or not application:
-        raise InvalidArgumentError("sdm import needs --format hdf5|netcdf|zarr|exodus and --application APP")
+        raise InvalidArgumentError(f"sdm import needs --format {_METAVAR} and --application APP")
     with _progress(f"import {file}") as bar:
         report = import_file(file, format=fmt, application=application, catalog=catalog, root=root,
                              progress=bar.callback)
@@ -85,5 +102,7 @@ def _say(report: Any, line: str, as_json: bool) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add ``export`` and ``import`` to the ``sdm`` command."""
-    app.command("export")(_handles_errors(_export))
-    app.command("import")(_handles_errors(_import))
+    app.command("export", help=f"Export a run to {formats_text()}, step by step (the file appears only when "
+                "complete).")(_handles_errors(_export))
+    app.command("import", help=f"Import a file of {formats_text()} into a new run (arrays with a leading `step` "
+                "dimension step by step).")(_handles_errors(_import))

@@ -4,10 +4,14 @@
 by ``--catalog`` (default ``$SDM_CATALOG`` or the SQLite catalog in ``$SDM_ROOT``);
 ``--json`` prints machine-readable JSON instead of tables.  An error prints one line
 ``error: <message>`` on stderr, never a traceback, and exits with status 1; a usage
-error (unknown command or option, a value of the wrong form) exits with status 2.
+error (unknown command or option, a value of the wrong form) exits with status 2, and so
+does a condition that does not read (``sdm find 'nx>>32'``), shown with a caret under
+the character where reading stopped.
 
-Start-up stays short: the catalog (SQLAlchemy) loads when a command opens it, never for
-``--help``, and no catalog command imports mpi4py or initializes MPI.
+Start-up stays short: rich (the tables) loads when a command prints one, the catalog
+(SQLAlchemy) when a command opens it (``sdm ls`` of an SQLite catalog reads it with
+:mod:`sqlite3` alone, see :mod:`sdm.catalog.listing`), never for ``--help``, and no
+catalog command imports mpi4py or initializes MPI.
 """
 
 from __future__ import annotations
@@ -23,16 +27,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from .. import config
 from ..urls import mask_urls
-from ..errors import ApplicationNotFoundError, CatalogUnavailableError, SDMError
+from ..errors import ApplicationNotFoundError, CatalogUnavailableError, QuerySyntaxError, SDMError
 from ..suggest import closest
 
-if TYPE_CHECKING:  # the catalog (SQLAlchemy) loads when a command opens it, never for --help
+if TYPE_CHECKING:  # the catalog (SQLAlchemy) loads when a command opens it, rich when one prints: never for --help
+    from rich.console import Console
+    from rich.table import Table
+
     from ..catalog import Catalog, RunRecord
 
 __all__ = ["app", "main", "steps_text", "steps_summary"]
@@ -43,6 +47,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help and usage errors: no rich to import, texts as written
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -62,17 +67,42 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tab
 
 
 # ---------------------------------------------------------------------- helpers
-def _console() -> Console:
-    """A console on the current stdout; wide when it is not a terminal (pipes, files)."""
-    wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
-    return Console(file=sys.stdout, width=wide, highlight=False)
+def _console(width: int | None = None) -> Console:
+    """A console on the current stdout, *width* columns; by default the terminal's, or wide when stdout is not
+    a terminal (pipes, files)."""
+    from rich.console import Console
+
+    if width is None and not (sys.stdout.isatty() or os.environ.get("COLUMNS")):
+        width = 200
+    return Console(file=sys.stdout, width=width, highlight=False)
 
 
 def _error_line(message: str) -> None:
     """``error: <message>`` on stderr, on one line."""
+    from rich.console import Console
+    from rich.text import Text
+
     text = " ".join(mask_urls(str(message)).split()) or "unknown error"
     err = Console(file=sys.stderr, highlight=False, soft_wrap=True)
     err.print(Text("error: ", style="bold red") + Text(text, style="red"))
+
+
+def caret_lines(text: str, position: int, width: int = 76) -> list[str]:
+    """*text* and a caret under its character *position* (``len(text)``: just past its end), indented by two
+    spaces: a window of about *width* characters around the position when the text is longer; characters
+    that print as nothing or as more than one column are shown as ``?``, so the caret stays under its place."""
+    shown = "".join(c if c.isprintable() and ord(c) < 0x1100 else "?" for c in text)
+    start = max(0, min(position - width // 2, len(shown) - width))
+    window = shown[start:start + width]
+    lead = "..." if start > 0 else ""
+    tail = "..." if start + width < len(shown) else ""
+    return [f"  {lead}{window}{tail}", "  " + " " * (len(lead) + position - start) + "^"]
+
+
+def _syntax_error(exc: QuerySyntaxError) -> None:
+    """A condition that does not read: the one-line error, then the condition with a caret under the place."""
+    _error_line(str(exc))
+    sys.stderr.write("\n".join(caret_lines(exc.text, exc.position)) + "\n")
 
 
 def _handles_errors(fn: F) -> F:
@@ -91,6 +121,9 @@ def _handles_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, typer.TyperException):  # exits and usage errors (status 2)
             raise
+        except QuerySyntaxError as exc:  # a usage error too, pointed at
+            _syntax_error(exc)
+            raise typer.Exit(2) from None
         except SDMError as exc:
             _error_line(str(exc))
             raise typer.Exit(1) from None
@@ -105,9 +138,8 @@ def _handles_errors(fn: F) -> F:
 RUN_ID_MAX = 2**63 - 1  # run ids are signed 64-bit catalog keys
 
 
-@contextmanager
-def _open(url: str | None) -> Iterator[Catalog]:
-    """Open the catalog read-only (never creates one), closing it afterwards."""
+def _catalog_url(url: str | None) -> str:
+    """The URL of the catalog to read: *url*, else the default; a missing SQLite file is refused (never made)."""
     url = config.catalog_url(url) if url else config.default_catalog_url()
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
@@ -116,13 +148,37 @@ def _open(url: str | None) -> Iterator[Catalog]:
                 f"no catalog at {path}; pass --catalog URL or set SDM_CATALOG (or SDM_ROOT) "
                 "to where SDM wrote its data"
             )
+    return url
+
+
+@contextmanager
+def _open(url: str | None) -> Iterator[Catalog]:
+    """Open the catalog read-only (never creates one), closing it afterwards."""
     from ..catalog import Catalog
 
-    cat = Catalog(url, create=False)
+    cat = Catalog(_catalog_url(url), create=False)
     try:
         yield cat
     finally:
         cat.close()
+
+
+@contextmanager
+def _listing(url: str | None) -> Iterator[Any]:
+    """What ``sdm ls`` reads: an SQLite catalog at the current revision through sqlite3 alone (no SQLAlchemy to
+    import: :class:`sdm.catalog.listing.Listing`), any other catalog opened in full."""
+    from ..catalog.listing import Listing
+
+    url = _catalog_url(url)
+    lean = Listing.open(url)
+    if lean is None:
+        with _open(url) as cat:
+            yield cat
+        return
+    try:
+        yield lean
+    finally:
+        lean.close()
 
 
 def steps_text(steps: Sequence[int]) -> str:
@@ -177,8 +233,8 @@ def _dist(dist: dict[str, Any] | None) -> str:
         return "-"
     words = [str(dist.get("kind", "?"))]
     for key, val in dist.items():
-        if key == "kind" or val in (None, 0, []):
-            continue
+        if key == "kind" or val in (None, 0, []) or isinstance(val, list) and not any(val):
+            continue  # nothing said: no ghosts, no offsets
         if isinstance(val, list) and all(isinstance(v, int) for v in val):
             val = "x".join(str(v) for v in val)
         words.append(f"{key}={val}")
@@ -186,6 +242,8 @@ def _dist(dist: dict[str, Any] | None) -> str:
 
 
 def _table(title: str | None, *columns: str) -> Table:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", title_style="bold")
     for col in columns:
         right = col in {"id", "run", "runs", "ranks", "level", "datasets", "writes", "size", "bytes",
@@ -195,7 +253,16 @@ def _table(title: str | None, *columns: str) -> Table:
 
 
 def _row(table: Table, *cells: Any) -> None:
+    from rich.text import Text
+
     table.add_row(*(Text(str(c)) for c in cells))  # Text: user strings are never markup
+
+
+def _dim(text: str, style: str = "dim") -> Any:
+    """A line of text in *style*, never read as markup."""
+    from rich.text import Text
+
+    return Text(text, style=style)
 
 
 def _emit_json(obj: Any) -> None:
@@ -222,6 +289,8 @@ def _run_json(rec: RunRecord) -> dict[str, Any]:
 
 def _with_current_state(cat: Catalog, rec: RunRecord) -> RunRecord:
     """*rec* with its state as it is now (an ``open`` run nobody holds is ``interrupted``)."""
+    if rec.state != "open":
+        return rec  # only an open run may have lost its writer
     from dataclasses import replace
 
     from ..maintenance import current_state
@@ -307,7 +376,7 @@ def ls(
     as_json: JsonOpt = False,
 ) -> None:
     """List applications (run counts, last run), or the runs of APP a page at a time, newest first."""
-    with _open(catalog) as cat:
+    with _listing(catalog) as cat:
         if application is None:
             apps = cat.applications()
             if as_json:
@@ -326,7 +395,9 @@ def ls(
                 f"no application {application!r} in catalog {cat.url!r}; `sdm ls` lists the applications"
                 f"{closest(application, known)}"
             ) from None
-        runs = [_with_current_state(cat, r) for r in runs]
+    if any(r.state == "open" for r in runs):  # its writer may be gone: recorded through the full catalog
+        with _open(catalog) as full:
+            runs = [_with_current_state(full, r) for r in runs]
     more = max(total - offset - len(runs), 0)
     if as_json:
         _emit_json({
@@ -345,7 +416,7 @@ def ls(
     con.print(table)
     shown = f"runs {offset + 1}-{offset + len(runs)} of {total}" if runs else f"no runs past {offset} of {total}"
     hint = f"; {more} more: sdm ls {application} --offset {offset + len(runs)}" if more else ""
-    con.print(Text(shown + hint, style="dim"))
+    con.print(_dim(shown + hint))
 
 
 RunArg = Annotated[list[str] | None, typer.Argument(
@@ -404,13 +475,16 @@ def choose_run(cat: Catalog, words: tuple[int | str | None, list[Any]], applicat
 def show(
     which: RunArg = None,
     application: ChooseAppOpt = None,
-    writes: Annotated[bool, typer.Option("--writes", help="Also list every write.")] = False,
+    writes: Annotated[bool, typer.Option("--writes", help="Also list every write, one line each (at most 100 "
+                                         "columns: the reason cut short; --wide or --json for everything).")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column in full, nothing cut (with --writes: paths, "
+                                       "offsets, checksums, whole reasons and each step's extents).")] = False,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show a run: its groups, datasets, infos, files (and writes). RUN is an id, or conditions one run must match."""
     from ..catalog import irregular as irregular_records
-    from .infos import infos_json, infos_table
+    from .infos import infos_json
 
     words = run_words(which, application)
     with _open(catalog) as cat:
@@ -472,66 +546,10 @@ def show(
             ]
         _emit_json(out)
         return
-    con = _console()
-    head = Table.grid(padding=(0, 2))
-    head.add_column(style="bold")
-    head.add_column()
-    for key, val in (
-        ("run", rec.id),
-        ("application", rec.application),
-        ("date", _date(rec.created_at)),
-        ("state", rec.state),
-        ("directory", rec.dir or "-"),
-        ("ranks", rec.nprocs),
-        ("problem size", "-" if rec.problem_size is None else json.dumps(rec.problem_size)),
-        ("attributes", _attrs(rec.attributes)),
-        ("data root", rec.root),
-    ):
-        head.add_row(Text(key), Text(str(val)))
-    con.print(head)
-    groups = _table("groups", "name", "level", "kind", "steps/file", "subfiles", "truncated after", "writes to",
-                    "attributes")
-    datasets = _table("datasets", "group", "name", "dtype", "shape", "order", "distribution", "steps", "attributes")
-    for g in rec.groups:
-        _row(groups, g.name, g.level, g.kind, g.steps_per_file or "-",
-             "-" if g.subfiles is None else "auto" if g.subfiles == 0 else g.subfiles,
-             "-" if g.truncated_after is None else g.truncated_after, g.archive or "fast tier", _attrs(g.attributes))
-        for d in g.datasets:
-            own = {k: v for k, v in d.attributes.items() if g.attributes.get(k, object()) != v}
-            _row(datasets, g.name, d.name, d.dtype, _shape(d.shape), d.order, _dist(d.distribution),
-                 steps_summary(d), _attrs(own))
-    con.print(groups)
-    con.print(datasets)
-    if infos:
-        con.print(infos_table(infos, _table("infos", "attached to", "name", "dtype", "shape", "values")))
-    if packed:
-        ctable = _table("compression", "dataset", "codec", "steps", "array", "stored", "ratio", "max error")
-        for c in compression_rows(wrows):
-            _row(ctable, c["dataset"], c["codec"], c["steps"], _size(c["nbytes"]), _size(c["stored_nbytes"]),
-                 "-" if c["ratio"] is None else f"{c['ratio']:.2f}",
-                 "-" if c["max_error"] is None else f"{c['max_error']:.3g}")
-        con.print(ctable)
-    ftable = _table("files", "path", "level", "writes", "size")
-    for f in files:
-        _row(ftable, f.path, f.level, f.nwrites, _size(f.nbytes))
-    con.print(ftable)
-    if imported:
-        itable = _table("imports", "name", "source", "offset", "dtype", "shape", "mode", "size", "seconds")
-        for i in imported:
-            _row(itable, i.name, i.source, i.offset, i.dtype, _shape(i.shape), i.mode, _size(i.nbytes), f"{i.seconds:.4f}")
-        con.print(itable)
-    if writes:
-        wtable = _table("writes", "dataset", "step", "file", "offset", "bytes", "checksum", "method", "seconds",
-                        "reason")
-        for gname, dname, w in wrows:
-            _row(wtable, f"{gname}/{dname}", w.step, w.path, w.offset, w.nbytes,
-                 f"{w.checksum_algo}:{w.checksum}", w.method, f"{w.seconds:.6f}", w.reason or "-")
-            for k, e in enumerate(w.extents):  # a subfiled step: each extent in its subfile; a compressed one's chunks
-                where = (f"box {list(e.box[0])}+{list(e.box[1])}" if e.box is not None
-                         else f"bytes {e.start}..{e.start + e.nbytes}")
-                _row(wtable, f"  {'chunk' if e.box is not None else 'extent'} {k}", where, e.path, e.offset, e.nbytes,
-                     f"{e.checksum_algo}:{e.checksum}", "", "", "")
-        con.print(wtable)
+    from .show import print_run
+
+    print_run(rec, files=files, infos=infos, imported=imported, wrows=wrows if writes else None,
+              compressed=compression_rows(wrows) if packed else None, wide=wide)
 
 
 def compression_rows(wrows: Sequence[tuple[str, str, Any]]) -> list[dict[str, Any]]:
@@ -597,8 +615,9 @@ def histories(
 def find(
     conditions: Annotated[
         list[str] | None,
-        typer.Argument(metavar="KEY=VALUE", help="Attribute conditions: = != < <= > >= (quote them in the shell: "
-                      "'nx>=32').", show_default=False),
+        typer.Argument(metavar="[CONDITION]...", help="Attribute conditions, as many as needed, all of which must "
+                       "hold: KEY=VALUE, KEY!=VALUE, KEY<VALUE, KEY<=VALUE, KEY>VALUE, KEY>=VALUE (quote each in the "
+                       "shell: 'nx>=32').", show_default=False),
     ] = None,
     application: Annotated[str | None, typer.Option("--app", metavar="APP", help="Only this application.")] = None,
     since: Annotated[str | None, typer.Option("--since", metavar="DATE", help="Runs from this ISO date/time (UTC).")] = None,
@@ -612,7 +631,15 @@ def find(
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Find runs and datasets by attributes, application and date (runs newest first, as `sdm ls`)."""
+    """Find runs and datasets by attributes, application and date (runs newest first, as `sdm ls`).
+
+    A run matches when every CONDITION holds (give as many as you need, each quoted: a bare > is the shell's
+    redirection). For example:
+
+    \b
+      sdm find 'nx>=32' 'case=demo'
+      sdm find --app ASTRO3D 'level=3' 'steps>6' --since 2024-05-01
+    """
     from ..catalog import parse_condition
 
     conds = [parse_condition(c) for c in conditions or ()]
@@ -634,7 +661,7 @@ def find(
         return
     con = _console()
     if not runs:
-        con.print(Text("no matching runs", style="yellow"))
+        con.print(_dim("no matching runs", "yellow"))
         return
     table = _table(None, "run", "application", "date", "ranks", "attributes", "dataset", "dtype", "shape", "steps")
     for r in runs:
@@ -668,6 +695,39 @@ _register_export_commands(app)
 from .plot import register as _register_plot_command  # noqa: E402 - plot
 
 _register_plot_command(app)
+
+
+#: The one line each command has in the listing of ``sdm --help`` (its own help says more)
+SUMMARIES = {
+    "ls": "List applications, or the runs of APP (newest first).",
+    "show": "Show a run: groups, datasets, infos, files, writes.",
+    "histories": "List an application's index histories and their uses.",
+    "find": "Find runs and datasets by attributes, application, date.",
+    "calibrate": "Measure the cost-model constants of DIR and store them.",
+    "predict": "Predict a run's I/O time per method and level.",
+    "verify": "Check runs' files against the catalog, or the catalog.",
+    "gc": "Reclaim bytes no committed row refers to.",
+    "rebuild": "Rebuild a catalog from the runs' meta-files.",
+    "describe": "Describe a data file from its own trailer.",
+    "migrate": "Copy runs to the archive tier, each copy verified.",
+    "stage": "Bring runs back from the archive tier, verified.",
+    "purge": "Remove runs' copies from a tier (kept on the other).",
+    "import": "Import a file (--format) into a new run.",
+    "plot": "Write a PNG: a slice of a step, or a point over steps.",
+}
+
+
+def _summarize(typer_app: typer.Typer) -> None:
+    """Give every command its line of :data:`SUMMARIES` (``export``'s names every format)."""
+    from .export import formats_text
+
+    lines = {**SUMMARIES, "export": f"Export a run to {formats_text().split(' (')[0]}."}
+    for info in typer_app.registered_commands:
+        if info.name in lines and info.short_help is None:
+            info.short_help = lines[info.name]
+
+
+_summarize(app)
 
 
 def _guard(typer_app: typer.Typer) -> None:

@@ -6,13 +6,14 @@ from typing import Annotated
 
 import typer
 
-from .main import RUN_ID_MAX, CatalogOpt, JsonOpt, _console, _emit_json, _handles_errors
+from .main import CatalogOpt, ChooseAppOpt, JsonOpt, _console, _emit_json, _handles_errors, _open, choose_run, run_words
 
 __all__ = ["register"]
 
 
 def _plot(
-    run: Annotated[int, typer.Argument(metavar="RUN", help="Run id (see `sdm ls APP`).", min=1, max=RUN_ID_MAX)],
+    run: Annotated[str, typer.Argument(metavar="RUN|latest", help="Run id (see `sdm ls APP`), or `latest`: the "
+                                       "newest run (of --app APP).", show_default=False)],
     dataset: Annotated[str, typer.Argument(metavar="DATASET", help="Dataset name, or GROUP/NAME.")],
     step: Annotated[int | None, typer.Option("--step", "-s", metavar="K", min=0,
                                              help="Plot a 2-D slice of step K.")] = None,
@@ -26,8 +27,12 @@ def _plot(
                                               help="Time series of this point over every step.")] = None,
     reduce: Annotated[str | None, typer.Option("--reduce", metavar="mean|min|max",
                                                help="Time series of this reduction of each step.")] = None,
-    out: Annotated[str | None, typer.Option("--out", "-o", metavar="FILE.png",
-                                            help="The PNG to write (default run<R>-<group>-<dataset>-....png).")] = None,
+    out: Annotated[str | None, typer.Option(
+        "--out", "-o", metavar="FILE.png",
+        help="The PNG to write (default: named after what it shows, e.g. run1-analysis-a0-step12-dim_0=32.png, "
+             "run1-analysis-a0-point3,4,5.png, run1-analysis-a0-mean.png).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the PNG if it exists (else refused).")] = False,
+    application: ChooseAppOpt = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -40,11 +45,18 @@ def _plot(
     if step is None and point is None and reduce is None:
         raise typer.BadParameter("give --step K (a 2-D slice), --point I,J,... or --reduce mean|min|max "
                                  "(a time series)")
-    if step is not None:
-        result = P.plot_slice(run, dataset, step, group=group, select=slice_, out=out, catalog=catalog)
+    words = run_words([run], application)
+    if isinstance(words[0], int) and application is None:
+        run_id = words[0]
     else:
-        result = P.plot_series(run, dataset, point=point, reduce=reduce, group=group, select=slice_, out=out,
-                               catalog=catalog)
+        with _open(catalog) as cat:
+            run_id = choose_run(cat, words, application)
+    if step is not None:
+        result = P.plot_slice(run_id, dataset, step, group=group, select=slice_, out=out, catalog=catalog,
+                              overwrite=overwrite)
+    else:
+        result = P.plot_series(run_id, dataset, point=point, reduce=reduce, group=group, select=slice_, out=out,
+                               catalog=catalog, overwrite=overwrite)
     if as_json:
         _emit_json({"path": str(result.path.resolve()), "steps": list(result.steps), "shape": list(result.data.shape),
                     "title": result.title, "labels": list(result.labels),
@@ -52,7 +64,7 @@ def _plot(
         return
     what = f"{result.data.shape[0]}x{result.data.shape[1]} slice" if step is not None else \
         f"{len(result.steps)} steps"
-    _console().print(f"wrote {result.path} ({what})")
+    _console().print(f"wrote {result.path} ({what})", markup=False)
 
 
 def register(app: typer.Typer) -> None:

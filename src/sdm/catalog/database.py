@@ -35,7 +35,6 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
-import urllib.parse
 import uuid
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -50,7 +49,7 @@ from sqlalchemy.engine import Connection, Engine
 from ..errors import CatalogDamagedError, CatalogError, CatalogUnavailableError, CatalogVersionError
 from ..storage.mounts import free_bytes
 from . import schema as S
-from .reader import TRACE
+from .own import _REVISION_AND_ID, _sqlite_connect, is_damage, sqlite_connection, sqlite_path
 
 __all__ = [
     "make_engine", "sqlite_path", "write_transaction", "schema_transaction", "check_sqlite_file",
@@ -63,14 +62,6 @@ _SCHEMA_LOCK = 0x53444D53  # "SDMS": the PostgreSQL advisory lock key of schema 
 _MIGRATIONS = Path(__file__).with_name("migrations")
 _ALEMBIC_VERSION = ("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, "
                     "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))")  # as Alembic makes it
-
-
-def sqlite_path(sa_url: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URL (None for other engines and ``:memory:``)."""
-    if not sa_url.startswith("sqlite"):
-        return None
-    path = sa_url[len("sqlite:///"):]
-    return Path(path) if path and path != ":memory:" else None
 
 
 _ENGINES: OrderedDict[str, Engine] = OrderedDict()  # the process's engines, newest last
@@ -137,46 +128,6 @@ def reading_engine(sa_url: str) -> Engine:
     sa.event.listen(engine, "begin", _sqlite_begin)
     sa.event.listen(engine, "handle_error", _disk_full_hook)
     return engine
-
-
-def sqlite_connection(path: Path) -> tuple[sqlite3.Connection, str] | None:
-    """A connection of the catalog's own to the existing SQLite catalog *path*, and its id, when
-    the catalog is at the current revision (one statement); None otherwise.
-
-    The connection is set up as the engine's are (autocommit, WAL, foreign keys) and may
-    be used from any thread, one at a time. A reader of such a catalog needs no engine
-    (:mod:`sdm.catalog.reader`). Any other answer (another revision, a missing table, a
-    busy or full disk) leaves the decision to :func:`ensure_schema`; damage is raised as
-    the driver's error.
-    """
-    uri = "file:" + urllib.parse.quote(str(path)) + "?mode=rw"  # never creates the file
-    try:
-        con = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error:
-        return None
-    try:
-        _sqlite_connect(con, None)
-        for callback in TRACE:
-            callback(_REVISION_AND_ID)
-        rev, uid = con.execute(_REVISION_AND_ID).fetchone()
-    except sqlite3.Error as exc:
-        con.close()
-        if is_damage(exc):
-            raise
-        return None
-    if rev == S.SCHEMA_VERSION and uid is not None:
-        return con, str(uid)
-    con.close()
-    return None
-
-
-def _sqlite_connect(dbapi_con, _record) -> None:
-    dbapi_con.isolation_level = None  # SQLAlchemy's "begin" event issues BEGIN itself
-    cur = dbapi_con.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.close()
 
 
 def _sqlite_connect_alone(dbapi_con, record) -> None:
@@ -455,10 +406,6 @@ def ensure_schema(engine: Engine, shown: str, *, create: bool) -> str | None:
 
 
 #: The revision and the catalog's id in one statement (the open of a catalog at the current revision)
-_REVISION_AND_ID = ("SELECT (SELECT version_num FROM alembic_version), "
-                    "(SELECT value FROM catalog_info WHERE \"key\" = 'uuid')")
-
-
 def _current_id(engine: Engine) -> str | None:
     """The catalog's id when it is at the current revision and has one (one statement), else None.
 
@@ -544,8 +491,3 @@ def _integrity_check(engine: Engine) -> list[str]:
             problems.append(f"schema revision {rev}, expected {S.SCHEMA_VERSION}")
     return problems
 
-
-def is_damage(exc: BaseException) -> bool:
-    """Whether a database error says the catalog file is damaged (not merely busy or missing)."""
-    text = str(getattr(exc, "orig", None) or exc)
-    return "malformed" in text or "not a database" in text

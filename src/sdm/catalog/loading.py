@@ -18,10 +18,6 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Sequence
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
-
-from . import schema as S
 from .reader import Reader
 from .records import DatasetRecord, GroupRecord, RunRecord
 from .values import decode
@@ -43,37 +39,23 @@ def utc(value: datetime) -> datetime:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
-def _select_in(table: sa.Table, key: str, *, joined: str = "", where: str = "", order: str = "",
-               columns: Sequence[Any] | None = None) -> str:
-    """``SELECT`` *columns* (default: every column of *table*) ``WHERE table.key IN :ids`` as SQL text
-    for a :class:`~sdm.catalog.reader.Reader`.
-
-    Written out here rather than built as a ``Select``: a process's first read of a
-    catalog (a one-process reader: open a run, read a box) would compile every statement
-    it runs once. The identifiers are the schema's (quoted, so ``key`` and ``offset``
-    stay names on every engine); values are bound parameters.
-    """
-    cols = list(table.c) if columns is None else list(columns)
-    names = ", ".join(_column_sql(c) for c in cols)
-    return (f'SELECT {names} FROM {table.name}{joined} WHERE {table.name}."{key}" IN :ids'
-            f"{' AND ' + where if where else ''}{' ORDER BY ' + order if order else ''}")
-
-
-def _column_sql(c: Any) -> str:
-    """A column of the schema (or a label of one) as SQL text."""
-    column = getattr(c, "element", c)  # a Label: the column it names
-    text = f'{column.table.name}."{column.name}"'
-    return text if column is c else f'{text} AS "{c.name}"'
-
-
-_RUNS = _select_in(S.runs, "id", joined=" JOIN applications ON applications.id = runs.application_id",
-                   columns=[*S.runs.c, S.applications.c.name.label("app")])
-_ATTRIBUTES = _select_in(S.attributes, "run_id")
-_GROUPS = _select_in(S.groups, "run_id")
-_GROUP_NAMED = _select_in(S.groups, "run_id", where='groups."name" = :name')
-_DATASETS = _select_in(S.datasets, "group_id")
-_STEPS = _select_in(S.writes, "dataset_id", order='writes."dataset_id", writes."step"',
-                    columns=[S.writes.c.dataset_id, S.writes.c.step])
+# The statements, written out as SQL text rather than built as a ``Select``: a process's first read of a
+# catalog (a one-process reader: open a run, read a box) would compile every statement it runs once, and this
+# module imports no SQLAlchemy at all (``sdm ls`` reads with sqlite3 alone). A table's every column is
+# ``table.*`` (the lean path reads catalogs at the current revision only); identifiers are quoted where they are
+# words of SQL (``key``, ``offset``); values are bound parameters (``IN :ids``: a list, see sdm.catalog.reader).
+_RUNS = ('SELECT runs.*, applications."name" AS "app" FROM runs JOIN applications ON applications.id = '
+         'runs.application_id WHERE runs."id" IN :ids')
+_ATTRIBUTES = 'SELECT attributes.* FROM attributes WHERE attributes."run_id" IN :ids'
+_GROUPS = 'SELECT groups.* FROM groups WHERE groups."run_id" IN :ids'
+_GROUP_NAMED = 'SELECT groups.* FROM groups WHERE groups."run_id" IN :ids AND groups."name" = :name'
+_DATASETS = 'SELECT datasets.* FROM datasets WHERE datasets."group_id" IN :ids'
+_STEPS = ('SELECT writes."dataset_id", writes."step" FROM writes WHERE writes."dataset_id" IN :ids '
+          'ORDER BY writes."dataset_id", writes."step"')
+_TOTALS = ('SELECT groups."run_id" AS "run_id", count(datasets.id) AS "datasets", '
+           'coalesce(sum(datasets."nsteps"), 0) AS "writes", coalesce(sum(datasets."nbytes_written"), 0) AS "bytes" '
+           'FROM groups JOIN datasets ON datasets."group_id" = groups.id WHERE groups."run_id" IN :ids '
+           'GROUP BY groups."run_id"')
 
 
 def _rows(con: Reader, query: str, ids: Sequence[int], **params: Any) -> list[dict[str, Any]]:
@@ -173,14 +155,9 @@ def load_runs(
     return sorted(runs, key=lambda rec: (rec.created_at, rec.id))
 
 
-def run_totals(con: Connection, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+def run_totals(con: Reader, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:
     """Per run: ``datasets``, ``writes`` and committed ``bytes``, from the datasets' step summaries."""
-    g, d = S.groups, S.datasets
-    q = (sa.select(g.c.run_id, sa.func.count(d.c.id), sa.func.coalesce(sa.func.sum(d.c.nsteps), 0),
-                   sa.func.coalesce(sa.func.sum(d.c.nbytes_written), 0))
-         .select_from(g.join(d, d.c.group_id == g.c.id)).group_by(g.c.run_id))
     out = {int(i): {"datasets": 0, "writes": 0, "bytes": 0} for i in run_ids}
-    for part in chunks(run_ids):
-        for rid, nd, nw, nb in con.execute(q.where(g.c.run_id.in_(part))):
-            out[int(rid)] = {"datasets": int(nd), "writes": int(nw), "bytes": int(nb)}
+    for row in _rows(con, _TOTALS, run_ids):
+        out[int(row["run_id"])] = {k: int(row[k]) for k in ("datasets", "writes", "bytes")}
     return out

@@ -22,6 +22,9 @@ Either way the text is rendered once per process for its dialect and list length
 (``:name`` to ``%(name)s`` for psycopg; ``IN :ids`` to one parameter per id), and the
 rows come back as dicts whose date-time columns are :class:`datetime` on both engines.
 Errors of the driver are left to the caller (``Database.read`` of :mod:`sdm.catalog.connection` masks the URL).
+
+This module imports no SQLAlchemy: ``sdm ls`` of an SQLite catalog reads through it with
+:mod:`sqlite3` alone (:mod:`sdm.catalog.listing`).
 """
 
 from __future__ import annotations
@@ -30,21 +33,21 @@ import re
 from contextlib import contextmanager
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
 
-from . import schema as S
-
-__all__ = ["Reader", "lean", "transaction", "render", "TRACE"]
+__all__ = ["Reader", "lean", "transaction", "render", "TRACE", "DATETIMES"]
 
 #: Callbacks given each statement the lean path sends (tests count statements with it; the
 #: SQLAlchemy path has its own ``before_cursor_execute`` event).
 TRACE: list[Callable[[str], None]] = []
 
-#: Columns of the schema that hold date-times (SQLite hands them back as text)
-_DATETIMES = frozenset(c.name for t in S.metadata.tables.values() for c in t.c if isinstance(c.type, sa.DateTime))
+#: Columns of the schema that hold date-times (SQLite hands them back as text); a test keeps it equal to the
+#: schema's ``DateTime`` columns
+DATETIMES = frozenset({"created_at", "finished_at", "imported_at", "measured_at", "started_at", "used_at",
+                       "verified_at", "written_at"})
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _LIST = re.compile(r"IN :([A-Za-z_]\w*)")
 
@@ -88,7 +91,7 @@ def _bound(params: Mapping[str, Any], dialect: str) -> tuple[dict[str, Any], tup
 
 
 def _converted(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[dict[str, Any]]:
-    when = [i for i, n in enumerate(names) if n in _DATETIMES]
+    when = [i for i, n in enumerate(names) if n in DATETIMES]
     out = []
     for row in rows:
         d = dict(zip(names, row))

@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError as SAIntegrityError
 
 from ..errors import ApplicationNotFoundError, InvalidArgumentError, RunNotFoundError
 from ..suggest import closest
+from . import listing as LS
 from . import loading as L
 from . import queries as Q
 from . import reader as RD
@@ -59,17 +60,8 @@ class Runs(Store):
 
     def applications(self) -> list[dict[str, Any]]:
         """Applications with their number of runs and last run date."""
-        a, r = S.applications, S.runs
-        q = (
-            sa.select(a.c.name, sa.func.count(r.c.id), sa.func.max(r.c.created_at))
-            .select_from(a.outerjoin(r, r.c.application_id == a.c.id))
-            .group_by(a.c.id, a.c.name)
-            .order_by(a.c.name)
-        )
-        with self.db.connect() as con:
-            return [
-                {"name": n, "runs": c, "last_run": _utc(t) if t else None} for n, c, t in con.execute(q)
-            ]
+        with self.db.read("list applications") as reader:
+            return LS.applications(reader)
 
     def create_run(self, application: str, **options: Any) -> int:
         """Register a new run and its attributes; return the run id (:meth:`new_run`'s arguments)."""
@@ -408,15 +400,8 @@ class Runs(Store):
         for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
                 raise InvalidArgumentError(f"{name} must be an integer >= {low}, got {value!r}")
-        r = S.runs
-        with self.db.reading("list runs"), self.db.connect() as con:
-            app_id = self.app_id(con, application, create=False)
-            total = con.execute(sa.select(sa.func.count()).select_from(r).where(r.c.application_id == app_id)).scalar_one()
-            q = (sa.select(r.c.id).where(r.c.application_id == app_id)
-                 .order_by(r.c.created_at.desc(), r.c.id.desc()).offset(offset))
-            ids = [int(i) for i in con.execute(q if limit is None else q.limit(limit)).scalars()]
-            runs = L.load_runs(RD.Reader.over(con), ids)[::-1]
-            return runs, L.run_totals(con, ids), int(total)
+        with self.db.read("list runs") as reader:
+            return LS.run_page(reader, application, self.url, limit=limit, offset=offset)
 
     @staticmethod
     def _conditions(attributes: Any, conditions: Iterable[Condition]) -> list[Condition]:

@@ -84,8 +84,11 @@ from sqlalchemy import (
 )
 from sqlalchemy import Table
 
-#: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``).
-SCHEMA_VERSION = "0013"
+from . import own as _own
+
+#: The Alembic revision of the schema this SDM writes (the head of ``migrations/versions``; defined in
+#: :mod:`sdm.catalog.own`, which imports no SQLAlchemy).
+SCHEMA_VERSION = _own.SCHEMA_VERSION
 
 #: Run states (``runs.state``).
 RUN_STATES = ("open", "closed", "interrupted")

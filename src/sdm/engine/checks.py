@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from ..errors import (
     ReadOnlyError,
 )
 from ..layout import Distribution, MapArray
+from ..layout.agreement import differences
 from ..layout.views import ResolvedView
 
 
@@ -53,14 +54,27 @@ def _check_step(step: object) -> None:
     check.integer(step, "time step")
 
 
+#: The arguments of a write's call (sdm.engine.write; sdm.engine.ranked after the view's kind), named for the
+#: message of calls that differ
+WRITE_CALL = ("datasets", "step", "overwrite", "method", "file space reserved ahead")
+
+
 def _check_same_call(payloads: list[Any], what: str) -> None:
+    """Raise :class:`CollectiveMismatchError` (on every rank alike) unless every rank made the same call; each
+    payload is ``(call, plan, stats, names)``, *names* naming each argument of *call* for the message."""
     calls = [p[0] for p in payloads]
     if any(c != calls[0] for c in calls):
-        diffs = {r: c for r, c in enumerate(calls) if c != calls[0]}
         raise CollectiveMismatchError(
-            f"ranks made different {what} calls: rank 0 {calls[0]}, others {diffs}; "
-            "every rank must call with the same dataset and step"
+            f"ranks made different {what} calls: {differences([named(p[0], p[3]) for p in payloads])}; "
+            "every rank must call with the same datasets, step and options"
         )
+
+
+def named(call: Any, names: Sequence[str]) -> list[tuple[str, Any]]:
+    """The arguments of *call* (a tuple, or one value) as ``(name, value)`` pairs, by *names* in order (an
+    argument past them is called by its position)."""
+    values = call if isinstance(call, tuple) else (call,)
+    return [(names[i] if i < len(names) else f"argument {i + 1}", v) for i, v in enumerate(values)]
 
 
 def _check_array(array: Any, view: ResolvedView, name: str, rank: int, *, for_read: bool,

@@ -19,7 +19,7 @@ from ..catalog.changes import DistributionSet
 from ..dtypes import from_text
 from ..errors import CollectiveMismatchError, DistributionError, InvalidArgumentError
 from ..layout import Distribution, MapArray, Piece
-from ..layout.agreement import agree_view
+from ..layout.agreement import agree_view, by_value, value_text
 from ..layout.ranked import Ranked
 from ..layout.views import ResolvedView
 from .checks import _not_global
@@ -80,7 +80,8 @@ class Viewing(GroupState):
         listed = agree(s.comm, failure, resolved[0] if resolved else None)
         if any(n != listed[0] for n in listed):  # the walks below are collective
             raise CollectiveMismatchError(
-                f"ranks set data views of different datasets: {dict(enumerate(listed))}; every rank must name the same ones"
+                f"ranks set data views of different datasets ({by_value([value_text(n) for n in listed])}); every rank "
+                "must name the same ones"
             )
         names, pieces = resolved  # type: ignore[misc]
         self._epoch += 1  # every rank is here: the views' layout keys change alike

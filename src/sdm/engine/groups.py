@@ -22,11 +22,12 @@ from ..catalog.changes import GroupDefined
 from ..values import encode
 from ..errors import CollectiveMismatchError, DistributionError, InvalidArgumentError, InvalidNameError
 from ..layout import Distribution
-from ..layout.agreement import agree_view
+from ..layout.agreement import agree_view, differences
 from ..layout.ranked import Ranked
 from ..segments import check_kind
 from ..storage import check_level, check_name, check_steps_per_file
 from ..storage.subfiles import check_subfiles
+from .checks import named
 
 if TYPE_CHECKING:
     from .session_state import SessionState
@@ -86,7 +87,8 @@ def define_group(s: SessionState, name: str, specs_of: Callable[[], list[Dataset
     # would make different collective calls
     agree_view(s.comm, view, f"make_group {name!r}")
     same_calls(agree(s.comm, failure, (name, level, kind, steps_per_file, where, local, subfiles)
-                     if failure is None else None), "make_group")
+                     if failure is None else None), "make_group",
+               ("name", "level", "kind", "steps_per_file", "archive", "datasets", "subfiles"))
     assert local is not None  # no rank failed
     if where:  # the bucket exists (made if needed) and answers before anything is recorded
         root_call(s.comm, _ensure_bucket, where)
@@ -122,12 +124,14 @@ def _check_compressed(name: str, specs: list[DatasetSpec], subfiles: Any, archiv
         raise InvalidArgumentError(f"group {name!r} is compressed ({', '.join(codecs)}): {why}")
 
 
-def same_calls(calls: list[Any], what: str) -> None:
-    """Raise :class:`CollectiveMismatchError` (on every rank) unless all ranks passed the same arguments."""
+def same_calls(calls: list[Any], what: str, names: Sequence[str] = ()) -> None:
+    """Raise :class:`CollectiveMismatchError` (on every rank) unless all ranks passed the same arguments; the
+    message names each argument that differs (*names*: of the positions of a call's tuple, or of its one value)
+    and who gave what."""
     if any(c != calls[0] for c in calls):
-        diffs = {r: c for r, c in enumerate(calls) if c != calls[0]}
         raise CollectiveMismatchError(
-            f"ranks made different {what} calls: rank 0 {calls[0]!r}, others {diffs!r}; every rank must pass the same arguments"
+            f"ranks made different {what} calls: {differences([named(c, names) for c in calls])}; every rank must "
+            "pass the same arguments"
         )
 
 

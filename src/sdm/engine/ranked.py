@@ -57,6 +57,7 @@ from ..io.remote import put_collective
 from ..storage.failures import storage_error
 from ..storage.backends.base import CollectiveHandle
 from .background import check_wait
+from .checks import WRITE_CALL
 
 if TYPE_CHECKING:
     from .placement import Placing
@@ -171,7 +172,7 @@ def write(g: "Placing", step: int, arrays: Mapping[str, Any], *, overwrite: bool
     stats = ("ranked", tuple(c[0] for c in prepared[1])) if prepared else None
     call = (KIND, tuple(names), step if isinstance(step, int) else repr(step), bool(overwrite), repr(method),
             g._pool.signature())  # the chunks reserved ahead, from which ranks may place the dump alike
-    _, statsets = g._agree_call("write", call, failure, plan, stats)
+    _, statsets = g._agree_call("write", call, failure, plan, stats, names=("view", *WRITE_CALL))
     rows, _ = prepared  # type: ignore[misc]
     layouts = []
     for i, name in enumerate(names):
@@ -341,7 +342,7 @@ def read(g: "Group", name: str, step: int, *, out: Any, method: str | None, veri
         if failure is None:
             plan, failure = capture(_plan, g, name, int(step), rank=0)
     call = (KIND, name, step if isinstance(step, int) else repr(step), repr(verify))
-    got, _ = g._agree_call("read", call, failure, plan, None)
+    got, _ = g._agree_call("read", call, failure, plan, None, names=("view", "dataset", "step", "verify"))
     rel, offset, expected, algorithm, head, raw = got
     verify_now = (s.verify if verify is None else bool(verify)) and bool(expected)
     backend, path, _ = g._backend_of(rel)

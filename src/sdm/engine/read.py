@@ -94,7 +94,9 @@ class Reading(GroupState):
             target = prepared[2].dst if prepared and prepared[2] else None  # converting reads agree on one more exchange
             call = (_key(name), _key(step), _key(method), _key(verify), None if target is None else dtype_text(target),
                     boxed)
-            got, statsets = self._agree_call("read", call, failure, plan, stats, _pack_read_plan(plan))
+            got, statsets = self._agree_call("read", call, failure, plan, stats, _pack_read_plan(plan),
+                                             names=("dataset", "step", "method", "verify", "dtype read as",
+                                                    "box given"))
             got = got if isinstance(got, tuple) else _unpack_read_plan(got)
             rel, offset, expected, algorithm = got[:4]
             view, arr, conv = prepared  # type: ignore[misc]
@@ -169,7 +171,8 @@ class Reading(GroupState):
             plans, failure = capture(self._plan_reads, wanted, int(step), rank=0)
         stats = [view.stats(arr) for view, arr in prepared] if got is not None else None
         call = (tuple(_key(n) for n in wanted) if got is not None else None, _key(step), _key(method), _key(verify))
-        _, statsets = self._agree_call("read_step", call, failure, plans, stats)
+        _, statsets = self._agree_call("read_step", call, failure, plans, stats,
+                                       names=("datasets", "step", "method", "verify"))
         plans = s.comm.bcast(plans, root=0)  # every rank needs every row's place (one broadcast)
         # rows in one fast-tier file (not subfiled, not purged to the archive tier) are read together
         combined = self._combined(wanted, [p[0] if len(p) == 4 and not is_object(p[0]) else None for p in plans],

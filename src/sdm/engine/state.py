@@ -175,7 +175,7 @@ class GroupState:
         return self._threads
 
     def _agree_call(self, what: str, call: tuple[Any, ...], failure: Any, plan: Any, stats: Any,
-                    packed_plan: Sequence[int] | None = None) -> tuple[Any, list[Any]]:
+                    packed_plan: Sequence[int] | None = None, names: Sequence[str] = ()) -> tuple[Any, list[Any]]:
         """The exchange that opens an access: the same call on every rank, no failure, every layout.
 
         The session's opening exchange of the operation (:mod:`sdm.engine.operations`:
@@ -185,7 +185,8 @@ class GroupState:
         (*packed_plan*).  Layout statistics
         seen before come from a cache that is the same on every rank (keyed by what
         every rank received); new ones, a call that differs between ranks, or a plan that
-        does not fit make every rank take the generic pickled exchange instead.
+        does not fit make every rank take the generic pickled exchange instead (with *names*, naming each
+        argument of *call* for the message of calls that differ).
 
         Returns
         -------
@@ -208,7 +209,7 @@ class GroupState:
         got = s._ops.enter(what, failure, digest(call), mine)  # column 0: the call's digest, then *mine*
         plan_missing = what == "read" and not got[0, 2]
         if (got[:, 0] != got[0, 0]).any() or plan_missing:  # rare: the arguments travel pickled
-            payloads = agree(s.comm, None, (call, plan, stats))
+            payloads = agree(s.comm, None, (call, plan, stats, tuple(names)))
             _check_same_call(payloads, what)
             return payloads[0][1], [p[2] for p in payloads]
         key = tuple(int(x) for x in got[:, 1])

@@ -40,7 +40,7 @@ def truncate(s: SessionState, after_step: Any, groups: Sequence[str] | None) -> 
         return step, None if groups is None else [check_name(n, "group") for n in check.names(groups, "groups")]
 
     args, failure = capture(checked, rank=s.rank)
-    same_calls(agree(s.comm, failure, args), "truncate")
+    same_calls(agree(s.comm, failure, args), "truncate", ("after_step", "groups"))
     assert args is not None
     s.files.close_all()  # no rank keeps a handle on a file about to be deleted or cut
 

@@ -35,7 +35,7 @@ from ..storage import appends
 from ..storage.durability import fsync_path
 
 from .background import check_wait
-from .checks import _check_array, _check_step, _key
+from .checks import WRITE_CALL, _check_array, _check_step, _key
 from .placement import Placing
 from .state import _ARCHIVE_WRITE, _THREADED_SHARE
 
@@ -121,7 +121,7 @@ class Writing(Placing):
         # the chunks reserved ahead are part of the call: ranks place the dump alike from them (_reserve_everywhere)
         call = (tuple(_key(n) for n in names), _key(step), _key(overwrite), _key(method), self._pool.signature())
         # exchange 1: every rank's call, failure and layout in one fixed-size allgather
-        _, statsets = self._agree_call("write", call, failure, plan, stats)
+        _, statsets = self._agree_call("write", call, failure, plan, stats, names=WRITE_CALL)
         # compressed datasets: every rank's chunks (boxes, stored bytes, checksums, errors) in one allgather, so that
         # every rank knows each step's stored size and where its own chunks go (alike everywhere: names agreed)
         metas = s.comm.allgather([c.meta() if c is not None else None for c in chunks]) if any(codecs) else None

@@ -1,11 +1,12 @@
 """The driver the application templates share (ASTRO3D, Euler) and the benchmarks use.
 
-A template is a list of :class:`GroupSpec` (datasets, dtype, shape, dump period);
-:func:`run_template` writes every group at its dump steps through SDM, optionally reads
-everything back on another data view and checks every value against :func:`pattern`
-(a pure function of dataset name, step and global index, so any rank of any
-decomposition can regenerate what it reads), and reports bandwidths with the share of
-the time spent in the catalog (:class:`CatalogClock`).
+A template is a list of :class:`GroupSpec` (datasets, dtype, shape, dump period, and the
+function of its values); :func:`run_template` writes every group at its dump steps
+through SDM, optionally reads everything back on another data view and checks every
+value against that function (:func:`pattern` unless the group names another; a pure
+function of dataset name, step and global index, so any rank of any decomposition can
+regenerate what it reads), and reports bandwidths with the share of the time spent in
+the catalog (:class:`CatalogClock`).
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ class GroupSpec:
     split : int
         Leading dimensions distributed over the process grid (the rest stay whole,
         e.g. the 5 components of the Euler solution).
+    values : callable, optional
+        ``values(name, step, indices, shape, dtype)``: the values of a dataset at a step
+        on the box ``indices`` (global indices per dimension), with the signature of
+        :func:`pattern` (the default).
     """
 
     name: str
@@ -75,11 +80,16 @@ class GroupSpec:
     shape: tuple[int, ...]
     every: int
     split: int = 3
+    values: Callable[..., np.ndarray] | None = None
 
     @property
     def nbytes(self) -> int:
         """Bytes of one dataset at one step."""
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    def value(self, name: str, step: int, indices: Sequence[np.ndarray]) -> np.ndarray:
+        """The values of dataset *name* at *step* on the box *indices* (see ``values``)."""
+        return (self.values or pattern)(name, step, indices, self.shape, self.dtype)
 
     def dump_steps(self, steps: int) -> list[int]:
         """Steps in ``1 .. steps`` at which the group is dumped."""
@@ -226,7 +236,7 @@ def make_view(kind: str, spec: GroupSpec, nprocs: int, ghosts: int = 0) -> Distr
 def _local(group: sdm.Group, spec: GroupSpec, name: str, step: int) -> np.ndarray:
     """This rank's local array (ghosts included, ghosts filled with a marker)."""
     piece = group.piece(name)
-    values = pattern(name, step, piece.indices, spec.shape, spec.dtype)
+    values = spec.value(name, step, piece.indices)
     if not piece.has_ghosts:
         return np.ascontiguousarray(values)
     out = np.full(piece.memory_shape, 7, dtype=spec.dtype)
@@ -279,7 +289,7 @@ def run_template(
     catalog : str, optional
         Catalog URL (default: SQLite in the data root).
     verify : bool
-        Compare every value read with :func:`pattern` (and check SDM's checksums).
+        Compare every value read with the group's values (:attr:`GroupSpec.values`; and check SDM's checksums).
     method : str
         SDM I/O method.
     read : bool
@@ -355,7 +365,7 @@ def run_template(
                                 g.read(name, step, out=out, verify=verify)
                             nreads, rbytes = nreads + 1, rbytes + spec.nbytes
                             if verify:
-                                want = pattern(name, step, piece.indices, spec.shape, spec.dtype)
+                                want = spec.value(name, step, piece.indices)
                                 mismatches += int(np.count_nonzero(out[piece.interior] != want))
                     _say(comm, progress, f"read  {spec.name:<14s} {len(spec.datasets)} datasets in "
                          f"{tr.seconds - t0:7.3f} s")
@@ -485,8 +495,7 @@ def next_commands(result: dict[str, Any], cwd: Path | None = None) -> list[str]:
                 f"{sdm_cmd} verify {run} {where}"]
     if first is not None:
         name, step = first["datasets"][0], first["steps"][-1]
-        commands.append(f"{sdm_cmd} plot {run} {shlex.quote(first['group'] + '/' + name)} --step {step} "
-                        f"{where} --out {shlex.quote(f'run{run}-{name}.png')}")
+        commands.append(f"{sdm_cmd} plot {run} {shlex.quote(first['group'] + '/' + name)} --step {step} {where}")
     return commands
 
 

@@ -73,6 +73,7 @@ from ..errors import (
     LocalArrayError,
 )
 from ..group import Dataset, Group
+from ..layout.agreement import differences
 from ..layout.maparray import MapArray
 from ..layout.ranked import Ranked
 from .model import ELEMENT_TYPES, Block, Decomposition, Model, Nodes, NodeSet, SideSet, Variables
@@ -615,8 +616,11 @@ def write_results(session: "Session", target: StoredMesh | Model, step: int, tim
     prepared, failure = capture(prepare, rank=rank)
     shared = agree(session.comm, failure, prepared[2] if prepared else None)
     if any(s != shared[0] for s in shared):
-        raise CollectiveMismatchError(f"step {step}: ranks give different time and global values "
-                                      f"{dict(enumerate(shared))}; they are one value for the whole model")
+        assert prepared is not None  # no rank failed (agree raised otherwise)
+        names = ("time", *prepared[0].model.variables.glob)
+        raise CollectiveMismatchError(f"step {step}: ranks give different time and global values: "
+                                      f"{differences([list(zip(names, s or ())) for s in shared])}; they are one "
+                                      "value for the whole model")
     assert prepared is not None
     stored, arrays, values = prepared
     arrays["time"] = np.array(values[:1] if rank == 0 else [], dtype=np.float64)

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from ..errors import CollectiveMismatchError
 from .distribution import Distribution
 
-__all__ = ["agree_view", "describe", "ranks_text", "by_value"]
+__all__ = ["agree_view", "describe", "ranks_text", "by_value", "value_text", "differences"]
 
 
 def describe(view: Any) -> str:
@@ -54,6 +54,36 @@ def by_value(values: Sequence[Any]) -> str:
     for rank, value in enumerate(values):
         groups.setdefault(value if isinstance(value, str) else repr(value), []).append(rank)
     return "; ".join(f"{ranks_text(r)}: {v}" for v, r in groups.items())
+
+
+def value_text(value: Any, limit: int = 60) -> str:
+    """An argument's value as a message shows it: ``'T'``, ``6``, ``none``, a sequence as its items
+    (``'a', 'b'``; nested ones in parentheses), anything else by its ``repr``; at most *limit* characters."""
+    def text(v: Any, nested: bool) -> str:
+        if v is None:
+            return "none"
+        if isinstance(v, (list, tuple)):
+            inner = ", ".join(text(x, True) for x in v) or "none"
+            return f"({inner})" if nested and len(v) != 1 else inner
+        return repr(v)
+
+    shown = text(value, False)
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
+
+
+def differences(calls: Sequence[Sequence[tuple[str, Any]]]) -> str:
+    """What differs between the ranks' calls, in words: ``"step (rank 0: 1; ranks 1-3: 2)"`` for each argument
+    that differs, joined by ``and``; *calls* gives each rank's arguments as ``(name, value)`` pairs, in order.
+    An argument a rank did not give shows as ``-``."""
+    names: list[str] = []
+    for call in calls:
+        names += [n for n, _ in call if n not in names]
+    parts = []
+    for name in names:
+        values = [next((value_text(v) for n, v in call if n == name), "-") for call in calls]
+        if len(set(values)) > 1:
+            parts.append(f"{name} ({by_value(values)})")
+    return " and ".join(parts) or "their arguments (the same when shown)"
 
 
 def agree_view(comm: Any, view: Any, what: str, context: Any = None) -> None:

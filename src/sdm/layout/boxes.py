@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..errors import IndexOutOfRangeError, InvalidArgumentError
 from .distribution import Distribution, Piece
 
 __all__ = ["Box", "parse_box", "Hyperslab"]
@@ -63,7 +63,9 @@ def parse_box(box: Any, shape: Sequence[int], what: str = "box") -> Box:
     ------
     InvalidArgumentError
         An entry that is not an int, a slice or ``...``; a step that is not a positive
-        integer; an integer out of range; more entries than dimensions; two ``...``.
+        integer; more entries than dimensions; two ``...``.
+    IndexOutOfRangeError
+        An integer out of range (an :class:`IndexError` too, as numpy raises).
     """
     shape = tuple(int(n) for n in shape)
     items = list(box) if isinstance(box, tuple) else [box]
@@ -82,7 +84,7 @@ def parse_box(box: Any, shape: Sequence[int], what: str = "box") -> Box:
         if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
             i = int(item)
             if not -n <= i < n:
-                raise InvalidArgumentError(f"{what} {box!r}: index {i} is out of range for dimension {d} of "
+                raise IndexOutOfRangeError(f"{what} {box!r}: index {i} is out of range for dimension {d} of "
                                            f"extent {n}")
             i %= n
             ranges.append((i, i + 1, 1))
