@@ -147,6 +147,22 @@ def test_demo_prints_commands_that_show_its_run(tmp_path) -> None:
     assert picture.read_bytes() == before
 
 
+def test_demo_says_its_plot_needs_the_analysis_extra_without_matplotlib(tmp_path, monkeypatch) -> None:
+    """`make demo` installs no matplotlib: the plot command it prints says what installs it, as a shell comment."""
+    import importlib.util
+
+    from sdm.examples import _template
+
+    real = importlib.util.find_spec
+    result = {"catalog": f"sqlite:///{tmp_path}/catalog.db", "run_id": 3, "application": "ASTRO3D",
+              "groups": [{"group": "fields", "datasets": ["T"], "steps": [0, 4]}]}
+    with_plots = next_commands(result, cwd=tmp_path)[-1]
+    monkeypatch.setattr(_template.importlib.util, "find_spec", lambda name: None if name == "matplotlib" else real(name))
+    without = next_commands(result, cwd=tmp_path)[-1]
+    assert without == with_plots + "   # after `make analysis` (matplotlib)"
+    assert shlex.split(without, comments=True) == shlex.split(with_plots)
+
+
 def test_readme_shell_commands_are_quoted() -> None:
     """No unquoted comparison in a README shell block: `nx>=32` bare would write a file named `=32`."""
     blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)

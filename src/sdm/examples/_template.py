@@ -12,6 +12,7 @@ the catalog (:class:`CatalogClock`).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shlex
 import sys
 import time
@@ -495,7 +496,10 @@ def next_commands(result: dict[str, Any], cwd: Path | None = None) -> list[str]:
                 f"{sdm_cmd} verify {run} {where}"]
     if first is not None:
         name, step = first["datasets"][0], first["steps"][-1]
-        commands.append(f"{sdm_cmd} plot {run} {shlex.quote(first['group'] + '/' + name)} --step {step} {where}")
+        plot = f"{sdm_cmd} plot {run} {shlex.quote(first['group'] + '/' + name)} --step {step} {where}"
+        if importlib.util.find_spec("matplotlib") is None:  # make demo installs the runtime alone
+            plot += "   # after `make analysis` (matplotlib)"
+        commands.append(plot)
     return commands
 
 
