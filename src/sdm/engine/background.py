@@ -301,8 +301,7 @@ class Background:
         if self._queue and self._queue[0] is h:
             self._queue.popleft()
             self._in_flight -= h.nbytes
-            if h.state != "cancelled":
-                self.spares.keep(h, self.limit - self._in_flight)
+            self.spares.keep(h, self.limit - self._in_flight)  # ended, failed or cancelled: nobody reads them
         h._arrays = h._run = None
         if h._since is not None:
             h.blocked += (end or time.perf_counter()) - h._since
