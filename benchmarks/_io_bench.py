@@ -84,6 +84,40 @@ def meta(comm: MPI.Comm, directory: Path, load_before: float, **extra: Any) -> d
             "host": platform.node(), **extra}
 
 
+def calibrated(comm: MPI.Comm, directory: Path, quick: bool) -> Any:
+    """A calibration of *directory* (``sdm.bench.calibrate``) when its fit is sound; else SDM's default
+    constants, their label saying why (a degenerate fit on a loaded machine), the same on every rank.
+
+    Each benchmark's fresh directories then get the model stored only when it is calibrated
+    (:func:`store_model`), so ``auto`` decides there as the benchmark predicts.
+    """
+    from sdm.bench.calibrate import calibrate, check_fit
+    from sdm.errors import CalibrationError
+    from sdm.planner.model import CostModel
+
+    model, _, _ = calibrate(comm, directory, quick=quick)
+    try:
+        check_fit([], dict(model.constants))  # the model is the same on every rank: so is the outcome
+    except CalibrationError as exc:
+        say(comm)(f"calibration not used: {exc.message}")
+        return CostModel(nprocs=comm.Get_size(), cores=os.cpu_count() or 1,
+                         label=f"defaults (calibration not used: {exc.message.split('. ')[0]})")
+    return model
+
+
+def store_model(url: str, root: Path, model: Any) -> None:
+    """Store *model* as the calibration of *root* in the catalog at *url* (rank 0); defaults are not stored."""
+    from sdm.bench.calibrate import store
+
+    if model.calibrated:
+        store(url, root, model)
+
+
+def provenance_text(meta: dict[str, Any]) -> str:
+    """The sentence of a Markdown header naming what was measured: ``SDM 0.1.0 at <commit>.``"""
+    return f"SDM {meta.get('sdm_version', '?')} at {meta.get('git_commit', 'unknown')}."
+
+
 def provenance() -> dict[str, Any]:
     """The SDM version and the git commit of the sources measured (``+dirty`` with local changes)."""
     import sdm

@@ -24,7 +24,7 @@ import numpy as np
 
 from mpi4py import MPI
 
-from _io_bench import fresh, provenance, remove  # scratch directories, SDM version and commit
+from _io_bench import fresh, provenance, provenance_text, remove  # scratch directories, SDM version and commit
 from sdm._cli.bench import fs_type
 
 __all__ = ["Bench", "arguments", "rotated", "med", "spread", "table", "pyplot", "stacked_bars", "mesh_problem"]
@@ -102,7 +102,7 @@ class Bench:
         """One sentence for a Markdown header."""
         return (f"{meta['nprocs']} ranks on {meta['cores']} cores, {meta['fs']} file system; median of "
                 f"{meta['repeats']} repeats (order rotated), {meta['date']} (1-min load average "
-                f"{meta['load_before']:.1f} before, {meta['load_after']:.1f} after).")
+                f"{meta['load_before']:.1f} before, {meta['load_after']:.1f} after). {provenance_text(meta)}")
 
     def repeat(self, configs: Sequence[str], measure: Callable[[str, Path], dict[str, Any]],
                line: Callable[[dict[str, Any]], str], warmup: Sequence[str] = ()) -> dict[str, list[dict[str, Any]]]:

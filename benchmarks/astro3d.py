@@ -41,7 +41,7 @@ from sdm.examples import astro3d
 from sdm.examples._template import MB, Stopwatch, make_view, pattern
 from sdm.examples.astro3d import astro3d_groups
 
-from _io_bench import fresh, provenance, remove
+from _io_bench import fresh, provenance, provenance_text, remove
 
 LEVELS = (1, 2, 3)
 
@@ -157,7 +157,7 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"{meta['mbytes']:.1f} MB), {meta['nprocs']} ranks on {meta['cores']} cores, {meta['fs']} file system, "
             f"sync {'on' if meta['sync'] else 'off'}, method {meta['method']}, catalog {meta['catalog_kind']}; "
             f"median of {meta['repeats']} repeats, {meta['date']} (1-min load average {meta['load_before']:.1f} "
-            f"before, {meta['load_after']:.1f} after).\n\n")
+            f"before, {meta['load_after']:.1f} after). {provenance_text(meta)}\n\n")
     cols = ["config", "files", "write MB/s", "read MB/s", "catalog s", "catalog share (write)",
             "catalog share (read)", "SDM/raw write", "SDM/raw read"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] + ["---:"] * (len(cols) - 1)) + "|"]

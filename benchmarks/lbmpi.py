@@ -32,9 +32,8 @@ from typing import Any, Sequence
 
 from mpi4py import MPI
 
-from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
+from _io_bench import RESULTS, calibrated, fresh, meta, provenance_text, say, scratch, store_model, write_results
 from sdm.examples import lbmpi
-from sdm.bench.calibrate import calibrate, store
 from sdm.bench.measure import steady_memory
 
 # (variant, method, SDM checksum): the paper's four MPI-IO solutions, auto, and collective without the checksum
@@ -55,7 +54,7 @@ def measure(comm: MPI.Comm, base: Path, grid: lbmpi.Grid, steps: list[int], repe
         for variant, method, checksum in order[rep % len(order):] + order[:rep % len(order)]:
             root = fresh(comm, base, f"{variant}-{method}-{int(checksum)}-{rep}")
             if comm.Get_rank() == 0:
-                store(f"sqlite:///{root}/catalog.db", root, model)
+                store_model(f"sqlite:///{root}/catalog.db", root, model)
             comm.Barrier()
             res = lbmpi.run(comm, grid, variant, steps, root=root, method=method, sync=sync, checksum=checksum)
             if rep == 0:
@@ -104,7 +103,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
             f"({meta['mbytes']:.1f} MB), block-block over (x, y) on {meta['nprocs']} ranks ({meta['procs']}), "
             f"{meta['cores']} cores, {meta['fs']}, sync {'on' if meta['sync'] else 'off'}; median of "
             f"{meta['repeats']} repeats in rotated order, {meta['date']}; load average {meta['load_before']:.1f} "
-            f"before, {meta['load_after']:.1f} after.\n\n")
+            f"before, {meta['load_after']:.1f} after. {provenance_text(meta)}\n\n")
     cols = ["variant", "method", "checksum", "files", "seconds (min-max)", "MB/s", "vs original", "predicted s",
             "pred/meas", "files ok"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * (len(cols) - 2)) + "|"]
@@ -177,8 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps = list(range(1, a.steps + 1))
     sync = not a.no_sync
     with scratch(comm, a.root, "sdm-lbmpi-") as base, steady_memory(comm):
-        model, _, _ = calibrate(comm, fresh(comm, base, "calibration"), quick=a.quick)
-        say(comm)(f"calibrated: {model.label}")
+        model = calibrated(comm, fresh(comm, base, "calibration"), a.quick)
+        say(comm)(f"model: {model.label}")
         samples = measure(comm, base, grid, steps, a.repeats, sync, model, say(comm))
         info = meta(comm, base, load_before, grid="x".join(map(str, grid.shape)), procs="x".join(map(str, grid.procs)),
                     steps=len(steps), mbytes=4 * grid.field_bytes * len(steps) / 1e6, sync=sync, repeats=a.repeats,

@@ -31,9 +31,8 @@ import numpy as np
 from mpi4py import MPI
 
 import sdm
-from _io_bench import RESULTS, fresh, meta, say, scratch, write_results
+from _io_bench import RESULTS, calibrated, fresh, meta, provenance_text, say, scratch, store_model, write_results
 from sdm.examples._template import Stopwatch, pattern
-from sdm.bench.calibrate import calibrate, store
 from sdm.bench.measure import steady_memory
 from sdm.layout.patterns import distribution_of
 from sdm.planner.predict import Workload, held_files, opened_files, predict
@@ -58,7 +57,7 @@ def run_workload(comm: MPI.Comm, w: Workload, level: int, method: str, root: Pat
     tw, tr = Stopwatch(comm), Stopwatch(comm)
     url = f"sqlite:///{root}/catalog.db"
     if comm.Get_rank() == 0:
-        store(url, root, model)
+        store_model(url, root, model)
     comm.Barrier()
     view = distribution_of(w.distribution, w.shape, size, w.ghosts)
     with sdm.open("predictor", root=root, catalog=url, method=method, sync=w.sync, comm=comm) as s:
@@ -153,7 +152,7 @@ def markdown(rows: list[dict], points: list[dict], meta: dict) -> str:
     head = (f"# Predictor benchmark\n\n{meta['nprocs']} ranks on {meta['cores']} cores, {meta['date']}; "
             f"median of {meta['repeats']} repeats in rounds; load average {meta['load_before']:.1f} before, "
             f"{meta['load_after']:.1f} after; "
-            f"model: {meta['model']}.\n\n"
+            f"model: {meta['model']}. {provenance_text(meta)}\n\n"
             "Whole SDM runs (every write: open, I/O, sync, catalog commit; then every step read back once) "
             "against `sdm predict` for the same workload.\n\n")
     cols = ["workload", "level", "method (write/read)", "writes", "pred write s", "meas write s", "ratio",
@@ -225,8 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     comm = MPI.COMM_WORLD
     load_before = os.getloadavg()[0]
     with scratch(comm, a.root, "sdm-predictor-") as base, steady_memory(comm):
-        model, _, _ = calibrate(comm, fresh(comm, base, "calibration"), quick=a.quick)
-        say(comm)(f"calibrated: {model.label}")
+        model = calibrated(comm, fresh(comm, base, "calibration"), a.quick)
+        say(comm)(f"model: {model.label}")
         rows = measure(comm, base, model, a.repeats, say(comm))
         info = meta(comm, base, load_before, repeats=a.repeats, model=model.label)
     if comm.Get_rank() != 0:

@@ -18,3 +18,10 @@ def test_every_result_names_its_version_and_commit():
         json.loads(text)
         assert '"sdm_version"' in text, p.name
         assert re.search(r'"(git_)?commit": ?"[0-9a-f]{40}', text), p.name
+
+
+def test_every_table_names_its_version_and_commit():
+    for p in sorted(RESULTS.glob("*.md")):
+        text = p.read_text()
+        assert re.search(r"SDM \d+\.\d+\.\d+", text), p.name
+        assert re.search(r"\b[0-9a-f]{12,40}\b", text), p.name
