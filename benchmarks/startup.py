@@ -446,7 +446,7 @@ def _write(out: Path, meta: dict[str, Any], results: dict[str, Any], samples: di
     """``startup.json`` (everything, the samples included), ``startup.md`` and ``startup.png`` (the command line)."""
     text = markdown(results, meta)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "startup.json").write_text(json.dumps({"meta": meta, **results, "samples": samples}, indent=1))
+    (out / "startup.json").write_text(json.dumps({"meta": meta, **results, "samples": samples}, separators=(",", ":")))
     (out / "startup.md").write_text(text)
     if "cli" in results:
         CLI.plot(results["cli"], results["cli_contenders"], out / "startup.png")

@@ -553,7 +553,13 @@ def _retime(comm: Any, target: Path, model: Any, quick: bool, bar: _Progress) ->
     bar.extend(rounds)
     samples = measure_runs(comm, target, QUICK_RUNS if quick else RUNS, rounds, dict(model.romio),
                            progress=lambda text: bar.step(f"calibration samples again: {text}"), quick=quick)
-    return [x.as_dict() for x in samples]
+    return [_kept(x) for x in samples]
+
+
+def _kept(sample: Any) -> dict[str, Any]:
+    """A calibration sample as the results keep it: without its counts, which follow from its method and
+    pattern (``benchmarks/refit.py`` computes them again with the code of the day)."""
+    return {k: v for k, v in sample.as_dict().items() if k != "counts"}
 
 
 def _ensure(path: Path) -> str:
@@ -579,7 +585,7 @@ def _model_for(comm: Any, target: Path, scratch: Path, catalog: str | None, mode
             row = _save(catalog, target, model, samples, direct)
             if con is not None:
                 con.print(f"calibration {row} of {target} stored in {redact_url(catalog)}")
-        return model, {"direct": direct, "samples": [x.as_dict() for x in samples]}
+        return model, {"direct": direct, "samples": [_kept(x) for x in samples]}
     if mode == "none":
         return CostModel(), {}
     record = comm.bcast(_latest(_catalog_url(catalog, target), str(target)) if rank0 else None, root=0)

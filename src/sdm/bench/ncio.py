@@ -204,7 +204,8 @@ def _sig(x: float) -> float:
 
 
 def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per (sweep, point, direction): every method's median and min-max spread, the best, auto/best."""
+    """One line per (sweep, point, direction): every method's median and prediction, the min-max spread of the
+    best method and of auto, the best, auto/best, auto's decision."""
     table: dict[tuple, dict[str, Any]] = {}
     for r in rows:
         key = (r["sweep"], r["label"], r["direction"])
@@ -217,16 +218,31 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         line["verified"] &= bool(r["verified"])
         if r["method"] == "auto":
             line["auto_chose"] = r["chosen"]
-            line["auto_reason"] = r.get("reason", "")
+            line["auto_reason"] = decision(r.get("reason", ""))
             line["trial_accesses"] = len(r.get("trial_times", ()))
     for line in table.values():
         med = {m: v for m, v in line["median"].items() if m != "auto"}
         best = min(med, key=lambda m: med[m])
         line["best"] = best
+        line["spread"] = {m: line["spread"][m] for m in (best, "auto") if m in line["spread"]}  # what the tables show
         line["auto_vs_best"] = _sig(line["median"]["auto"] / med[best])
         line["chosen_vs_best"] = _sig(med[line["auto_chose"]] / med[best])
         line["posix_vs_best"] = _sig(med["posix"] / med[best]) if "posix" in med else None
     return list(table.values())
+
+
+def decision(reason: str) -> str:
+    """The first clause of the planner's reason (up to a ``;`` outside parentheses): what auto chose and why.
+
+    The rest lists the other methods' predictions and the model, which a summary line holds
+    already (``predicted``) and its configuration names (``model``).
+    """
+    depth = 0
+    for i, c in enumerate(reason):
+        depth += (c == "(") - (c == ")")
+        if c == ";" and depth == 0:
+            return reason[:i]
+    return reason
 
 
 def prediction_error(line: dict[str, Any], method: str) -> float:
