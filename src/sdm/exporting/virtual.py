@@ -526,18 +526,29 @@ def _coordinates(where: str, group: Group, sizes: dict[str, int], taken: set[str
     return out
 
 
+def _named_dtype(g: GroupRecord, rec: Any) -> tuple[str, np.dtype]:
+    """A dataset's name in messages (``group/name``) and its dtype, refused where Zarr has none for it.
+
+    Raises
+    ------
+    InvalidArgumentError
+        A dtype Zarr cannot describe (see :func:`zarr_dtype_refusal`).
+    """
+    from ..dtypes import from_text
+
+    name, dtype = f"{g.name}/{rec.name}", from_text(rec.dtype)
+    why = zarr_dtype_refusal(dtype)
+    if why is not None:
+        raise InvalidArgumentError(f"dataset {name}: {why}; export it to hdf5")
+    return name, dtype
+
+
 def _dataset(where: str, g: GroupRecord, item: Any, group: Group, rows: dict[int, WriteRecord],
              positions: dict[int, int], steps: list[int], sizes: dict[str, int], materialize: bool,
              notes: list[str]) -> VirtualArray:
     """A dataset that is not ranked: its layout (or its copy), its dimensions, fill and attributes."""
-    from ..dtypes import from_text
-
     rec = item.record
-    name = f"{g.name}/{rec.name}"
-    dtype = from_text(rec.dtype)
-    why = zarr_dtype_refusal(dtype)
-    if why is not None:
-        raise InvalidArgumentError(f"dataset {name}: {why}; export it to hdf5")
+    name, dtype = _named_dtype(g, rec)
     mine = {st: rows[st] for st in item.steps}
     own = {st: positions[st] for st in item.steps}
     try:
@@ -579,15 +590,10 @@ def _ranked(where: str, g: GroupRecord, item: Any, rows: dict[int, WriteRecord],
     IntegrityError
         A row whose size is no header and whole rows.
     """
-    from ..dtypes import from_text
     from ..storage.sections import header_length
 
     rec = item.record
-    name = f"{g.name}/{rec.name}"
-    dtype = from_text(rec.dtype)
-    why = zarr_dtype_refusal(dtype)
-    if why is not None:
-        raise InvalidArgumentError(f"dataset {name}: {why}; export it to hdf5")
+    name, dtype = _named_dtype(g, rec)
     if _swapped_fields(dtype):
         raise InvalidArgumentError(f"ranked dataset {name}: its structured dtype {dtype} has big-endian fields, which "
                                    "Zarr's structured data type cannot say; export it to hdf5")
