@@ -30,7 +30,6 @@ Writes ``benchmarks/results/async.json`` (every sample), ``async.md`` and ``asyn
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -46,26 +45,18 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 DRIVER = HERE / "peer_stack" / "async_python.py"
-from peers import launch  # noqa: E402 - the peer benchmark's job launch
+from _peer_jobs import PeerJobs, dims3  # noqa: E402 - the peer stack's jobs
 LABELS = {"sdm": "SDM", "adios2": "ADIOS2 BP5"}
 MODES = ("compute", "sync", "async")
 
 
-class Launcher:
-    """mpiexec and the drivers: the peer stack's (Open MPI) when built, else this Python's MPI (SDM only)."""
+class Launcher(PeerJobs):
+    """The jobs of this benchmark (:class:`PeerJobs` with ADIOS2's ``async_adios2`` driver)."""
 
     def __init__(self, peers: Path) -> None:
-        self.peers = peers
-        self.python = peers / "venv" / "bin" / "python"
-        self.mpiexec = Path(shutil.which("mpiexec.openmpi") or "/usr/bin/mpiexec.openmpi")
-        self.adios2 = peers / "bin" / "async_adios2"
-        self.stack = self.python.exists() and self.mpiexec.exists()
-        self.why = "" if self.stack else f"the peer stack is not built ({self.python} missing): run `make peers`"
+        super().__init__(peers, "async_adios2")
         if self.stack and not self.adios2.exists():
             self.why = f"{self.adios2} is not built: run `make peers`"
-        if not self.stack:
-            self.python = Path(sys.executable)
-            self.mpiexec = self.python.parent / "mpiexec"
 
     def contenders(self) -> tuple[str, ...]:
         return ("sdm", "adios2") if self.stack and self.adios2.exists() else ("sdm",)
@@ -78,47 +69,21 @@ class Launcher:
         return env
 
     def job(self, contender: str, nprocs: int, args: dict[str, Any], limit: float = 300) -> dict[str, Any]:
-        mpi = [str(self.mpiexec), "-n", str(nprocs)]
-        if self.stack:
-            mpi[1:1] = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
         if contender == "adios2":
             exe = [str(self.adios2), f"grid={','.join(map(str, dims3(nprocs)))}"]
         else:
             exe = [str(self.python), "-m", "mpi4py", str(DRIVER)]
-        cmd = mpi + exe + [f"{k}={v}" for k, v in args.items()]
-        ended = launch(cmd, self.env(), limit)
-        if ended is None:
-            return {"error": f"no answer within {limit:.0f} s"}
-        returncode, out, err = ended
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        if returncode != 0 or not lines:
-            return {"error": f"exit {returncode}: {err.strip()[-600:]}"}
-        return json.loads(lines[-1])
+        ended = self.run(self.mpi(nprocs) + exe + [f"{k}={v}" for k, v in args.items()], self.env(), limit)
+        return ended if isinstance(ended, dict) else self.answer(*ended)
 
     def facts(self) -> dict[str, Any]:
         done = subprocess.run([str(self.python), "-c", "from mpi4py import MPI; import numpy; print(MPI.Get_library_"
                                "version().replace(chr(0), '').splitlines()[0], '| numpy', numpy.__version__)"],
                               capture_output=True, text=True, timeout=120, env=self.env())
         facts: dict[str, Any] = {"mpi": done.stdout.strip() or done.stderr.strip()[-200:]}
-        cfg = self.peers / "adios2" / "include" / "adios2" / "common" / "ADIOSConfig.h"
-        if self.stack and cfg.exists():
-            facts["adios2"] = next((line.split()[-1].strip('"') for line in cfg.read_text().splitlines()
-                                    if "ADIOS2_VERSION_STR" in line), "?")
+        if self.adios2_config():
+            facts["adios2"] = self.adios2_version()
         return facts
-
-
-def dims3(nprocs: int) -> tuple[int, int, int]:
-    """``MPI_Dims_create(nprocs, 3)`` (balanced, non-increasing), without starting MPI here."""
-    factors, m, p = [], nprocs, 2
-    while m > 1:
-        while m % p == 0:
-            factors.append(p)
-            m //= p
-        p += 1
-    dims = [1, 1, 1]
-    for f in sorted(factors, reverse=True):
-        dims[dims.index(min(dims))] *= f
-    return tuple(sorted(dims, reverse=True))  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------- jobs

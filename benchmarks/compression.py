@@ -28,7 +28,6 @@ Writes ``benchmarks/results/compression.json`` (every sample), ``compression.md`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -46,7 +45,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 DRIVER = HERE / "peer_stack" / "compress_python.py"
-from peers import evict, launch  # noqa: E402 - the peer benchmark's page-cache eviction and job launch
+from _peer_jobs import PeerJobs, dims3  # noqa: E402 - the peer stack's jobs
+from peers import evict  # noqa: E402 - the peer benchmark's page-cache eviction
 NOT_AVAILABLE = 3
 LABELS = {"sdm": "SDM", "hdf5": "parallel HDF5", "adios2": "ADIOS2"}
 
@@ -90,19 +90,11 @@ def make_fields(where: Path, n: int) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- jobs
 
-class Launcher:
-    """mpiexec and the drivers: the peer stack's (Open MPI) when built, else this Python's MPI (SDM only)."""
+class Launcher(PeerJobs):
+    """The jobs of this benchmark (:class:`PeerJobs` with ADIOS2's ``compress_adios2`` driver)."""
 
     def __init__(self, peers: Path) -> None:
-        self.peers = peers
-        self.python = peers / "venv" / "bin" / "python"
-        self.mpiexec = Path(shutil.which("mpiexec.openmpi") or "/usr/bin/mpiexec.openmpi")
-        self.adios2 = peers / "bin" / "compress_adios2"
-        self.stack = self.python.exists() and self.mpiexec.exists()
-        self.why = "" if self.stack else f"the peer stack is not built ({self.python} missing): run `make peers`"
-        if not self.stack:
-            self.python = Path(sys.executable)
-            self.mpiexec = self.python.parent / "mpiexec"
+        super().__init__(peers, "compress_adios2")
 
     def contenders(self) -> tuple[str, ...]:
         if not self.stack:
@@ -122,9 +114,7 @@ class Launcher:
         return str(site / "hdf5plugin" / "plugins") if site else ""
 
     def command(self, contender: str, nprocs: int, args: dict[str, Any]) -> list[str]:
-        mpi = [str(self.mpiexec), "-n", str(nprocs)]
-        if self.stack:
-            mpi[1:1] = ["--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+        mpi = self.mpi(nprocs)
         if contender == "adios2":
             exe = [str(self.adios2)]
             args = {**args, "grid": ",".join(map(str, dims3(nprocs))), "codec": "zfp" if args["codec"].startswith("zfp") else args["codec"],
@@ -134,17 +124,14 @@ class Launcher:
         return mpi + exe + [f"{k}={v}" for k, v in args.items()]
 
     def job(self, contender: str, nprocs: int, args: dict[str, Any], limit: float = 600) -> dict[str, Any]:
-        ended = launch(self.command(contender, nprocs, args), self.env(), limit)
-        if ended is None:
-            return {"error": f"no answer within {limit:.0f} s"}
+        ended = self.run(self.command(contender, nprocs, args), self.env(), limit)
+        if isinstance(ended, dict):
+            return ended
         returncode, out, err = ended
         if returncode == NOT_AVAILABLE:  # the driver's own line, not MPI's banners
             said = [line for line in err.splitlines() if "compress_" in line or "this ADIOS2" in line]
             return {"na": (said or ["not available"])[-1][:240]}
-        lines = [line for line in out.splitlines() if line.startswith("{")]
-        if returncode != 0 or not lines:
-            return {"error": f"exit {returncode}: {err.strip()[-600:]}"}
-        return json.loads(lines[-1])
+        return self.answer(returncode, out, err)
 
     def facts(self) -> dict[str, Any]:
         def run(code: str) -> str:
@@ -161,28 +148,12 @@ class Launcher:
             facts["hdf5_plugins"] = run(
                 "import h5py; print(', '.join(f'{k} {h5py.h5z.filter_avail(i)}' for k, i in (('zstd', 32015), "
                 "('blosc2', 32026), ('zfp', 32013), ('sz3', 32024))))")
-            cfg = self.peers / "adios2" / "include" / "adios2" / "common" / "ADIOSConfig.h"
-            text = cfg.read_text() if cfg.exists() else ""
-            facts["adios2"] = next((line.split()[-1].strip('"') for line in text.splitlines()
-                                    if "ADIOS2_VERSION_STR" in line), "?")
+            text = self.adios2_config()
+            facts["adios2"] = self.adios2_version()
             defined = {line.split()[1] for line in text.splitlines() if line.startswith("#define ADIOS2_HAVE_")}
             facts["adios2_operators"] = ", ".join(op for op in ("Blosc2", "ZFP", "SZ", "SZ3", "MGARD")
                                                   if f"ADIOS2_HAVE_{op.upper()}" in defined) or "none"
         return facts
-
-
-def dims3(nprocs: int) -> tuple[int, int, int]:
-    """``MPI_Dims_create(nprocs, 3)`` (balanced, non-increasing), without starting MPI here."""
-    factors, m, p = [], nprocs, 2
-    while m > 1:
-        while m % p == 0:
-            factors.append(p)
-            m //= p
-        p += 1
-    dims = [1, 1, 1]
-    for f in sorted(factors, reverse=True):
-        dims[dims.index(min(dims))] *= f
-    return tuple(sorted(dims, reverse=True))  # type: ignore[return-value]
 
 
 def box_of(n: int) -> tuple[str, str]:
